@@ -1,0 +1,287 @@
+/*
+ * tcq.h — trellis-coded quantization for language models.  The one public header.
+ *
+ * tcq stores weights in the QTIP-style "bitshift trellis" with the 1MAD code (the packed format
+ * of mlx-bun's trellis artifacts, docs/FORMAT.md in the shared folder) and computes with the
+ * packed weights directly.  This header is the manual: every public type and function is here,
+ * grouped by module, each with its contract.
+ *
+ * Conventions
+ *   - Every fallible function returns tcq_status.  TCQ_OK is 0.  On failure, tcq_last_error()
+ *     returns a message for the calling thread that names the file, tensor or field at fault.
+ *     The library never calls exit() or abort() on input it was given.
+ *   - Memory is caller-owned where it fits: functions that fill a buffer take the buffer and its
+ *     size.  Objects the library allocates have a matching *_free().
+ *   - Shapes are written next to pointers, row-major: `float *y; // [M, out]`.
+ *   - Results are bit-identical for any thread count.
+ */
+#ifndef TCQ_H
+#define TCQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ============================================================================================
+ * Status
+ * ========================================================================================== */
+
+typedef enum tcq_status {
+    TCQ_OK = 0,
+    TCQ_ERR_INVALID_ARG,   /* a parameter is out of range or inconsistent (shape, L, k, T...) */
+    TCQ_ERR_NOMEM,         /* an allocation failed */
+    TCQ_ERR_IO,            /* open/read/write/mmap failed */
+    TCQ_ERR_FORMAT,        /* a file or JSON document is malformed */
+    TCQ_ERR_UNSUPPORTED,   /* valid input that this build does not handle (dtype, model_type) */
+    TCQ_ERR_NOT_FOUND,     /* a tensor, key or file that must exist does not */
+    TCQ_ERR_RANGE,         /* a size limit was hit (context overflow, buffer too small) */
+    TCQ_ERR_DEVICE,        /* an accelerator call failed (message carries the driver's string) */
+    TCQ_ERR_INTERNAL,      /* a bug in tcq: please report */
+    TCQ_STATUS_COUNT
+} tcq_status;
+
+/* A short fixed description of a status ("invalid argument", ...). Never NULL. */
+const char *tcq_status_str(tcq_status s);
+
+/* The calling thread's message for the most recent failure (or "" if none). Valid until the next
+ * failing call on this thread. */
+const char *tcq_last_error(void);
+
+/* Library version as "MAJOR.MINOR.PATCH". */
+const char *tcq_version(void);
+
+/* ============================================================================================
+ * Core: CPU features, instruction-set dispatch, threads
+ * ========================================================================================== */
+
+typedef enum tcq_isa {
+    TCQ_ISA_SCALAR = 0,    /* the generic path, always built: the reference */
+    TCQ_ISA_AVX2 = 1,      /* AVX2 + FMA + F16C */
+    TCQ_ISA_AVX512 = 2,    /* AVX-512 F/BW/DQ/VL (+VNNI, VBMI, BF16 where present) */
+    TCQ_ISA_COUNT
+} tcq_isa;
+
+typedef struct tcq_cpu_features {
+    int avx2, fma, f16c;             /* AVX2 path requires all three */
+    int avx512f, avx512bw, avx512dq, avx512vl;
+    int avx512vnni, avx512vbmi, avx512vbmi2, avx512bf16, avx512fp16;
+    int os_avx, os_avx512;           /* XCR0 says the OS saves the YMM / ZMM state */
+} tcq_cpu_features;
+
+/* Features of this CPU (cpuid + xgetbv), detected once. */
+const tcq_cpu_features *tcq_cpu(void);
+
+/* The ISA every dispatched function uses.  Chosen once, at first use: the best the CPU and OS
+ * support, unless the environment variable TCQ_ISA=scalar|avx2|avx512 pins one (a pin the CPU
+ * cannot run falls back to the best supported, with a warning on stderr). */
+tcq_isa tcq_isa_active(void);
+/* Override the active ISA (tests and benchmarks). Fails if the CPU cannot run it. */
+tcq_status tcq_isa_set(tcq_isa isa);
+const char *tcq_isa_name(tcq_isa isa);   /* "scalar", "avx2", "avx512" */
+/* Parse "scalar"|"avx2"|"avx512". */
+tcq_status tcq_isa_parse(const char *name, tcq_isa *out);
+
+/* A fixed-size pool of worker threads.  Work is split into a fixed number of items chosen by the
+ * caller, never by the thread count, so results do not depend on how many threads run. */
+typedef struct tcq_pool tcq_pool;
+
+/* n_threads <= 0: one per online CPU. */
+tcq_status tcq_pool_create(int n_threads, tcq_pool **out);
+void tcq_pool_free(tcq_pool *pool);
+int tcq_pool_size(const tcq_pool *pool);
+/* Run fn(arg, item, thread) for item in [0, n_items), spread over the pool; returns when all are
+ * done.  thread is in [0, tcq_pool_size()) and is for scratch selection only.  pool may be NULL:
+ * then everything runs on the calling thread. */
+typedef void (*tcq_pool_fn)(void *arg, int64_t item, int thread);
+void tcq_pool_run(tcq_pool *pool, int64_t n_items, tcq_pool_fn fn, void *arg);
+
+/* ============================================================================================
+ * Codec: the 1MAD code, the block layout, scales (FORMAT.md)
+ * ========================================================================================== */
+
+#define TCQ_L_MIN 8
+#define TCQ_L_MAX 16
+#define TCQ_K_MAX 4
+#define TCQ_RMAD_MUL 34038481u
+#define TCQ_RMAD_ADD 76625530u
+#define TCQ_RMAD_DIV 147.800537109375f   /* exact in f32: 605391 / 4096 */
+
+/* Integer 1MAD value of a state: the byte sum of s*34038481 + 76625530 (mod 2^32) minus 510,
+ * in [-510, 510]. */
+static inline int tcq_code_y(uint32_t s)
+{
+    uint32_t x = s * TCQ_RMAD_MUL + TCQ_RMAD_ADD;
+    return (int)((x & 255u) + ((x >> 8) & 255u) + ((x >> 16) & 255u) + (x >> 24)) - 510;
+}
+
+/* Canonical f32 value of a state: y / 147.800537109375 correctly rounded (the "host LUT"). */
+float tcq_code_value(uint32_t s);
+/* The canonical value of an integer y in [-510, 510]. */
+float tcq_code_value_y(int y);
+/* Table of the 1021 canonical values: [y + 510]. */
+const float *tcq_code_value_table(void);
+/* value(s) computed on the fly by the residual-refined reciprocal of FORMAT.md (what the SIMD
+ * kernels do); equal to tcq_code_value(s) for every s. */
+float tcq_code_value_computed(uint32_t s);
+/* RMS of value(s) over all 2^L states (double precision). L in [8, 16]. */
+double tcq_code_rms(int L);
+
+/* Round-to-nearest-even conversions. */
+uint16_t tcq_f32_to_bf16(float f);
+float tcq_bf16_to_f32(uint16_t h);
+uint16_t tcq_f32_to_f16(float f);
+float tcq_f16_to_f32(uint16_t h);
+
+/* Block geometry.  A block holds T weights of k bits: T*k/32 little-endian uint32 words. */
+typedef struct tcq_block_params {
+    int L;   /* state bits, 8..16 */
+    int k;   /* bits per weight, 1..4, k < L */
+    int T;   /* weights per block: 64, 128 or 256; T*k % 32 == 0 */
+} tcq_block_params;
+
+/* Validates L, k, T as above. */
+tcq_status tcq_block_check(tcq_block_params p);
+static inline int tcq_block_words(tcq_block_params p) { return p.T * p.k / 32; }
+
+/* Pack T states (which must obey the cyclic successor rule) into T*k/32 words: symbol
+ * b_t = s_t & (2^k-1) at bit (T-1-t)*k. Only the low k bits of each state are read. */
+void tcq_block_pack(tcq_block_params p, const uint32_t *states /* [T] */, uint32_t *words /* [T*k/32] */);
+/* The state at position t: the L-bit window at bit (T-1-t)*k, wrapping. O(1). */
+static inline uint32_t tcq_block_state(tcq_block_params p, const uint32_t *words, int t)
+{
+    const int wpb = p.T * p.k / 32;
+    const int pos = (p.T - 1 - t) * p.k, wi = pos >> 5, off = pos & 31;
+    uint64_t win = words[wi] >> off;
+    if (off + p.L > 32) win |= (uint64_t)words[(wi + 1 == wpb) ? 0 : wi + 1] << (32 - off);
+    return (uint32_t)win & ((1u << p.L) - 1u);
+}
+/* All T states of a block. */
+void tcq_block_unpack(tcq_block_params p, const uint32_t *words, uint32_t *states /* [T] */);
+/* 1 if states obey s_t = ((s_{t-1} << k) | (s_t & (2^k-1))) mod 2^L for all t, cyclically. */
+int tcq_block_states_valid(tcq_block_params p, const uint32_t *states /* [T] */);
+/* Decode a block: out[t] = value(s_t) * scale. */
+void tcq_block_decode_f32(tcq_block_params p, const uint32_t *words, float scale, float *out /* [T] */);
+
+/* A packed trellis tensor (FORMAT.md "Axis").  Coded rows: R rows of C weights, C % T == 0.
+ *   axis 1: W [out, in] is stored as is: R = out, C = in.
+ *   axis 0: W is stored transposed:      R = in,  C = out.
+ * codes: [R, C*k/32] words, or for interleaved (k=3, axis 0, C % 512 == 0) [C/512, R, 48].
+ * scales: [R] IEEE fp16 bits. Pointers are borrowed, never freed by tcq. */
+typedef struct tcq_trellis {
+    tcq_block_params p;
+    int axis;                 /* 0 or 1 */
+    int interleaved;          /* 0 or 1 (k=3, axis 0 only) */
+    int64_t rows;             /* R */
+    int64_t cols;             /* C */
+    const uint32_t *codes;
+    const uint16_t *scales;
+} tcq_trellis;
+
+/* Validates parameters, shape and pointers. */
+tcq_status tcq_trellis_check(const tcq_trellis *w);
+static inline int64_t tcq_trellis_out(const tcq_trellis *w) { return w->axis ? w->rows : w->cols; }
+static inline int64_t tcq_trellis_in(const tcq_trellis *w) { return w->axis ? w->cols : w->rows; }
+/* Words per coded row: C*k/32. */
+static inline int64_t tcq_trellis_row_words(const tcq_trellis *w) { return w->cols * w->p.k / 32; }
+/* Bits per weight including the fp16 scale per row: k + 16/C. */
+double tcq_trellis_bpw(const tcq_trellis *w);
+/* Pointer to the words of block `blk` of coded row r (handles the interleave). */
+const uint32_t *tcq_trellis_block(const tcq_trellis *w, int64_t r, int64_t blk);
+/* Decode coded row r to C values (value * scale[r]), f32 or bf16. */
+tcq_status tcq_trellis_decode_row(const tcq_trellis *w, int64_t r, float *out /* [C] */);
+tcq_status tcq_trellis_decode_row_bf16(const tcq_trellis *w, int64_t r, uint16_t *out /* [C] */);
+/* Decode the whole tensor to the dense W [out, in] (axis 0 is transposed back). */
+tcq_status tcq_trellis_decode(const tcq_trellis *w, float *W /* [out, in] */);
+tcq_status tcq_trellis_decode_bf16(const tcq_trellis *w, uint16_t *W /* [out, in] */);
+
+/* Two-block interleave of k=3 axis-0 codes: [R, C*3/32] <-> [C/512, R, 48]. Lossless. */
+tcq_status tcq_interleave(int64_t R, int64_t C, const uint32_t *src /* [R, C*3/32] */,
+                          uint32_t *dst /* [C/512, R, 48] */);
+tcq_status tcq_deinterleave(int64_t R, int64_t C, const uint32_t *src /* [C/512, R, 48] */,
+                            uint32_t *dst /* [R, C*3/32] */);
+
+/* Per-row scale: fp16(RMS(row) / RMS(code)); an all-zero row gets 1. */
+uint16_t tcq_scale_for_row(int L, const float *row /* [n] */, int64_t n);
+
+/* ============================================================================================
+ * Encoder: Viterbi over the 2^L states with tail-biting (FORMAT.md "Encoder")
+ *
+ * Arithmetic contract (the reference and every fast path compute exactly this, so their output
+ * is bit-identical): with a(s) = -2 v(s) and b(s) = v(s)^2 in f32 (v the canonical value),
+ *     c_t(s) = fmaf(x_t, a(s), b(s))            [* w_t when weights are given]
+ *     D_0(s) = c_0(s) (or +inf outside the allowed start set)
+ *     D_t(s) = min_j D_{t-1}((s >> k) + j 2^(L-k)) + c_t(s)
+ * (x_t^2 is constant per position and dropped.)  The min takes the smallest j among equal
+ * values; the final state is the smallest s among equal minima.
+ * ========================================================================================== */
+
+typedef enum tcq_search {
+    TCQ_SEARCH_TWO_PASS = 0,  /* QTIP Algorithm 4: roll by T/2, free pass, constrained pass */
+    TCQ_SEARCH_SEAMS = 1,     /* two-pass plus extra constrained passes over candidate seams */
+    TCQ_SEARCH_COUNT
+} tcq_search;
+
+const char *tcq_search_name(tcq_search s);   /* "default" (two-pass), "seams" */
+tcq_status tcq_search_parse(const char *name, tcq_search *out);
+
+typedef struct tcq_encode_opts {
+    tcq_search search;        /* TCQ_SEARCH_TWO_PASS */
+    int seams;                /* candidate seams for TCQ_SEARCH_SEAMS (0: the default, 8) */
+} tcq_encode_opts;
+
+/* Reference encoder of one block, scalar, kept forever as the golden.  x: the T targets (already
+ * divided by the row scale); w: optional per-position weights (NULL: all 1).  Writes the T*k/32
+ * code words; states (optional) receives the T states; err (optional) the squared error
+ * sum_t w_t (x_t - v(s_t))^2 in double. */
+tcq_status tcq_encode_block_ref(tcq_block_params p, const tcq_encode_opts *opts,
+                                const float *x /* [T] */, const float *w /* [T] or NULL */,
+                                uint32_t *words /* [T*k/32] */, uint32_t *states /* [T] or NULL */,
+                                double *err);
+
+/* The fast block encoder (best ISA, same output as the reference).  Same contract as
+ * tcq_encode_block_ref. */
+tcq_status tcq_encode_block(tcq_block_params p, const tcq_encode_opts *opts, const float *x /* [T] */,
+                            const float *w /* [T] or NULL */, uint32_t *words /* [T*k/32] */,
+                            uint32_t *states /* [T] or NULL */, double *err);
+
+/* Code a matrix along its rows: src [R, C] (C % T == 0) in f32.  Per-row scales follow FORMAT.md
+ * (tcq_scale_for_row); each row is divided by f32(scale) and coded block by block on the pool
+ * (NULL: calling thread).  w: optional per-weight importance [R, C].  Writes codes [R, C*k/32]
+ * and scales [R]; sq_err (optional) receives sum (src - decoded)^2 over the whole matrix, in
+ * the source units, summed in a fixed order. */
+tcq_status tcq_encode_rows(tcq_block_params p, const tcq_encode_opts *opts, const float *src /* [R, C] */,
+                           const float *w /* [R, C] or NULL */, int64_t R, int64_t C,
+                           uint32_t *codes /* [R, C*k/32] */, uint16_t *scales /* [R] */,
+                           tcq_pool *pool, double *sq_err);
+
+/* ============================================================================================
+ * IO: safetensors, model-directory config, quantization entries
+ * ========================================================================================== */
+
+/* ============================================================================================
+ * Kernels: linear layers over packed weights (CPU)
+ * ========================================================================================== */
+
+/* ============================================================================================
+ * Tokenizer
+ * ========================================================================================== */
+
+/* ============================================================================================
+ * Model: loading, forward, generation, evaluation
+ * ========================================================================================== */
+
+/* ============================================================================================
+ * Quantize
+ * ========================================================================================== */
+
+/* ============================================================================================
+ * CUDA (built with -DTCQ_CUDA=ON)
+ * ========================================================================================== */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TCQ_H */

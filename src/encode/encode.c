@@ -1,0 +1,82 @@
+/* Matrix encoder: per-row scales, then every block of every row on the pool.  Blocks are
+ * independent, so the result does not depend on the thread count. */
+#include "../core/internal.h"
+
+#include <string.h>
+
+tcq_status tcq_encode_block(tcq_block_params p, const tcq_encode_opts *opts, const float *x,
+                            const float *w, uint32_t *words, uint32_t *states, double *err)
+{
+    return tcq_encode_block_ref(p, opts, x, w, words, states, err);
+}
+
+typedef struct rows_job {
+    tcq_block_params p;
+    const tcq_encode_opts *opts;
+    const float *src, *w;
+    int64_t C, blocks_per_row;
+    uint32_t *codes;
+    const uint16_t *scales;
+    double *blk_err;        /* [R * blocks_per_row] */
+    tcq_status *thread_rc;  /* [threads]: first failure seen by each thread */
+} rows_job;
+
+static void rows_block(void *arg, int64_t item, int thread)
+{
+    rows_job *j = arg;
+    const int64_t r = item / j->blocks_per_row, b = item % j->blocks_per_row;
+    const int T = j->p.T;
+    const float scale = tcq_f16_to_f32(j->scales[r]);
+    const float *row = j->src + r * j->C + b * T;
+    float x[256];
+    for (int t = 0; t < T; t++) x[t] = row[t] / scale;
+    uint32_t states[256];
+    uint32_t *words = j->codes + r * (j->C * j->p.k / 32) + b * tcq_block_words(j->p);
+    tcq_status rc = tcq_encode_block(j->p, j->opts, x, j->w ? j->w + r * j->C + b * T : NULL, words,
+                                     states, NULL);
+    if (rc != TCQ_OK) {
+        if (j->thread_rc[thread] == TCQ_OK) j->thread_rc[thread] = rc;
+        j->blk_err[item] = 0;
+        return;
+    }
+    double e = 0;
+    for (int t = 0; t < T; t++) {
+        const double d = (double)row[t] - (double)(tcq_code_value(states[t]) * scale);
+        e += d * d;
+    }
+    j->blk_err[item] = e;
+}
+
+tcq_status tcq_encode_rows(tcq_block_params p, const tcq_encode_opts *opts, const float *src,
+                           const float *w, int64_t R, int64_t C, uint32_t *codes, uint16_t *scales,
+                           tcq_pool *pool, double *sq_err)
+{
+    TCQ_TRY(tcq_block_check(p));
+    if (!src || !codes || !scales) return tcq_fail(TCQ_ERR_INVALID_ARG, "encode_rows: NULL buffer");
+    if (R <= 0 || C <= 0 || C % p.T != 0)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "encode_rows: shape [%lld, %lld] needs C %% T(=%d) == 0",
+                        (long long)R, (long long)C, p.T);
+    for (int64_t r = 0; r < R; r++) scales[r] = tcq_scale_for_row(p.L, src + r * C, C);
+    const int64_t bpr = C / p.T, nblk = R * bpr;
+    const int nt = tcq_pool_size(pool);
+    rows_job j = {p, opts, src, w, C, bpr, codes, scales, malloc((size_t)nblk * sizeof(double)),
+                  calloc((size_t)nt, sizeof(tcq_status))};
+    if (!j.blk_err || !j.thread_rc) {
+        free(j.blk_err);
+        free(j.thread_rc);
+        return tcq_fail(TCQ_ERR_NOMEM, "encode_rows: %lld blocks", (long long)nblk);
+    }
+    tcq_pool_run(pool, nblk, rows_block, &j);
+    tcq_status rc = TCQ_OK;
+    for (int i = 0; i < nt; i++)
+        if (j.thread_rc[i] != TCQ_OK) rc = j.thread_rc[i];
+    if (rc == TCQ_OK && sq_err) {
+        double e = 0;
+        for (int64_t i = 0; i < nblk; i++) e += j.blk_err[i];
+        *sq_err = e;
+    }
+    free(j.blk_err);
+    free(j.thread_rc);
+    if (rc != TCQ_OK) return tcq_fail(rc, "encode_rows: a block failed to encode");
+    return rc;
+}
