@@ -261,6 +261,94 @@ tcq_status tcq_encode_rows(tcq_block_params p, const tcq_encode_opts *opts, cons
  * IO: safetensors, model-directory config, quantization entries
  * ========================================================================================== */
 
+typedef enum tcq_dtype {
+    TCQ_DTYPE_F32, TCQ_DTYPE_F16, TCQ_DTYPE_BF16, TCQ_DTYPE_F64,
+    TCQ_DTYPE_U8, TCQ_DTYPE_I8, TCQ_DTYPE_U16, TCQ_DTYPE_I16,
+    TCQ_DTYPE_U32, TCQ_DTYPE_I32, TCQ_DTYPE_U64, TCQ_DTYPE_I64, TCQ_DTYPE_BOOL,
+    TCQ_DTYPE_COUNT
+} tcq_dtype;
+
+size_t tcq_dtype_size(tcq_dtype t);          /* bytes per element */
+const char *tcq_dtype_name(tcq_dtype t);     /* safetensors spelling: "F32", "BF16", "U32", ... */
+tcq_status tcq_dtype_parse(const char *name, tcq_dtype *out);
+
+#define TCQ_MAX_DIMS 8
+
+/* One tensor of a safetensors file.  data points into the file's mapping. */
+typedef struct tcq_tensor_info {
+    const char *name;
+    tcq_dtype dtype;
+    int ndim;
+    int64_t shape[TCQ_MAX_DIMS];
+    int64_t numel;
+    const void *data;
+    size_t nbytes;
+    const char *file;                        /* path of the file holding it (for messages) */
+} tcq_tensor_info;
+
+/* A safetensors file, mmapped read-only.  Every header field is validated: the JSON is
+ * well-formed, dtypes known, shape x dtype size == byte span, spans inside the data section,
+ * sorted spans neither overlapping nor leaving holes, header size sane. */
+typedef struct tcq_st_file tcq_st_file;
+
+tcq_status tcq_st_open(const char *path, tcq_st_file **out);
+/* Parse a safetensors image held in memory (borrowed; must outlive the object). label names it
+ * in messages.  Used by the fuzzer and by tests. */
+tcq_status tcq_st_parse(const void *buf, size_t len, const char *label, tcq_st_file **out);
+void tcq_st_close(tcq_st_file *f);
+int64_t tcq_st_count(const tcq_st_file *f);
+const tcq_tensor_info *tcq_st_tensor(const tcq_st_file *f, int64_t i);      /* in file order */
+const tcq_tensor_info *tcq_st_find(const tcq_st_file *f, const char *name); /* NULL if absent */
+const char *tcq_st_metadata(const tcq_st_file *f, const char *key);         /* "__metadata__" */
+
+/* The tensors of a model: one .safetensors file, a directory holding model.safetensors, or a
+ * directory sharded through model.safetensors.index.json (every shard validated, every indexed
+ * tensor present in the shard the index names, no name in two shards). */
+typedef struct tcq_st_set tcq_st_set;
+
+tcq_status tcq_st_set_open(const char *path, tcq_st_set **out);
+void tcq_st_set_close(tcq_st_set *s);
+int64_t tcq_st_set_count(const tcq_st_set *s);
+const tcq_tensor_info *tcq_st_set_tensor(const tcq_st_set *s, int64_t i);
+const tcq_tensor_info *tcq_st_set_find(const tcq_st_set *s, const char *name);
+
+/* Writer: tensors are borrowed until tcq_st_writer_write(), which writes one file (8-byte aligned
+ * data, header padded with spaces). */
+typedef struct tcq_st_writer tcq_st_writer;
+
+tcq_status tcq_st_writer_create(tcq_st_writer **out);
+void tcq_st_writer_free(tcq_st_writer *w);
+tcq_status tcq_st_writer_add(tcq_st_writer *w, const char *name, tcq_dtype dtype, int ndim,
+                             const int64_t *shape, const void *data, size_t nbytes);
+tcq_status tcq_st_writer_metadata(tcq_st_writer *w, const char *key, const char *value);
+tcq_status tcq_st_writer_write(tcq_st_writer *w, const char *path);
+
+/* Quantization entries of config.json ("quantization" or "quantization_config"). */
+typedef enum tcq_qmode { TCQ_QMODE_NONE = 0, TCQ_QMODE_TRELLIS, TCQ_QMODE_AFFINE } tcq_qmode;
+
+typedef struct tcq_qentry {
+    tcq_qmode mode;
+    int bits;          /* k for trellis; 4 or 8 for affine */
+    int group_size;    /* T for trellis; 32/64/128 for affine */
+    int L;             /* trellis: state bits */
+    int axis;          /* trellis: 0 or 1 */
+    int interleaved;   /* trellis: two-block interleave */
+} tcq_qentry;
+
+typedef struct tcq_qconfig tcq_qconfig;
+
+/* Parse the quantization object of a config.json text (either key; absent gives an empty config
+ * where every module is dense). label names the file in messages. */
+tcq_status tcq_qconfig_parse(const char *json, size_t len, const char *label, tcq_qconfig **out);
+void tcq_qconfig_free(tcq_qconfig *q);
+/* The entry for a module path such as "model.layers.0.mlp.down_proj" (no ".weight"), trying the
+ * other known prefixes ("language_model.") and then the default; mode NONE if unquantized. */
+tcq_qentry tcq_qconfig_lookup(const tcq_qconfig *q, const char *module);
+/* Build a trellis tensor view from a module's stored tensors (P.weight U32, P.scales F16) and its
+ * entry, checking dtypes and shapes against the entry.  Names the module in errors. */
+tcq_status tcq_trellis_from_tensors(const char *module, const tcq_qentry *e, const tcq_tensor_info *weight,
+                                    const tcq_tensor_info *scales, tcq_trellis *out);
+
 /* ============================================================================================
  * Kernels: linear layers over packed weights (CPU)
  * ========================================================================================== */
