@@ -353,6 +353,55 @@ tcq_status tcq_trellis_from_tensors(const char *module, const tcq_qentry *e, con
  * Kernels: linear layers over packed weights (CPU)
  * ========================================================================================== */
 
+/* MLX affine quantized weight: w [out, in*bits/32] U32 (little-endian, element j of a row at bits
+ * (j*bits) % 32 of word (j*bits)/32), scales and biases [out, in/group_size] in f16/bf16/f32;
+ * weight = scale * q + bias. */
+typedef struct tcq_affine {
+    int bits;                   /* 4 or 8 */
+    int group_size;             /* 32, 64 or 128 */
+    int64_t out, in;
+    const uint32_t *w;
+    const void *scales, *biases;
+    tcq_dtype sdtype;           /* dtype of scales and biases */
+} tcq_affine;
+
+typedef enum tcq_wformat {
+    TCQ_WF_F32, TCQ_WF_F16, TCQ_WF_BF16,   /* dense W [out, in] */
+    TCQ_WF_TRELLIS,                        /* packed trellis (any axis / interleave) */
+    TCQ_WF_AFFINE,                         /* MLX affine */
+    TCQ_WF_COUNT
+} tcq_wformat;
+
+/* A linear layer's weight in any format: y = W x with W [out, in].  Views only; the pointers are
+ * borrowed (typically into a mapped safetensors file). */
+typedef struct tcq_weight {
+    tcq_wformat fmt;
+    int64_t out, in;
+    const void *dense;          /* TCQ_WF_F32/F16/BF16: [out, in] */
+    tcq_trellis tr;             /* TCQ_WF_TRELLIS */
+    tcq_affine af;              /* TCQ_WF_AFFINE */
+} tcq_weight;
+
+/* Numerical path for trellis weights. */
+typedef enum tcq_kpath {
+    TCQ_PATH_AUTO = 0,          /* whichever is faster at equal quality (the runtime default) */
+    TCQ_PATH_EXACT,             /* weight = f32 value(s) * f32(scale), f32 accumulation */
+    TCQ_PATH_FAST,              /* int8 activations, decode folded into the integer dot product */
+} tcq_kpath;
+
+/* Execution context for kernels: the thread pool and the path.  Scratch is allocated inside and
+ * reused; one context per thread of the caller. */
+typedef struct tcq_kctx tcq_kctx;
+tcq_status tcq_kctx_create(tcq_pool *pool /* may be NULL */, tcq_kpath path, tcq_kctx **out);
+void tcq_kctx_free(tcq_kctx *ctx);
+
+/* y = x W^T for M rows: x [M, in], y [M, out]. Any format, any M >= 1. */
+tcq_status tcq_linear(const tcq_weight *w, const float *x /* [M, in] */, float *y /* [M, out] */,
+                      int64_t M, tcq_kctx *ctx);
+/* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T), gate and up both [out, in]. */
+tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const float *x /* [M, in] */,
+                             float *y /* [M, out] */, int64_t M, tcq_kctx *ctx);
+
 /* ============================================================================================
  * Tokenizer
  * ========================================================================================== */
