@@ -414,8 +414,9 @@ tcq_status tcq_qconfig_apply(const char *config_json, size_t len, const tcq_qcon
  * entry, checking dtypes and shapes against the entry.  Names the module in errors. */
 tcq_status tcq_trellis_from_tensors(const char *module, const tcq_qentry *e, const tcq_tensor_info *weight,
                                     const tcq_tensor_info *scales, tcq_trellis *out);
-/* The same from a set: resolves MODULE's entry, finds MODULE.weight and MODULE.scales.
- * TCQ_ERR_NOT_FOUND if the module has no trellis entry or a tensor is missing. */
+/* The same from a set: resolves MODULE's entry, finds MODULE.weight and MODULE.scales (under
+ * MODULE's prefix, else the other one).  TCQ_ERR_NOT_FOUND if the module has no trellis entry or
+ * a tensor is missing. */
 tcq_status tcq_trellis_from_set(const tcq_st_set *s, const tcq_qconfig *q, const char *module, tcq_trellis *out);
 
 /* ============================================================================================

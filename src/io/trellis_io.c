@@ -81,14 +81,27 @@ tcq_status tcq_trellis_from_set(const tcq_st_set *s, const tcq_qconfig *q, const
     tcq_qentry e = tcq_qconfig_resolve(q, s, module);
     if (e.mode != TCQ_QMODE_TRELLIS)
         return tcq_fail(TCQ_ERR_NOT_FOUND, "module '%s': no trellis quantization entry", module);
-    size_t ml = strlen(module);
-    char *name = malloc(ml + 8);
+    /* The tensors may be stored under the other prefix than the one asked for. */
+    static const char lm[] = "language_model.";
+    const size_t pl = sizeof lm - 1, ml = strlen(module);
+    char *name = malloc(ml + pl + 8);
     if (!name) return tcq_fail(TCQ_ERR_NOMEM, "module '%s'", module);
-    memcpy(name, module, ml);
-    memcpy(name + ml, ".weight", 8);
-    const tcq_tensor_info *w = tcq_st_set_find(s, name);
-    memcpy(name + ml, ".scales", 8);
-    const tcq_tensor_info *sc = tcq_st_set_find(s, name);
+    const tcq_tensor_info *w = NULL, *sc = NULL;
+    for (int alt = 0; alt < 2 && !w; alt++) {
+        if (!alt)
+            memcpy(name, module, ml + 1);
+        else if (strncmp(module, lm, pl) == 0)
+            memcpy(name, module + pl, ml - pl + 1);
+        else {
+            memcpy(name, lm, pl);
+            memcpy(name + pl, module, ml + 1);
+        }
+        const size_t nl = strlen(name);
+        memcpy(name + nl, ".weight", 8);
+        w = tcq_st_set_find(s, name);
+        memcpy(name + nl, ".scales", 8);
+        sc = tcq_st_set_find(s, name);
+    }
     free(name);
     return tcq_trellis_from_tensors(module, &e, w, sc, out);
 }
