@@ -352,6 +352,11 @@ tcq_status tcq_st_writer_write(tcq_st_writer *w, const char *path);
 int64_t tcq_st_writer_count(const tcq_st_writer *w);
 /* Size of the data section the write would produce (for splitting a model into shards). */
 uint64_t tcq_st_writer_data_bytes(const tcq_st_writer *w);
+/* A model.safetensors.index.json for shards written by these writers (shard_names[i] is the
+ * file name, in the index's folder, that shards[i] was written to): {"metadata": {"total_size":
+ * sum of tensor bytes}, "weight_map": {name: shard}}.  A name in two shards is an error. */
+tcq_status tcq_st_index_write(const char *path, int n_shards, const char *const *shard_names,
+                              const tcq_st_writer *const *shards);
 
 /* Quantization entries of config.json ("quantization", else "quantization_config").  The object
  * maps module paths (no ".weight") to an entry or false:
@@ -389,8 +394,9 @@ tcq_status tcq_qconfig_load(const char *path, tcq_qconfig **out);
 /* The entry for a module path such as "model.layers.0.mlp.down_proj" (no ".weight"), trying the
  * other known prefixes ("language_model.") and then the default; mode NONE if unquantized. */
 tcq_qentry tcq_qconfig_lookup(const tcq_qconfig *q, const char *module);
-/* Like lookup, but the default applies only if the set holds MODULE.scales (MLX's rule: norms
- * and other dense tensors are not covered by the default).  Explicit entries always apply. */
+/* Like lookup, but the default applies only if the set holds MODULE.scales under either prefix
+ * (MLX's rule: norms and other dense tensors are not covered by the default).  Explicit entries
+ * always apply. */
 tcq_qentry tcq_qconfig_resolve(const tcq_qconfig *q, const tcq_st_set *s, const char *module);
 /* Explicit entries, sorted by module path: returns the path (NULL past the end), fills *e. */
 int64_t tcq_qconfig_count(const tcq_qconfig *q);
@@ -408,7 +414,7 @@ tcq_status tcq_qconfig_set_default(tcq_qconfig *q, const tcq_qentry *e);   /* NU
 tcq_status tcq_qconfig_to_json(const tcq_qconfig *q, char **out);
 /* config_json (a whole config.json text; NULL starts from {}) with both "quantization" and
  * "quantization_config" set to q's object; other members keep their order.  Reals are written
- * with 17 significant digits (jansson), so values round-trip exactly. */
+ * with the fewest digits (15..17) at which every one of them reads back exactly. */
 tcq_status tcq_qconfig_apply(const char *config_json, size_t len, const tcq_qconfig *q, char **out);
 /* Build a trellis tensor view from a module's stored tensors (P.weight U32, P.scales F16) and its
  * entry, checking dtypes and shapes against the entry.  Names the module in errors. */

@@ -7,6 +7,8 @@
 #include "io.h"
 
 #include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LM_PREFIX "language_model."
@@ -253,12 +255,22 @@ tcq_qentry tcq_qconfig_resolve(const tcq_qconfig *q, const tcq_st_set *s, const 
     const qitem *it = qfind_any(q, module);
     if (it) return it->e;
     if (!q->has_default || !s) return q->has_default ? q->def : none;
-    size_t ml = strlen(module);
-    char *name = malloc(ml + 8);
+    const size_t pl = strlen(LM_PREFIX), ml = strlen(module);
+    char *name = malloc(ml + pl + 8);
     if (!name) return none;
-    memcpy(name, module, ml);
-    memcpy(name + ml, ".scales", 8);
-    int quantized = tcq_st_set_find(s, name) != NULL;
+    int quantized = 0;
+    for (int alt = 0; alt < 2 && !quantized; alt++) {
+        if (!alt)
+            memcpy(name, module, ml + 1);
+        else if (strncmp(module, LM_PREFIX, pl) == 0)
+            memcpy(name, module + pl, ml - pl + 1);
+        else {
+            memcpy(name, LM_PREFIX, pl);
+            memcpy(name + pl, module, ml + 1);
+        }
+        strcat(name, ".scales");
+        quantized = tcq_st_set_find(s, name) != NULL;
+    }
     free(name);
     return quantized ? q->def : none;
 }
@@ -348,6 +360,32 @@ tcq_status tcq_qconfig_to_json(const tcq_qconfig *q, char **out)
     return *out ? TCQ_OK : tcq_fail(TCQ_ERR_INVALID_ARG, "quantization config: cannot serialise (module name not UTF-8?)");
 }
 
+/* Least significant-digit count (15..17) at which every real of v reads back exactly, so
+ * 1e-06 stays 1e-06 instead of jansson's default 9.9999999999999995e-07. */
+static int real_precision(json_t *v, int p)
+{
+    if (json_is_real(v)) {
+        const double x = json_real_value(v);
+        char buf[64];
+        while (p < 17) {
+            snprintf(buf, sizeof buf, "%.*g", p, x);
+            if (strtod(buf, NULL) == x) break;
+            p++;
+        }
+        return p;
+    }
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *m;
+        json_object_foreach(v, k, m) p = real_precision(m, p);
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *m;
+        json_array_foreach(v, i, m) p = real_precision(m, p);
+    }
+    return p;
+}
+
 tcq_status tcq_qconfig_apply(const char *config_json, size_t len, const tcq_qconfig *q, char **out)
 {
     if (!q || !out || (!config_json && len)) return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_qconfig_apply: NULL argument");
@@ -365,7 +403,7 @@ tcq_status tcq_qconfig_apply(const char *config_json, size_t len, const tcq_qcon
     int ok = o && json_object_set(root, "quantization", o) == 0 &&
              json_object_set_new(root, "quantization_config", json_deep_copy(o)) == 0;
     json_decref(o);
-    char *text = ok ? json_dumps(root, JSON_INDENT(2)) : NULL;
+    char *text = ok ? json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(real_precision(root, 15))) : NULL;
     json_decref(root);
     if (!text) return tcq_fail(TCQ_ERR_NOMEM, "config.json: cannot serialise");
     size_t n = strlen(text);

@@ -252,3 +252,64 @@ uint64_t tcq_st_writer_data_bytes(const tcq_st_writer *w)
     for (int64_t i = 0; w && i < w->n; i++) off = ((off + 7) & ~(uint64_t)7) + w->t[i].nbytes;
     return off;
 }
+
+tcq_status tcq_st_index_write(const char *path, int n_shards, const char *const *shard_names,
+                              const tcq_st_writer *const *shards)
+{
+    if (!path || n_shards <= 0 || !shard_names || !shards)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_st_index_write: bad arguments");
+    json_t *root = json_object(), *meta = json_object(), *wm = json_object();
+    int ok = root && meta && wm;
+    uint64_t total = 0;
+    tcq_status s = TCQ_OK;
+    for (int i = 0; ok && i < n_shards; i++) {
+        const char *sh = shard_names[i];
+        if (!sh || !*sh || strchr(sh, '/') || !shards[i]) {
+            s = tcq_fail(TCQ_ERR_INVALID_ARG, "%s: shard %d: name must be a plain file name", path, i);
+            goto out;
+        }
+        for (int64_t j = 0; ok && j < shards[i]->n; j++) {
+            const char *name = shards[i]->t[j].name;
+            if (json_object_get(wm, name)) {
+                s = tcq_fail(TCQ_ERR_INVALID_ARG, "%s: tensor '%s' is in two shards", path, name);
+                goto out;
+            }
+            ok = json_object_set_new(wm, name, json_string(sh)) == 0;
+            total += shards[i]->t[j].nbytes;
+        }
+    }
+    ok = ok && json_object_set_new(meta, "total_size", json_integer((json_int_t)total)) == 0 &&
+         json_object_set(root, "metadata", meta) == 0 && json_object_set(root, "weight_map", wm) == 0;
+    char *text = ok ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+    if (!text) {
+        s = tcq_fail(TCQ_ERR_INVALID_ARG, "%s: cannot build the index (name not UTF-8, or out of memory)", path);
+        goto out;
+    }
+    size_t pl = strlen(path);
+    char *tmp = malloc(pl + 16);
+    int fd = -1;
+    if (tmp) {
+        snprintf(tmp, pl + 16, "%s.tmp.XXXXXX", path);
+        fd = mkstemp(tmp);
+    }
+    if (fd < 0) {
+        s = tcq_fail(TCQ_ERR_IO, "%s: cannot create a temporary file: %s", path, tmp ? strerror(errno) : "no memory");
+    } else {
+        fchmod(fd, 0644);
+        size_t n = strlen(text);
+        ssize_t wr = write(fd, text, n);
+        ssize_t wn = write(fd, "\n", 1);
+        if (close(fd) != 0 || wr != (ssize_t)n || wn != 1)
+            s = tcq_fail(TCQ_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+        else if (rename(tmp, path) != 0)
+            s = tcq_fail(TCQ_ERR_IO, "%s: rename from %s failed: %s", path, tmp, strerror(errno));
+        if (s != TCQ_OK) unlink(tmp);
+    }
+    free(tmp);
+    free(text);
+out:
+    json_decref(wm);
+    json_decref(meta);
+    json_decref(root);
+    return s;
+}

@@ -346,6 +346,41 @@ static void test_sharded(void)
     expect_set_fail("corrupt shard", TCQ_ERR_FORMAT, "shard 'b.safetensors'");
 }
 
+/* Shards and index written by the library itself. */
+static void test_index_writer(void)
+{
+    mkdir(tpath("written"), 0755);
+    static const uint16_t v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    const int64_t sh[1] = {8};
+    tcq_st_writer *w[2] = {NULL, NULL};
+    const char *names[2] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(tcq_st_writer_create(&w[i]));
+        for (int j = 0; j < 3; j++) {
+            char name[32];
+            snprintf(name, sizeof name, "layer.%d.w%d", i, j);
+            CHECK_OK(tcq_st_writer_add(w[i], name, TCQ_DTYPE_BF16, 1, sh, v, sizeof v));
+        }
+        char p[128];
+        snprintf(p, sizeof p, "written/%s", names[i]);
+        CHECK_OK(tcq_st_writer_write(w[i], tpath(p)));
+    }
+    CHECK_OK(tcq_st_index_write(tpath("written/model.safetensors.index.json"), 2, names,
+                                (const tcq_st_writer *const *)w));
+    tcq_st_set *s = NULL;
+    CHECK_OK(tcq_st_set_open(tpath("written"), &s));
+    CHECK(s && tcq_st_set_count(s) == 6 && tcq_st_set_file_count(s) == 2, "written shards");
+    const tcq_tensor_info *t = s ? tcq_st_set_find(s, "layer.1.w2") : NULL;
+    CHECK(t && strstr(t->file, names[1]) && ((const uint16_t *)t->data)[7] == 8, "written shard tensor");
+    tcq_st_set_close(s);
+    /* A name in two writers is refused. */
+    const tcq_st_writer *twice[2] = {w[0], w[0]};
+    CHECK(tcq_st_index_write(tpath("written/x.index.json"), 2, names, twice) == TCQ_ERR_INVALID_ARG &&
+              strstr(tcq_last_error(), "two shards"),
+          "duplicate across writers: %s", tcq_last_error());
+    for (int i = 0; i < 2; i++) tcq_st_writer_free(w[i]);
+}
+
 static void test_tinyqwen(void)
 {
     const char *dir = TCQ_SHARED_DATA "/tinyqwen";
@@ -393,6 +428,7 @@ int main(void)
     test_holes_and_empty();
     test_round_trip(&rng);
     test_sharded();
+    test_index_writer();
     test_tinyqwen();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

@@ -155,8 +155,10 @@ static void test_round_trip(uint64_t *rng)
                        " \"quantization\": {\"stale\": false}}";
     char *cfg = NULL;
     CHECK_OK(tcq_qconfig_apply(base, strlen(base), q, &cfg));
-    CHECK(cfg && strstr(cfg, "\"quantization_config\"") && strstr(cfg, "\"hidden_size\"") && !strstr(cfg, "stale"),
+    CHECK(cfg && strstr(cfg, "\"quantization_config\"") && strstr(cfg, "\"hidden_size\": 512") && !strstr(cfg, "stale"),
           "apply output: %s", cfg ? cfg : "(null)");
+    CHECK(cfg && strstr(cfg, "\"rms_norm_eps\": 1e-6"), "reals keep their short form: %s", cfg ? cfg : "(null)");
+    CHECK(cfg && strstr(cfg, "\"model_type\"") < strstr(cfg, "\"hidden_size\""), "member order kept");
     const char *variants[3] = {cfg, NULL, NULL};
     char *v1 = config_with(q, "quantization"), *v2 = config_with(q, "quantization_config");
     variants[1] = v1;
@@ -183,6 +185,8 @@ static void test_round_trip(uint64_t *rng)
         CHECK(e.mode == TCQ_QMODE_NONE, "%s: false entry beats the default", what);
         e = tcq_qconfig_resolve(rq, s, "model.embed_tokens");
         CHECK(e.mode == TCQ_QMODE_AFFINE && e.bits == 4 && e.group_size == 64, "%s: default for embed", what);
+        e = tcq_qconfig_resolve(rq, s, "language_model.model.embed_tokens");
+        CHECK(e.mode == TCQ_QMODE_AFFINE, "%s: default for embed under the other prefix", what);
         e = tcq_qconfig_resolve(rq, s, "model.norm");
         CHECK(e.mode == TCQ_QMODE_NONE, "%s: default does not cover dense tensors", what);
         e = tcq_qconfig_lookup(rq, "model.norm");
