@@ -1,0 +1,4 @@
+/* AVX-512 trellis kernels (placeholder until the SIMD kernels land: the scalar reference runs). */
+#include "../kernels.h"
+
+const tr_table *tcq_tr_avx512(void) { return NULL; }
