@@ -30,7 +30,7 @@ typedef struct kr_args {
     int64_t r0, r1;
     float *y;
     int64_t ldy;
-    void *scratch;             /* >= KERNEL_SCRATCH bytes, 64-byte aligned, per thread */
+    void *scratch;             /* kernel_private_bytes(w), 64-byte aligned, per thread */
 } kr_args;
 
 typedef struct ks_args {
@@ -44,6 +44,12 @@ typedef struct ks_args {
 } ks_args;
 
 #define KERNEL_SCRATCH (256 * 1024)
+/* Kernel-private scratch: a fixed part plus one decoded coded row (4 bytes per weight); the
+ * dispatcher's own per-item buffers (acc, swiglu gate/up) follow it. */
+static inline size_t kernel_private_bytes(const tcq_trellis *w)
+{
+    return KERNEL_SCRATCH / 2 + (((size_t)w->cols * 4 + 63) / 64) * 64;
+}
 
 typedef void (*kr_fn)(const kr_args *a);
 typedef void (*ks_fn)(const ks_args *a);

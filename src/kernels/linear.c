@@ -251,7 +251,7 @@ static void scatter_item(void *arg, int64_t item, int thread)
     const run_ctx *r = arg;
     const int64_t p = item / r->nb, b = item % r->nb, T = r->w->p.T, out = r->w->cols;
     const int64_t i0 = p * r->part_rows, i1 = TCQ_MIN(r->w->rows, i0 + r->part_rows);
-    float *acc = (float *)((char *)r->c->scratch[thread] + KERNEL_SCRATCH / 2);
+    float *acc = (float *)((char *)r->c->scratch[thread] + kernel_private_bytes(r->w));
     ks_args a = {.w = r->w, .M = r->M, .x = r->x, .qa = &r->c->qa, .i0 = i0, .i1 = i1, .b = b,
                  .acc = acc, .scratch = r->c->scratch[thread]};
     r->sf(&a);
@@ -326,10 +326,8 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
         return TCQ_OK;
     }
     const int rg = reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE;
-    TCQ_TRY(ensure_scratch(c, KERNEL_SCRATCH));
+    TCQ_TRY(ensure_scratch(c, kernel_private_bytes(w) + (size_t)(M * w->p.T) * 4));
     if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, wt->in, w->axis ? NULL : w->scales));
-    if (M * (w->axis ? REDUCE_ROWS : w->p.T) * 4 > KERNEL_SCRATCH / 2)
-        return tcq_fail(TCQ_ERR_INTERNAL, "trellis kernel scratch too small for M=%lld", (long long)M);
     if (w->axis) {
         r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
         snprintf(c->last, sizeof c->last, "trellis.reduce.%s.%s.%s", path_name(kp), tcq_kregime_name(reg),
@@ -396,7 +394,8 @@ static void swiglu_item(void *arg, int64_t item, int thread)
 {
     const run_ctx *r = arg;
     const int64_t r0 = item * REDUCE_ROWS, r1 = TCQ_MIN(r->w->rows, r0 + REDUCE_ROWS), M = r->M;
-    float *g = (float *)((char *)r->c->scratch[thread] + KERNEL_SCRATCH / 2);
+    float *g = (float *)((char *)r->c->scratch[thread] +
+                         TCQ_MAX(kernel_private_bytes(r->w), kernel_private_bytes(r->wu)));
     float *u = g + M * REDUCE_ROWS;
     /* y[m * ldy + r] addressing with r absolute: shift the base so row r0 lands at column 0 */
     kr_args a = {.w = r->w, .M = M, .x = r->x, .qa = &r->c->qa, .r0 = r0, .r1 = r1,
@@ -437,9 +436,8 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
     const tcq_kregime reg = pick_regime(c, M, 1);
     const int kp = kpath_of(c);
     const int rg = reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE;
-    if (2 * M * REDUCE_ROWS * 4 > KERNEL_SCRATCH / 2)
-        return tcq_fail(TCQ_ERR_INTERNAL, "swiglu scratch too small for M=%lld", (long long)M);
-    TCQ_TRY(ensure_scratch(c, KERNEL_SCRATCH));
+    TCQ_TRY(ensure_scratch(c, TCQ_MAX(kernel_private_bytes(&gate->tr), kernel_private_bytes(&up->tr)) +
+                                  (size_t)(2 * M * REDUCE_ROWS) * 4));
     if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, gate->in, NULL));
     run_ctx r = {.c = c, .w = &gate->tr, .wu = &up->tr, .M = M, .x = x, .y = y, .ldy = out};
     r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];

@@ -203,6 +203,7 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
              tcq_kregime_name(reg), tcq_kctx_last_kernel(c2), p.L, p.k, p.T, (long long)M, (long long)O,
              (long long)I);
     CHECK(s2 == TCQ_OK && s1 == TCQ_OK, "%s: %s", label, tcq_last_error());
+    if (getenv("TCQ_TEST_VERBOSE")) fprintf(stderr, "%s\n", label);
     double e2 = 0, r2 = 0, worst = 0;
     int bad = 0;
     for (int64_t j = 0; j < M * O; j++) {
