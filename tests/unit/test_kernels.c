@@ -105,29 +105,37 @@ static void make_weight(uint64_t *st, int f, int out, int in, tcq_block_params p
     free(Wf);
 }
 
-/* Per-output float64 reference and error bound for one weight. */
-static void reference(const wbuf *b, const float *x, int64_t M, int fast, double *ref, double *bound)
+/* Per-output float64 reference and error bound for one weight.  For trellis weights also the
+ * fast path's specification evaluated in float64 (spec, tol): q = nearbyintf(a * (127/amax)) and
+ * d = amax/127 in f32 as documented for TCQ_FAST_QB blocks, y the integer code value, then
+ * sum_blk d * sum y q * scale / 147.8: an implementation that quantizes differently fails it. */
+static void reference(const wbuf *b, const float *x, int64_t M, int fast, double *ref, double *bound, double *spec,
+                      double *tol)
 {
     const tcq_weight *w = &b->w;
     const int64_t out = w->out, in = w->in, nblk = (in + QB - 1) / QB;
     const double u = 0x1p-24;
-    const int axis0 = w->fmt == TCQ_WF_TRELLIS && w->tr.axis == 0;
+    const int tr = w->fmt == TCQ_WF_TRELLIS, axis0 = tr && w->tr.axis == 0;
     double *d = malloc((size_t)nblk * 8), *a = malloc((size_t)in * 8), *sc = malloc((size_t)in * 8);
+    double *q = malloc((size_t)in * 8);
     for (int64_t m = 0; m < M; m++) {
         const float *xm = x + m * in;
-        /* the activation the fast path quantizes, and its block steps (as prep.c computes them) */
+        /* the activation the fast path quantizes, and its block steps */
         for (int64_t i = 0; i < in; i++) {
             sc[i] = axis0 ? tcq_f16_to_f32(w->tr.scales[i]) : 1.0;
             a[i] = axis0 ? (double)(xm[i] * (float)sc[i]) : xm[i];
         }
         for (int64_t k = 0; k < nblk; k++) {
             float amax = 0;
-            for (int64_t i = k * QB; i < TMIN(in, (k + 1) * QB); i++) amax = fmaxf(amax, fabsf((float)a[i]));
+            const int64_t i1 = TMIN(in, (k + 1) * QB);
+            for (int64_t i = k * QB; i < i1; i++) amax = fmaxf(amax, fabsf((float)a[i]));
             d[k] = amax / 127.0f;
+            for (int64_t i = k * QB; i < i1; i++) q[i] = amax > 0 ? nearbyintf((float)a[i] * (127.0f / amax)) : 0;
         }
         for (int64_t o = 0; o < out; o++) {
             const double *Wr = b->W + o * in;
-            double s = 0, sa = 0, sq = 0, sr = 0;
+            const double so = tr && !axis0 ? tcq_f16_to_f32(w->tr.scales[o]) : 1.0;
+            double s = 0, sa = 0, sq = 0, sr = 0, sp = 0, spa = 0, blk = 0, blka = 0;
             for (int64_t i = 0; i < in; i++) {
                 const double t = Wr[i] * xm[i];
                 s += t;
@@ -135,13 +143,28 @@ static void reference(const wbuf *b, const float *x, int64_t M, int fast, double
                 const double v = fabs(Wr[i]) / sc[i];   /* weight without the activation-side factor */
                 sq += v * d[i / QB] * 0.5;
                 sr += v * (fabs(a[i]) + d[i / QB]);
+                if (tr) {
+                    /* the integer code value y of this weight: W = f32(y/147.8) * scale */
+                    const double y = nearbyint(Wr[i] / (sc[i] * so) * TCQ_RMAD_DIV);
+                    blk += y * q[i];
+                    blka += fabs(y * q[i]);
+                    if (i % QB == QB - 1 || i == in - 1) {
+                        sp += blk * d[i / QB];
+                        spa += blka * d[i / QB];
+                        blk = blka = 0;
+                    }
+                }
             }
             ref[m * out + o] = s;
             bound[m * out + o] = fast ? sq * (1 + 1e-4) + (nblk + 4) * u * sr + 0x1p-21 * sa + 1e-30
                                       : (in + 4) * u * sa + 1e-30;
+            if (spec) {
+                spec[m * out + o] = sp * so / TCQ_RMAD_DIV;
+                tol[m * out + o] = 4 * (nblk + 8) * u * spa * so / TCQ_RMAD_DIV + 1e-30;
+            }
         }
     }
-    free(d), free(a), free(sc);
+    free(d), free(a), free(sc), free(q);
 }
 
 static tcq_pool *g_pool2;
@@ -179,14 +202,19 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     double *ref = malloc((size_t)(M * O) * 8), *bd = malloc((size_t)(M * O) * 8);
     double *ref2 = malloc((size_t)(M * O) * 8), *bd2 = malloc((size_t)(M * O) * 8);
     const int fast = path && f <= F_TR0I;
-    reference(&g, x, M, fast, ref, bd);
+    double *sp = malloc((size_t)(M * O) * 8), *tl = malloc((size_t)(M * O) * 8);
+    double *sp2 = malloc((size_t)(M * O) * 8), *tl2 = malloc((size_t)(M * O) * 8);
+    reference(&g, x, M, fast, ref, bd, sp, tl);
     if (swiglu) {
-        reference(&up, x, M, fast, ref2, bd2);
+        reference(&up, x, M, fast, ref2, bd2, sp2, tl2);
         for (int64_t j = 0; j < M * O; j++) {
-            const double gv = ref[j], uv = ref2[j], sg = gv / (1 + exp(-gv));
             const double dsilu = 1.1;   /* |silu'| <= 1.0999 */
+            double gv = ref[j], uv = ref2[j], sg = gv / (1 + exp(-gv));
             ref[j] = sg * uv;
             bd[j] = dsilu * bd[j] * (fabs(uv) + bd2[j]) + fabs(sg) * bd2[j] + 1e-6 * fabs(ref[j]) + 1e-30;
+            gv = sp[j], uv = sp2[j], sg = gv / (1 + exp(-gv));
+            sp[j] = sg * uv;
+            tl[j] = dsilu * tl[j] * (fabs(uv) + tl2[j]) + fabs(sg) * tl2[j] + 1e-6 * fabs(sp[j]) + 1e-30;
         }
     }
     tcq_kctx *c2 = NULL, *c1 = NULL;
@@ -225,10 +253,18 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
         g_worst_fast_rel = fmax(g_worst_fast_rel, rel);
         g_worst_fast_ratio = fmax(g_worst_fast_ratio, worst);
     }
+    if (fast && strstr(tcq_kctx_last_kernel(c2), "fast")) {
+        /* the int8 kernels: the documented quantization, evaluated in float64 */
+        int badq = 0;
+        for (int64_t j = 0; j < M * O; j++)
+            if (!(fabs((double)y[j] - sp[j]) <= tl[j]) && badq++ < 3)
+                fprintf(stderr, "  %s: y[%lld]=%.9g spec=%.9g tol=%.3g\n", label, (long long)j, y[j], sp[j], tl[j]);
+        CHECK(badq == 0, "%s: %d outputs differ from the fast-path specification", label, badq);
+    }
     CHECK(memcmp(y, y1, (size_t)(M * O) * 4) == 0, "%s: 1-thread and 2-thread outputs differ", label);
     tcq_kctx_free(c2);
     tcq_kctx_free(c1);
-    free(x), free(y), free(y1), free(ref), free(bd), free(ref2), free(bd2);
+    free(x), free(y), free(y1), free(ref), free(bd), free(ref2), free(bd2), free(sp), free(tl), free(sp2), free(tl2);
     wfree(&g);
     if (swiglu) wfree(&up);
     g_cases++;
