@@ -478,6 +478,32 @@ tcq_status tcq_linear(const tcq_weight *w, const float *x /* [M, in] */, float *
 tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const float *x /* [M, in] */,
                              float *y /* [M, out] */, int64_t M, tcq_kctx *ctx);
 
+/* Validates a weight view: format, shape, pointers, and that out/in agree with the trellis or
+ * affine view inside it. */
+tcq_status tcq_weight_check(const tcq_weight *w);
+/* Dequantize to the dense W [out, in] in f32: the values the exact path multiplies by (trellis:
+ * f32 value(s) * f32 scale, one rounding; affine: fmaf(scale, q, bias) in f32; f16/bf16: widened). */
+tcq_status tcq_weight_decode(const tcq_weight *w, float *W /* [out, in] */);
+
+/* Batch regimes of the dispatcher (tcq_kctx_force).  AUTO picks by M from measured crossovers
+ * (bench/NOTES.md): M=1 register kernels; 2..4 one decode shared by all rows; 5..32 decode a block
+ * into a cache-resident buffer, reuse it across rows; large M decode tiles to f32 + sgemm. */
+typedef enum tcq_kregime {
+    TCQ_KR_AUTO = 0, TCQ_KR_M1, TCQ_KR_SHARED, TCQ_KR_TILE, TCQ_KR_GEMM, TCQ_KR_COUNT
+} tcq_kregime;
+
+/* Fast path activation quantization: int8 per block of TCQ_FAST_QB values along the reduced
+ * dimension, f32 scale amax/127 per block. */
+#define TCQ_FAST_QB 64
+
+/* Pin the ISA and/or the regime for one context (tests, benchmarks).  isa < 0: the active ISA;
+ * regime AUTO: by M.  A regime that does not apply to a call (M1 with M > 1, or a non-trellis
+ * weight) falls back to AUTO.  Fails if the CPU cannot run isa. */
+tcq_status tcq_kctx_force(tcq_kctx *ctx, int isa, tcq_kregime regime);
+/* Name of the kernel the last call on ctx ran ("trellis.reduce.fast.m1.avx512"...); "" if none. */
+const char *tcq_kctx_last_kernel(const tcq_kctx *ctx);
+const char *tcq_kregime_name(tcq_kregime r);
+
 /* ============================================================================================
  * Tokenizer
  * ========================================================================================== */
