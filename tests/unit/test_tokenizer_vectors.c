@@ -103,5 +103,8 @@ int main(void)
     tcq_tokenizer_free(l2);
     if (!is_llama2) fprintf(stderr, "NOTE: shared llama2/tokenizer.json is not Llama 2's vocabulary\n");
     run_vectors(TCQ_SHARED_DATA "/tokenizers/llama2/tokenizer.json", "ggml-vocab-llama-spm.gguf", 0, is_llama2);
+    /* Llama 2's vocabulary restricted to these inputs (tests/ref/gen_llama2_spm_subset.py, from
+     * llama.cpp's ggml-vocab-llama-spm.gguf) with the shared file's normalizer and decoder. */
+    run_vectors(TCQ_SOURCE_DIR "/tests/data/tokenizers/llama2-spm-subset.json", "ggml-vocab-llama-spm.gguf", 0, 1);
     return test_done("test_tokenizer_vectors");
 }
