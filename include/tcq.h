@@ -660,10 +660,11 @@ typedef struct tcq_quantize_opts {
 
 typedef struct tcq_quantize_progress {
     const char *tensor;       /* the tensor being processed */
-    int64_t done, total;      /* weights processed / to process (coded weights count fully,
-                                 dense ones too, so the ETA is rough) */
+    int64_t done, total;      /* weights coded so far / to code (what the time goes into) */
     int64_t coded_weights, dense_weights;
     double sq_err, sq_ref;    /* running sums over coded tensors (rotated units) */
+    int tensor_index, tensor_count;
+    const char *note;         /* a warning about this tensor (kept dense, ...) or NULL */
 } tcq_quantize_progress;
 
 /* Called after every tensor (and once at the start with done = 0).  Must not call tcq. */
