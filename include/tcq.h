@@ -650,7 +650,8 @@ tcq_status tcq_rotate_writer(const tcq_hadamard *h, const float *W /* [n, in] */
  * per-row scales, keep embeddings, lm_head and norms dense bf16, and write a FORMAT.md artifact
  * (config.json with "quantization" + "quantization_config", model.safetensors, tokenizer files). */
 typedef struct tcq_quantize_opts {
-    int bits;                 /* k: 2, 3 or 4 */
+    int bits;                 /* k: 2, 3 or 4; 0: fold and rotate only, every tensor dense f32
+                                 and no quantization object (a plain model, for checking) */
     int L;                    /* state bits (0: 12) */
     int T;                    /* block size (0: 256) */
     uint64_t seed;            /* Hadamard sign seed */

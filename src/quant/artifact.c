@@ -75,9 +75,9 @@ json_t *tcq_quant_entry(int k, int T, int L, int axis)
 tcq_status tcq_quant_write_config(const json_t *in_config, json_t *qobj, const char *path)
 {
     json_t *c = json_deep_copy(in_config);
-    json_t *mirror = json_deep_copy(qobj);
-    if (!c || !mirror || json_object_set(c, "tie_word_embeddings", json_false()) ||
-        json_object_set(c, "quantization", qobj) || json_object_set_new(c, "quantization_config", mirror)) {
+    json_t *mirror = qobj ? json_deep_copy(qobj) : NULL;
+    if (!c || (qobj && !mirror) || json_object_set(c, "tie_word_embeddings", json_false()) ||
+        (qobj && (json_object_set(c, "quantization", qobj) || json_object_set_new(c, "quantization_config", mirror)))) {
         json_decref(c);
         return tcq_fail(TCQ_ERR_NOMEM, "%s: building the JSON document", path);
     }

@@ -27,7 +27,7 @@ qrole tcq_quant_role(const char *name, char *gain, size_t gain_size);
 tcq_status tcq_quant_load_f32(const tcq_tensor_info *t, float **out);
 
 /* out_dir/config.json: the input config with tie_word_embeddings false and the quantization
- * object (mirrored as quantization_config). */
+ * object (mirrored as quantization_config; qobj NULL: neither, a plain dense model). */
 tcq_status tcq_quant_write_config(const json_t *in_config, json_t *qobj, const char *path);
 /* A trellis entry {"bits":k,"group_size":T,"mode":"trellis","trellis":{"L":L,"code":"1mad","axis":a}}. */
 json_t *tcq_quant_entry(int k, int T, int L, int axis);

@@ -27,6 +27,7 @@ typedef struct qctx {
     tcq_pool *pool;
     int64_t n;                  /* hidden size: the rotated dimension */
     int tied;                   /* lm_head comes from the embedding */
+    int rotate_only;            /* bits 0: fold and rotate, code nothing, keep f32 */
     out_tensor *outs;
     int n_out, cap_out;
     json_t *qobj;
@@ -64,15 +65,19 @@ static tcq_status add_out(qctx *c, const char *name, tcq_dtype dt, int ndim, con
     return TCQ_OK;
 }
 
-static tcq_status add_bf16(qctx *c, const char *name, const float *x, int ndim, const int64_t *shape)
+/* Dense output: bf16, or f32 when only rotating (so the fold can be checked to f32 precision). */
+static tcq_status add_dense(qctx *c, const char *name, const float *x, int ndim, const int64_t *shape)
 {
     int64_t numel = 1;
     for (int i = 0; i < ndim; i++) numel *= shape[i];
-    uint16_t *b = malloc((size_t)(numel ? numel : 1) * 2);
-    if (!b) return tcq_fail(TCQ_ERR_NOMEM, "tensor %s: bf16 copy", name);
-    for (int64_t i = 0; i < numel; i++) b[i] = tcq_f32_to_bf16(x[i]);
+    const size_t es = c->rotate_only ? 4 : 2;
+    void *b = malloc((size_t)(numel ? numel : 1) * es);
+    if (!b) return tcq_fail(TCQ_ERR_NOMEM, "tensor %s: dense copy", name);
+    if (c->rotate_only) memcpy(b, x, (size_t)numel * 4);
+    else
+        for (int64_t i = 0; i < numel; i++) ((uint16_t *)b)[i] = tcq_f32_to_bf16(x[i]);
     c->pr.dense_weights += numel;
-    return add_out(c, name, TCQ_DTYPE_BF16, ndim, shape, b, (size_t)numel * 2);
+    return add_out(c, name, c->rotate_only ? TCQ_DTYPE_F32 : TCQ_DTYPE_BF16, ndim, shape, b, (size_t)numel * es);
 }
 
 /* Module path of "P.weight". */
@@ -151,13 +156,13 @@ static tcq_status do_reader(qctx *c, const char *name, float *W, int64_t out, co
     char mod[512];
     module_of(name, mod, sizeof mod);
     const int64_t shape[2] = {out, c->n};
-    if (code && c->n % c->p.T == 0) return code_rows(c, mod, W, out, c->n, 1);
-    if (code) {
+    if (code && !c->rotate_only && c->n % c->p.T == 0) return code_rows(c, mod, W, out, c->n, 1);
+    if (code && !c->rotate_only) {
         snprintf(c->note, sizeof c->note, "%s kept dense bf16: row length %lld is not a multiple of %d", name,
                  (long long)c->n, c->p.T);
         json_object_set_new(c->qobj, mod, json_false());
     }
-    return add_bf16(c, name, W, 2, shape);
+    return add_dense(c, name, W, 2, shape);
 }
 
 static tcq_status do_writer(qctx *c, const tcq_tensor_info *t, const float *W)
@@ -168,17 +173,19 @@ static tcq_status do_writer(qctx *c, const tcq_tensor_info *t, const float *W)
     tcq_status s = tcq_rotate_writer(c->h, W, in, Wt, c->pool);
     char mod[512];
     module_of(t->name, mod, sizeof mod);
-    if (s == TCQ_OK && c->n % c->p.T == 0) {
+    if (s == TCQ_OK && !c->rotate_only && c->n % c->p.T == 0) {
         s = code_rows(c, mod, Wt, in, c->n, 0);
     } else if (s == TCQ_OK) {
-        snprintf(c->note, sizeof c->note, "%s kept dense bf16: row length %lld is not a multiple of %d",
-                 t->name, (long long)c->n, c->p.T);
-        json_object_set_new(c->qobj, mod, json_false());
+        if (!c->rotate_only) {
+            snprintf(c->note, sizeof c->note, "%s kept dense bf16: row length %lld is not a multiple of %d",
+                     t->name, (long long)c->n, c->p.T);
+            json_object_set_new(c->qobj, mod, json_false());
+        }
         float *R = malloc((size_t)(in * c->n) * sizeof *R);   /* back to [n, in] */
         if (!R) s = tcq_fail(TCQ_ERR_NOMEM, "tensor %s: transpose", t->name);
         for (int64_t i = 0; R && i < in; i++)
             for (int64_t r = 0; r < c->n; r++) R[r * in + i] = Wt[i * c->n + r];
-        if (R) s = add_bf16(c, t->name, R, 2, t->shape);
+        if (R) s = add_dense(c, t->name, R, 2, t->shape);
         free(R);
     }
     free(Wt);
@@ -210,7 +217,7 @@ static tcq_status process(qctx *c, const tcq_tensor_info *t)
             }
         }
         if (s == TCQ_OK) s = tcq_hadamard_rows(c->h, x, t->shape[0], 0, c->pool);
-        if (s == TCQ_OK) s = add_bf16(c, t->name, x, 2, t->shape);
+        if (s == TCQ_OK) s = add_dense(c, t->name, x, 2, t->shape);
         break;
     case QR_LM_HEAD:
         s = check_2d(c, t, 1, "lm_head");
@@ -222,11 +229,11 @@ static tcq_status process(qctx *c, const tcq_tensor_info *t)
             break;
         }
         for (int64_t i = 0; i < c->n; i++) x[i] = 1.0f;
-        s = add_bf16(c, t->name, x, 1, t->shape);
+        s = add_dense(c, t->name, x, 1, t->shape);
         break;
     case QR_HEAD_NORM:
     case QR_BIAS_READER:
-        s = add_bf16(c, t->name, x, t->ndim, t->shape);
+        s = add_dense(c, t->name, x, t->ndim, t->shape);
         break;
     case QR_BIAS_WRITER:
         if (t->ndim != 1 || t->shape[0] != c->n) {
@@ -234,7 +241,7 @@ static tcq_status process(qctx *c, const tcq_tensor_info *t)
             break;
         }
         s = tcq_hadamard_rows(c->h, x, 1, 0, c->pool);
-        if (s == TCQ_OK) s = add_bf16(c, t->name, x, 1, t->shape);
+        if (s == TCQ_OK) s = add_dense(c, t->name, x, 1, t->shape);
         break;
     case QR_READER:
         s = check_2d(c, t, 1, "projection");
@@ -308,7 +315,8 @@ static tcq_status run(qctx *c, const char *out_dir, json_t *cfg)
         ts[i] = tcq_st_set_tensor(c->set, i);
         const qrole r = tcq_quant_role(ts[i]->name, NULL, 0);
         if (r == QR_LM_HEAD) has_lm = 1;
-        if ((r == QR_READER || r == QR_WRITER) && c->n % c->p.T == 0) c->pr.total += ts[i]->numel;
+        if ((r == QR_READER || r == QR_WRITER) && !c->rotate_only && c->n % c->p.T == 0)
+            c->pr.total += ts[i]->numel;
     }
     qsort(ts, (size_t)count, sizeof *ts, cmp_info);
     tcq_status s = TCQ_OK;
@@ -345,7 +353,7 @@ static tcq_status run(qctx *c, const char *out_dir, json_t *cfg)
     tcq_st_writer_free(w);
     TCQ_TRY(s);
     snprintf(path, sizeof path, "%s/config.json", out_dir);
-    TCQ_TRY(tcq_quant_write_config(cfg, c->qobj, path));
+    TCQ_TRY(tcq_quant_write_config(cfg, c->rotate_only ? NULL : c->qobj, path));
     return tcq_quant_copy_tokenizer(c->in_dir, out_dir);
 }
 
@@ -355,7 +363,8 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
     if (!in_dir || !out_dir || !opts) return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: NULL argument");
     qctx c = {.o = opts, .in_dir = in_dir, .cb = cb, .user = user};
     c.p = (tcq_block_params){opts->L ? opts->L : 12, opts->bits, opts->T ? opts->T : 256};
-    TCQ_TRY(tcq_block_check(c.p));
+    c.rotate_only = opts->bits == 0;
+    if (!c.rotate_only) TCQ_TRY(tcq_block_check(c.p));
     json_t *cfg = NULL;
     TCQ_TRY(read_config(in_dir, &cfg, &c.n, &c.tied));
     tcq_status s = make_dir(in_dir, out_dir);

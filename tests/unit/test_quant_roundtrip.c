@@ -314,6 +314,41 @@ out:
     tcq_qconfig_free(q);
 }
 
+static void verify_rotated(const model *m, const char *dir, uint64_t seed)
+{
+    char path[512];
+    tcq_st_set *s = NULL;
+    tcq_hadamard *h = NULL;
+    CHECK_OK(tcq_st_set_open(dir, &s));
+    CHECK_OK(tcq_hadamard_create(m->n, 1, seed, &h));
+    if (!s || !h) goto out;
+    CHECK(tcq_st_set_count(s) == m->count + (m->tied ? 1 : 0), "rotated artifact holds %lld tensors",
+          (long long)tcq_st_set_count(s));
+    for (int64_t i = 0; i < tcq_st_set_count(s); i++) {
+        const tcq_tensor_info *t = tcq_st_set_tensor(s, i);
+        CHECK(t->dtype == TCQ_DTYPE_F32, "%s: dtype %s", t->name, tcq_dtype_name(t->dtype));
+        if (t->ndim != 2 || t->dtype != TCQ_DTYPE_F32) continue;
+        char mod[160];
+        snprintf(mod, sizeof mod, "%s", t->name);
+        *strrchr(mod, '.') = 0;
+        float *ref = expected(m, mod, h);
+        CHECK(ref && !memcmp(ref, t->data, t->nbytes), "%s: not the rotated f32 weights", t->name);
+        free(ref);
+    }
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *txt = slurp(path, &len);
+    json_t *cfg = txt ? json_loads(txt, 0, NULL) : NULL;
+    CHECK(cfg && !json_object_get(cfg, "quantization") && !json_object_get(cfg, "quantization_config") &&
+              json_is_false(json_object_get(cfg, "tie_word_embeddings")),
+          "%s: a plain untied config", path);
+    json_decref(cfg);
+    free(txt);
+out:
+    tcq_hadamard_free(h);
+    tcq_st_set_close(s);
+}
+
 static void expect_fail(const char *in, const char *out, tcq_status want, const char *needle)
 {
     tcq_quantize_opts o = {.bits = 2, .seed = 1, .threads = 1};
@@ -359,6 +394,11 @@ int main(void)
         free(x);
         free(y);
     }
+    /* Rotate only: a plain f32 model holding exactly the folded, rotated weights. */
+    snprintf(out1, sizeof out1, "%s/rot", tmp);
+    tcq_quantize_opts o0 = {.bits = 0, .seed = SEED, .threads = 2};
+    CHECK_OK(tcq_quantize_model(in, out1, &o0, NULL, NULL));
+    verify_rotated(&m, out1, SEED);
     free_model(&m);
 
     /* Llama, f16, untied, hidden 320 = 20 x 16: nothing codable, everything dense and rotated. */

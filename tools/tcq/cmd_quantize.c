@@ -9,12 +9,14 @@
 static void quantize_usage(FILE *f)
 {
     fprintf(f, "usage: tcq quantize IN_DIR OUT_DIR --bits 2|3|4 [--L 12] [--seed S] [--threads N]\n"
+               "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
                "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
                "  transform, codes every attention and MLP projection with the bitshift trellis\n"
                "  (k bits per weight, per-row fp16 scales) and writes a model directory:\n"
                "  config.json with the quantization entries, model.safetensors, tokenizer files.\n"
                "  Input: a llama or qwen3 model directory (f32/f16/bf16 safetensors, sharded or not).\n"
-               "  --seed: Hadamard sign seed (default 1); --threads: default one per CPU.\n");
+               "  --seed: Hadamard sign seed (default 1); --threads: default one per CPU.\n"
+               "  --rotate-only: fold and rotate, code nothing, write f32 (an equivalent dense model).\n");
 }
 
 typedef struct bar {
@@ -59,6 +61,7 @@ int cmd_quantize(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL;
     long long bits = 0, L = 12, seed = 1, threads = 0;
+    int rotate_only = 0;
     for (int i = 1; i < argc; i++) {
         long long *dst = NULL;
         if (cli_is_help(argv[i])) {
@@ -72,6 +75,10 @@ int cmd_quantize(int argc, char **argv)
                 fprintf(stderr, "tcq quantize: unexpected argument '%s'\n", argv[i]);
                 return 2;
             }
+            continue;
+        }
+        if (!strcmp(argv[i], "--rotate-only")) {
+            rotate_only = 1;
             continue;
         }
         if (!strcmp(argv[i], "--bits")) dst = &bits;
@@ -90,7 +97,11 @@ int cmd_quantize(int argc, char **argv)
         quantize_usage(stderr);
         return 2;
     }
-    if (bits < 2 || bits > 4) {
+    if (rotate_only && bits) {
+        fprintf(stderr, "tcq quantize: --rotate-only and --bits exclude each other\n");
+        return 2;
+    }
+    if (!rotate_only && (bits < 2 || bits > 4)) {
         fprintf(stderr, "tcq quantize: --bits must be 2, 3 or 4\n");
         return 2;
     }
@@ -101,13 +112,19 @@ int cmd_quantize(int argc, char **argv)
     }
     tcq_quantize_opts o = {.bits = (int)bits, .L = (int)L, .T = 256, .seed = (uint64_t)seed, .threads = (int)threads};
     bar b = {cli_now(), 0, isatty(2), {0}};
-    fprintf(stderr, "tcq quantize: %s -> %s, k=%lld L=%lld T=256 seed=%lld\n", in, out, bits, L, seed);
+    if (rotate_only) fprintf(stderr, "tcq quantize: %s -> %s, rotate only, seed=%lld\n", in, out, seed);
+    else fprintf(stderr, "tcq quantize: %s -> %s, k=%lld L=%lld T=256 seed=%lld\n", in, out, bits, L, seed);
     tcq_status s = tcq_quantize_model(in, out, &o, progress, &b);
     if (s != TCQ_OK) {
         if (b.tty) fputc('\n', stderr);
         return cli_fail(s, "quantize");
     }
     const tcq_quantize_progress *f = &b.final;
+    if (rotate_only) {
+        fprintf(stderr, "tcq quantize: folded and rotated, %lld weights written dense f32, %.1f s\n",
+                (long long)f->dense_weights, cli_now() - b.t0);
+        return 0;
+    }
     fprintf(stderr, "tcq quantize: %lld weights coded at k=%lld (relative MSE %.5f in the rotated basis), "
                     "%lld kept dense bf16, %.1f s\n", (long long)f->coded_weights, bits,
             f->sq_ref > 0 ? f->sq_err / f->sq_ref : 0.0, (long long)f->dense_weights, cli_now() - b.t0);
