@@ -364,7 +364,8 @@ tcq_status tcq_st_index_write(const char *path, int n_shards, const char *const 
  *             "trellis": {"L": 12, "code": "1mad", "axis": 0|1, "interleave": true|false}}
  *            code defaults to "1mad" (the only one), axis to 1, interleave to false.  "interleave":
  *            true (tcq's spelling; FORMAT.md leaves it open) means the codes are stored as
- *            [C/512, R, 48] and needs bits 3, axis 0, group_size 256.
+ *            [C/512, R, 48] and needs bits 3, axis 0, group_size 256.  tcq_trellis_from_tensors
+ *            also reads a 3-D weight as interleaved when the entry lacks the flag.
  *   affine:  {"bits": 2|3|4|5|6|8, "group_size": 32|64|128[, "mode": "affine"]} (MLX)
  *   false:   not quantized.
  * The object's own "bits"/"group_size"/"mode" are the default for modules without an entry
