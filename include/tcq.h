@@ -333,11 +333,13 @@ const char *tcq_st_set_dir(const tcq_st_set *s);
 int tcq_st_set_file_count(const tcq_st_set *s);
 const tcq_st_file *tcq_st_set_file(const tcq_st_set *s, int i);                 /* shards by name */
 
-/* Writer: tensors are borrowed until tcq_st_writer_write(), which writes one file: header JSON
- * with sorted keys, padded with spaces so the data section starts 8-byte aligned; tensors in the
- * order added, each at an 8-byte aligned offset (zero padding between them); "__metadata__" holds
- * the pairs given plus {"format": "pt"} unless "format" was set.  The file is written to
- * PATH.tmp.XXXXXX and renamed onto PATH.  Names must be unique (checked at write). */
+/* Writer: tensors are borrowed until tcq_st_writer_write(), which writes one file in the layout
+ * Hugging Face's safetensors requires (its reader rejects holes): header JSON with sorted keys,
+ * padded with spaces so the data section starts 8-byte aligned, then the tensors contiguously,
+ * grouped by element size, largest first (in the order added within a size), so every tensor
+ * starts at a multiple of its element size with no padding.  "__metadata__" holds the pairs given
+ * plus {"format": "pt"} unless "format" was set.  The file is written to PATH.tmp.XXXXXX and
+ * renamed onto PATH.  Names must be unique (checked at write). */
 typedef struct tcq_st_writer tcq_st_writer;
 
 tcq_status tcq_st_writer_create(tcq_st_writer **out);
@@ -350,7 +352,7 @@ tcq_status tcq_st_writer_add_copy(tcq_st_writer *w, const char *name, tcq_dtype 
 tcq_status tcq_st_writer_metadata(tcq_st_writer *w, const char *key, const char *value);
 tcq_status tcq_st_writer_write(tcq_st_writer *w, const char *path);
 int64_t tcq_st_writer_count(const tcq_st_writer *w);
-/* Size of the data section the write would produce (for splitting a model into shards). */
+/* Size of the data section the write would produce: the sum of tensor bytes (for sharding). */
 uint64_t tcq_st_writer_data_bytes(const tcq_st_writer *w);
 /* A model.safetensors.index.json for shards written by these writers (shard_names[i] is the
  * file name, in the index's folder, that shards[i] was written to): {"metadata": {"total_size":
