@@ -481,9 +481,129 @@ tcq_status tcq_linear(const tcq_weight *w, const float *x /* [M, in] */, float *
 tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const float *x /* [M, in] */,
                              float *y /* [M, out] */, int64_t M, tcq_kctx *ctx);
 
+/* Validates a weight view: format, shape, pointers, and that out/in agree with the trellis or
+ * affine view inside it. */
+tcq_status tcq_weight_check(const tcq_weight *w);
+/* Dequantize to the dense W [out, in] in f32: the values the exact path multiplies by (trellis:
+ * f32 value(s) * f32 scale, one rounding; affine: fmaf(scale, q, bias) in f32; f16/bf16: widened). */
+tcq_status tcq_weight_decode(const tcq_weight *w, float *W /* [out, in] */);
+
+/* Batch regimes of the dispatcher (tcq_kctx_force).  AUTO picks by M from measured crossovers
+ * (bench/NOTES.md): M=1 register kernels; 2..4 one decode shared by all rows; 5..32 decode a block
+ * into a cache-resident buffer, reuse it across rows; large M decode tiles to f32 + sgemm. */
+typedef enum tcq_kregime {
+    TCQ_KR_AUTO = 0, TCQ_KR_M1, TCQ_KR_SHARED, TCQ_KR_TILE, TCQ_KR_GEMM, TCQ_KR_COUNT
+} tcq_kregime;
+
+/* Fast path activation quantization: int8 per block of TCQ_FAST_QB values along the reduced
+ * dimension, f32 scale amax/127 per block. */
+#define TCQ_FAST_QB 64
+
+/* Pin the ISA and/or the regime for one context (tests, benchmarks).  isa < 0: the active ISA;
+ * regime AUTO: by M.  A regime that does not apply to a call (M1 with M > 1, or a non-trellis
+ * weight) falls back to AUTO.  Fails if the CPU cannot run isa. */
+tcq_status tcq_kctx_force(tcq_kctx *ctx, int isa, tcq_kregime regime);
+/* Name of the kernel the last call on ctx ran ("trellis.reduce.fast.m1.avx512"...); "" if none. */
+const char *tcq_kctx_last_kernel(const tcq_kctx *ctx);
+const char *tcq_kregime_name(tcq_kregime r);
+
 /* ============================================================================================
  * Tokenizer
+ *
+ * Hugging Face tokenizer.json (BPE: byte-level GPT-2/Qwen style and SentencePiece style with
+ * byte fallback, Llama 2), and llama2.c's tokenizer.bin.  Token ids are int32_t.  A tokenizer is
+ * immutable after loading: any number of threads may encode/decode with one concurrently.
  * ========================================================================================== */
+
+typedef struct tcq_tokenizer tcq_tokenizer;
+
+/* path: a model directory (reads tokenizer.json, and if present tokenizer_config.json for
+ * add_bos_token/bos/eos and the chat template, and chat_template.jinja), a tokenizer.json file,
+ * or a llama2.c tokenizer.bin (a name ending in ".bin": vocabulary size read to end of file). */
+tcq_status tcq_tokenizer_load(const char *path, tcq_tokenizer **out);
+/* llama2.c tokenizer.bin: int32 max_token_length, then per token float score, int32 len, bytes.
+ * vocab_size <= 0 reads tokens until end of file.  BOS = 1, EOS = 2, add_bos on. */
+tcq_status tcq_tokenizer_load_llama2c(const char *path, int32_t vocab_size, tcq_tokenizer **out);
+void tcq_tokenizer_free(tcq_tokenizer *tok);
+
+/* Largest id + 1 (vocabulary and added tokens). */
+int32_t tcq_tokenizer_vocab_size(const tcq_tokenizer *tok);
+/* Special ids, -1 where the tokenizer has none.  bos/eos come from tokenizer_config.json
+ * (bos_token/eos_token), else from the post-processor (bos) / llama2.c's fixed ids. */
+int32_t tcq_tokenizer_bos(const tcq_tokenizer *tok);
+int32_t tcq_tokenizer_eos(const tcq_tokenizer *tok);
+/* 1 if encoding with TCQ_TOK_ADD_SPECIAL puts BOS in front (post-processor/add_bos_token). */
+int tcq_tokenizer_adds_bos(const tcq_tokenizer *tok);
+/* Id of a token by its exact vocabulary string (added tokens first: "<|im_end|>", "<s>"), or -1. */
+int32_t tcq_tokenizer_find(const tcq_tokenizer *tok, const char *piece);
+/* The vocabulary string of an id as stored ("Ġhello", "▁the", "<0x0A>"), or NULL if out of range. */
+const char *tcq_tokenizer_piece(const tcq_tokenizer *tok, int32_t id);
+/* 1 for added tokens marked special (control tokens), 0 otherwise. */
+int tcq_tokenizer_is_special(const tcq_tokenizer *tok, int32_t id);
+/* The chat template text (tokenizer_config.json "chat_template", or chat_template.jinja of the
+ * directory), or NULL. Owned by the tokenizer. */
+const char *tcq_tokenizer_chat_template(const tcq_tokenizer *tok);
+
+enum {
+    TCQ_TOK_ADD_SPECIAL = 1,    /* add BOS/EOS as the post-processor says (HF add_special_tokens) */
+    TCQ_TOK_NO_PARSE_SPECIAL = 2, /* do not match special added tokens in the text (as plain text) */
+};
+
+/* Encode len bytes of UTF-8 text.  ids may be NULL; *n_ids receives the number of tokens.  When
+ * cap is too small, returns TCQ_ERR_RANGE with *n_ids set to the count needed. */
+tcq_status tcq_tokenizer_encode(const tcq_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                                int32_t *ids /* [cap] */, size_t cap, size_t *n_ids);
+/* As tcq_tokenizer_encode into a malloc'd array (free() it). */
+tcq_status tcq_tokenizer_encode_alloc(const tcq_tokenizer *tok, const char *text, size_t len,
+                                      unsigned flags, int32_t **ids, size_t *n_ids);
+
+enum {
+    TCQ_DETOK_SKIP_SPECIAL = 1, /* special tokens produce no text */
+};
+
+/* The bytes one token stands for (byte-level mapped back, ▁ -> space, <0xAB> -> byte), without
+ * the decoder's leading-space strip.  May be a partial UTF-8 sequence.  Writes at most cap bytes;
+ * *len receives the full length (TCQ_ERR_RANGE if it exceeds cap). */
+tcq_status tcq_tokenizer_token_bytes(const tcq_tokenizer *tok, int32_t id, char *buf, size_t cap,
+                                     size_t *len);
+/* Decode ids to a malloc'd NUL-terminated UTF-8 string (invalid sequences become U+FFFD, as HF
+ * does); *len (optional) receives its length. */
+tcq_status tcq_tokenizer_decode(const tcq_tokenizer *tok, const int32_t *ids, size_t n, unsigned flags,
+                                char **text, size_t *len);
+
+/* Streaming decoder: text comes out only as complete UTF-8 characters; a character split across
+ * tokens is held until its last byte arrives.  The leading-space strip (Llama) applies to the
+ * first text of the stream. */
+typedef struct tcq_detok tcq_detok;
+tcq_status tcq_detok_create(const tcq_tokenizer *tok, unsigned flags, tcq_detok **out);
+void tcq_detok_free(tcq_detok *d);
+/* Feed one token; *text and *len receive the newly complete text (not NUL-terminated, may be empty),
+ * valid until the next call on d. */
+tcq_status tcq_detok_push(tcq_detok *d, int32_t id, const char **text, size_t *len);
+/* End of stream: held incomplete bytes come out as U+FFFD. */
+tcq_status tcq_detok_flush(tcq_detok *d, const char **text, size_t *len);
+/* Start a new stream (the leading-space strip applies again). */
+void tcq_detok_reset(tcq_detok *d);
+
+/* Chat templates: a Jinja subset interpreter (what transformers' apply_chat_template does, with
+ * trim_blocks and lstrip_blocks): {{ }}, {% if/elif/else %}, {% for %} with loop.*, {% set %}
+ * and namespace(), filters, tests, string methods, slicing, raise_exception. */
+typedef struct tcq_chat_message {
+    const char *role;           /* "system", "user", "assistant", "tool" */
+    const char *content;
+} tcq_chat_message;
+
+typedef struct tcq_chat_opts {
+    int add_generation_prompt;  /* 1: end with the assistant header */
+    int enable_thinking;        /* -1: not passed (template default), 0: false, 1: true */
+    const char *bos_token;      /* bos_token / eos_token variables (NULL: undefined) */
+    const char *eos_token;
+} tcq_chat_opts;
+
+/* Render template_text with messages[n] into a malloc'd NUL-terminated string.  A syntax error,
+ * an unsupported construct, or raise_exception() fails with TCQ_ERR_FORMAT naming the line. */
+tcq_status tcq_chat_render(const char *template_text, const tcq_chat_message *messages, size_t n,
+                           const tcq_chat_opts *opts, char **out);
 
 /* ============================================================================================
  * Model: loading, forward, generation, evaluation
