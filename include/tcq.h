@@ -286,6 +286,16 @@ typedef struct tcq_tensor_info {
     const char *file;                        /* path of the file holding it (for messages) */
 } tcq_tensor_info;
 
+/* Check a tensor the caller expects (NULL: TCQ_ERR_NOT_FOUND naming `name`).  dtype: a tcq_dtype,
+ * TCQ_TENSOR_ANY_DTYPE or TCQ_TENSOR_ANY_FLOAT (F32/F16/BF16); ndim < 0 skips the shape; a
+ * negative shape[d] matches any size.  The message names the file, the tensor, what it has and
+ * what was wanted: "model.safetensors: tensor 'x': shape [4, 5], want [4, 6]". */
+#define TCQ_TENSOR_ANY_DTYPE (-1)
+#define TCQ_TENSOR_ANY_FLOAT (-2)
+tcq_status tcq_tensor_check(const tcq_tensor_info *t, const char *name, int dtype, int ndim, const int64_t *shape);
+/* Convert an F32/F16/BF16/F64 tensor to f32: n must equal t->numel. */
+tcq_status tcq_tensor_to_f32(const tcq_tensor_info *t, float *out /* [numel] */, int64_t n);
+
 /* A safetensors file, mmapped read-only.  Every header field is validated, and a file that fails
  * is rejected with a message naming the file and the tensor:
  *   - the file holds the 8-byte header length; the header is <= 100 MB and inside the file;
