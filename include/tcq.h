@@ -308,7 +308,8 @@ tcq_status tcq_tensor_to_f32(const tcq_tensor_info *t, float *out /* [numel] */,
  *   - data_offsets [begin, end]: begin <= end <= data section size, end - begin == numel x dtype
  *     size, begin a multiple of the element size and the resulting address aligned for it;
  *   - spans, sorted, do not overlap.
- * Holes (bytes between or after spans) are allowed, since aligning writers pad between tensors;
+ * Holes (bytes between or after spans) are allowed, since some aligning writers pad between
+ * tensors (Hugging Face's reader rejects them; tcq's writer never makes them);
  * tcq_st_hole_bytes() reports their total. */
 typedef struct tcq_st_file tcq_st_file;
 
@@ -389,7 +390,7 @@ typedef enum tcq_qmode { TCQ_QMODE_NONE = 0, TCQ_QMODE_TRELLIS, TCQ_QMODE_AFFINE
 
 typedef struct tcq_qentry {
     tcq_qmode mode;
-    int bits;          /* k for trellis; 4 or 8 for affine */
+    int bits;          /* k for trellis; 2,3,4,5,6,8 for affine (the kernels take 4 and 8) */
     int group_size;    /* T for trellis; 32/64/128 for affine */
     int L;             /* trellis: state bits */
     int axis;          /* trellis: 0 or 1 */
