@@ -272,6 +272,12 @@ size_t tcq_dtype_size(tcq_dtype t);          /* bytes per element */
 const char *tcq_dtype_name(tcq_dtype t);     /* safetensors spelling: "F32", "BF16", "U32", ... */
 tcq_status tcq_dtype_parse(const char *name, tcq_dtype *out);
 
+/* A whole file into a malloc'd, NUL-terminated buffer (*len, optional, excludes the NUL); free
+ * it with free().  TCQ_ERR_NOT_FOUND if it does not exist. */
+tcq_status tcq_io_read_file(const char *path, char **out, size_t *len);
+/* Write a whole file atomically: to PATH.tmp.XXXXXX in the same folder, then renamed onto PATH. */
+tcq_status tcq_io_write_file(const char *path, const void *data, size_t len);
+
 #define TCQ_MAX_DIMS 8
 
 /* One tensor of a safetensors file.  data points into the file's mapping. */

@@ -301,27 +301,9 @@ tcq_status tcq_st_index_write(const char *path, int n_shards, const char *const 
         s = tcq_fail(TCQ_ERR_INVALID_ARG, "%s: cannot build the index (name not UTF-8, or out of memory)", path);
         goto out;
     }
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 16);
-    int fd = -1;
-    if (tmp) {
-        snprintf(tmp, pl + 16, "%s.tmp.XXXXXX", path);
-        fd = mkstemp(tmp);
-    }
-    if (fd < 0) {
-        s = tcq_fail(TCQ_ERR_IO, "%s: cannot create a temporary file: %s", path, tmp ? strerror(errno) : "no memory");
-    } else {
-        fchmod(fd, 0644);
-        size_t n = strlen(text);
-        ssize_t wr = write(fd, text, n);
-        ssize_t wn = write(fd, "\n", 1);
-        if (close(fd) != 0 || wr != (ssize_t)n || wn != 1)
-            s = tcq_fail(TCQ_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-        else if (rename(tmp, path) != 0)
-            s = tcq_fail(TCQ_ERR_IO, "%s: rename from %s failed: %s", path, tmp, strerror(errno));
-        if (s != TCQ_OK) unlink(tmp);
-    }
-    free(tmp);
+    size_t n = strlen(text);
+    text[n] = '\n';   /* json_dumps leaves room only for its NUL, which this replaces */
+    s = tcq_io_write_file(path, text, n + 1);
     free(text);
 out:
     json_decref(wm);

@@ -16,17 +16,6 @@ static char *tpath(const char *name)
     return buf[i];
 }
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        perror(path);
-        exit(1);
-    }
-    fputs(text, f);
-    fclose(f);
-}
-
 /* One coded module: stored rows R, coded length C. */
 typedef struct mod {
     const char *path;          /* module path as written in config.json */
@@ -165,7 +154,12 @@ static void test_round_trip(uint64_t *rng)
     variants[2] = v2;
     for (int v = 0; v < 3; v++) {
         if (!variants[v]) continue;
-        write_text(tpath("model/config.json"), variants[v]);
+        CHECK_OK(tcq_io_write_file(tpath("model/config.json"), variants[v], strlen(variants[v])));
+        char *back = NULL;
+        size_t blen = 0;
+        CHECK_OK(tcq_io_read_file(tpath("model/config.json"), &back, &blen));
+        CHECK(back && blen == strlen(variants[v]) && !strcmp(back, variants[v]), "config.json read back");
+        free(back);
         char what[32];
         snprintf(what, sizeof what, "variant %d", v);
         tcq_st_set *s = NULL;
