@@ -1,12 +1,12 @@
 /* The reference Viterbi encoder: scalar, plain loops, kept forever as the golden that every fast
  * encoder must match bit for bit.  The arithmetic contract is written in tcq.h (Encoder). */
-#include "../core/internal.h"
+#include "viterbi.h"
 
 #include <math.h>
 #include <string.h>
 
 typedef struct ref_scratch {
-    float *a, *b;      /* [2^L] cost tables: -2 v(s), v(s)^2 */
+    float *v;          /* [2^L] canonical values */
     float *D, *Dn;     /* [2^L] path costs */
     float *Mmin;       /* [2^(L-k)] best predecessor cost per shared predecessor group */
     uint8_t *bp;       /* [T, 2^(L-k)] argmin j per group */
@@ -20,9 +20,8 @@ static void ref_pass(tcq_block_params p, ref_scratch *sc, const float *x, const 
     const uint32_t N = 1u << p.L, G = 1u << (p.L - p.k), J = 1u << p.k;
     float *D = sc->D, *Dn = sc->Dn;
     for (uint32_t s = 0; s < N; s++) {
-        float c = fmaf(x[0], sc->a[s], sc->b[s]);
-        if (w) c *= w[0];
-        D[s] = (start_ov < 0 || (int)(s >> p.k) == start_ov) ? c : INFINITY;
+        const float d = x[0] - sc->v[s], e = w ? w[0] * d : d;
+        D[s] = (start_ov < 0 || (int)(s >> p.k) == start_ov) ? fmaf(e, d, 0.0f) : INFINITY;
     }
     for (int t = 1; t < p.T; t++) {
         uint8_t *bp = sc->bp + (size_t)t * G;
@@ -40,9 +39,8 @@ static void ref_pass(tcq_block_params p, ref_scratch *sc, const float *x, const 
             bp[g] = bj;
         }
         for (uint32_t s = 0; s < N; s++) {
-            float c = fmaf(x[t], sc->a[s], sc->b[s]);
-            if (w) c *= w[t];
-            Dn[s] = sc->Mmin[s >> p.k] + c;
+            const float d = x[t] - sc->v[s], e = w ? w[t] * d : d;
+            Dn[s] = fmaf(e, d, sc->Mmin[s >> p.k]);
         }
         float *tmp = D;
         D = Dn;
@@ -66,58 +64,75 @@ static void ref_pass(tcq_block_params p, ref_scratch *sc, const float *x, const 
     }
 }
 
+static double ref_err(int T, const float *x, const float *w, const uint32_t *st)
+{
+    double e = 0;
+    for (int t = 0; t < T; t++) {
+        const double d = (double)x[t] - tcq_code_value(st[t]);
+        e += (w ? w[t] : 1.0) * d * d;
+    }
+    return e;
+}
+
+/* A pass over the block rolled by r (position r first); start_ov / end_ov as in ref_pass.
+ * out receives the states in original order. */
+static void ref_rolled_pass(tcq_block_params p, ref_scratch *sc, const float *x, const float *w, int r,
+                            int start_ov, int end_ov, float *xr, float *wr, uint32_t *st, uint32_t *out)
+{
+    const int T = p.T;
+    for (int i = 0; i < T; i++) {
+        xr[i] = x[(i + r) % T];
+        if (w) wr[i] = w[(i + r) % T];
+    }
+    ref_pass(p, sc, xr, w ? wr : NULL, start_ov, end_ov, st);
+    for (int i = 0; i < T; i++) out[(i + r) % T] = st[i];
+}
+
 tcq_status tcq_encode_block_ref(tcq_block_params p, const tcq_encode_opts *opts, const float *x,
                                 const float *w, uint32_t *words, uint32_t *states_out, double *err)
 {
-    TCQ_TRY(tcq_block_check(p));
-    if (!x || !words) return tcq_fail(TCQ_ERR_INVALID_ARG, "encode: x or words is NULL");
-    const tcq_search search = opts ? opts->search : TCQ_SEARCH_TWO_PASS;
-    if (search != TCQ_SEARCH_TWO_PASS)
-        return tcq_fail(TCQ_ERR_UNSUPPORTED, "reference encoder: search '%s' not available",
-                        tcq_search_name(search));
+    TCQ_TRY(vit_check_args(p, opts, x, w, words));
     const uint32_t N = 1u << p.L, G = 1u << (p.L - p.k);
     const int T = p.T, half = p.T / 2;
     ref_scratch sc;
-    sc.a = malloc(N * sizeof(float));
-    sc.b = malloc(N * sizeof(float));
+    sc.v = malloc(N * sizeof(float));
     sc.D = malloc(N * sizeof(float));
     sc.Dn = malloc(N * sizeof(float));
     sc.Mmin = malloc(G * sizeof(float));
     sc.bp = malloc((size_t)T * G);
-    float *xr = malloc((size_t)T * sizeof(float)), *wr = w ? malloc((size_t)T * sizeof(float)) : NULL;
-    uint32_t *st = malloc((size_t)T * sizeof(uint32_t));
+    /* zeroed only so the compiler sees them initialized */
+    float *xr = calloc((size_t)T, sizeof(float)), *wr = w ? calloc((size_t)T, sizeof(float)) : NULL;
+    uint32_t *st = calloc((size_t)T, sizeof(uint32_t)), *best = calloc((size_t)T, sizeof(uint32_t)),
+             *cand = calloc((size_t)T, sizeof(uint32_t));
     tcq_status rc = TCQ_OK;
-    if (!sc.a || !sc.b || !sc.D || !sc.Dn || !sc.Mmin || !sc.bp || !xr || !st || (w && !wr)) {
+    if (!sc.v || !sc.D || !sc.Dn || !sc.Mmin || !sc.bp || !xr || !st || !best || !cand || (w && !wr)) {
         rc = tcq_fail(TCQ_ERR_NOMEM, "encode scratch");
         goto done;
     }
-    for (uint32_t s = 0; s < N; s++) {
-        const float v = tcq_code_value(s);
-        sc.a[s] = -2.0f * v;
-        sc.b[s] = v * v;
-    }
+    for (uint32_t s = 0; s < N; s++) sc.v[s] = tcq_code_value(s);
     /* Pass 1: the block rolled by T/2, so original position 0 sits mid-block, away from the
      * free ends; its state's upper bits are the seam both ends of pass 2 must share. */
-    for (int i = 0; i < T; i++) {
-        xr[i] = x[(i + half) % T];
-        if (w) wr[i] = w[(i + half) % T];
-    }
-    ref_pass(p, &sc, xr, wr, -1, -1, st);
-    const int overlap = (int)(st[half] >> p.k);
-    ref_pass(p, &sc, x, w, overlap, overlap, st);
-    tcq_block_pack(p, st, words);
-    if (states_out) memcpy(states_out, st, (size_t)T * sizeof *st);
-    if (err) {
-        double e = 0;
-        for (int t = 0; t < T; t++) {
-            const double d = (double)x[t] - tcq_code_value(st[t]);
-            e += (w ? w[t] : 1.0) * d * d;
+    ref_rolled_pass(p, &sc, x, w, half, -1, -1, xr, wr, st, cand);
+    const int overlap = (int)(cand[0] >> p.k);
+    ref_pass(p, &sc, x, w, overlap, overlap, best);
+    /* Seams: move the seam to position r, holding the best path's overlap there, so the pass
+     * can only find a path at least as good; keep the lowest error (first on ties). */
+    const int n = vit_seam_count(opts);
+    double best_err = n ? ref_err(T, x, w, best) : 0;
+    for (int i = 0; i < n; i++) {
+        const int r = vit_seam_pos(T, i), ov = (int)(best[r] >> p.k);
+        ref_rolled_pass(p, &sc, x, w, r, ov, ov, xr, wr, st, cand);
+        const double e = ref_err(T, x, w, cand);
+        if (e < best_err) {
+            best_err = e;
+            memcpy(best, cand, (size_t)T * sizeof *cand);
         }
-        *err = e;
     }
+    tcq_block_pack(p, best, words);
+    if (states_out) memcpy(states_out, best, (size_t)T * sizeof *best);
+    if (err) *err = ref_err(T, x, w, best);
 done:
-    free(sc.a);
-    free(sc.b);
+    free(sc.v);
     free(sc.D);
     free(sc.Dn);
     free(sc.Mmin);
@@ -125,6 +140,8 @@ done:
     free(xr);
     free(wr);
     free(st);
+    free(best);
+    free(cand);
     return rc;
 }
 

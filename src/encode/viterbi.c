@@ -1,0 +1,198 @@
+/* The fast encoder's shared parts: scratch, the end-state choice and the traceback that
+ * recomputes backpointers, and the tail-biting searches (two-pass, seams) over any ISA's
+ * forward pass.  viterbi_ref.c holds the independent golden these must match. */
+#include "viterbi.h"
+
+#include <math.h>
+#include <string.h>
+
+tcq_status vit_scratch_reserve(vit_scratch *sc, tcq_block_params p)
+{
+    const size_t N = (size_t)1 << p.L, Mn = (size_t)p.T << (p.L - p.k);
+    if (N > sc->cap_N) {
+        tcq_afree(sc->v);
+        tcq_afree(sc->D);
+        sc->v = tcq_amalloc(N * sizeof(float));
+        sc->D = tcq_amalloc(N * sizeof(float));
+        sc->cap_N = N;
+        sc->tab_L = 0;
+    }
+    if (Mn > sc->cap_M) {
+        tcq_afree(sc->M);
+        sc->M = tcq_amalloc(Mn * sizeof(float));
+        sc->cap_M = Mn;
+    }
+    if (!sc->v || !sc->D || !sc->M) {
+        vit_scratch_release(sc);
+        return tcq_fail(TCQ_ERR_NOMEM, "encode: scratch for L=%d k=%d T=%d", p.L, p.k, p.T);
+    }
+    if (sc->tab_L != p.L) {
+        for (uint32_t s = 0; s < (uint32_t)N; s++) sc->v[s] = tcq_code_value(s);
+        sc->tab_L = p.L;
+    }
+    return TCQ_OK;
+}
+
+void vit_scratch_release(vit_scratch *sc)
+{
+    tcq_afree(sc->v);
+    tcq_afree(sc->D);
+    tcq_afree(sc->M);
+    sc->v = sc->D = sc->M = NULL;
+    sc->cap_N = sc->cap_M = 0;
+    sc->tab_L = 0;
+}
+
+tcq_status vit_check_args(tcq_block_params p, const tcq_encode_opts *opts, const float *x,
+                          const float *w, const uint32_t *words)
+{
+    TCQ_TRY(tcq_block_check(p));
+    if (!x || !words) return tcq_fail(TCQ_ERR_INVALID_ARG, "encode: x or words is NULL");
+    if (opts && ((unsigned)opts->search >= TCQ_SEARCH_COUNT))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "encode: search %d is not a tcq_search", (int)opts->search);
+    if (opts && opts->search == TCQ_SEARCH_SEAMS && (opts->seams < 0 || opts->seams > p.T))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "encode: seams %d outside [0, T=%d]", opts->seams, p.T);
+    for (int t = 0; t < p.T; t++) {
+        if (!isfinite(x[t])) return tcq_fail(TCQ_ERR_INVALID_ARG, "encode: x[%d] is not finite", t);
+        if (w && !(isfinite(w[t]) && w[t] >= 0))
+            return tcq_fail(TCQ_ERR_INVALID_ARG, "encode: weight w[%d] = %g is not finite and >= 0", t, (double)w[t]);
+    }
+    return TCQ_OK;
+}
+
+int vit_seam_count(const tcq_encode_opts *opts)
+{
+    if (!opts || opts->search != TCQ_SEARCH_SEAMS) return 0;
+    return opts->seams > 0 ? opts->seams : 8;
+}
+
+/* The i-th extra seam: positions spread by bit reversal (T/2, T/4, 3T/4, T/8, ...), so any
+ * count covers the block evenly. */
+int vit_seam_pos(int T, int i)
+{
+    unsigned n = (unsigned)i + 1, r = 0, den = 1;
+    while (n) {
+        r = (r << 1) | (n & 1);
+        n >>= 1;
+        den <<= 1;
+    }
+    /* r/den in (0, 1): the van der Corput point of i+1 */
+    return (int)(((uint64_t)r * (uint64_t)T / den) % (uint64_t)T);
+}
+
+/* fma(e, d, m) with d = x_t - v(s), e = d or w_t d: the contract of tcq.h. */
+static inline float vit_cost(const vit_scratch *sc, const float *x, const float *w, int t, uint32_t s, float m)
+{
+    const float d = x[t] - sc->v[s];
+    return fmaf(w ? w[t] * d : d, d, m);
+}
+
+/* D_t(s) as the forward pass had it, recomputed from the stored minima. */
+static inline float vit_D(tcq_block_params p, const vit_scratch *sc, const float *x, const float *w,
+                          int start_ov, int t, uint32_t s)
+{
+    if (t == 0)
+        return (start_ov < 0 || (int)(s >> p.k) == start_ov) ? vit_cost(sc, x, w, 0, s, 0.0f) : INFINITY;
+    const size_t G = (size_t)1 << (p.L - p.k);
+    return vit_cost(sc, x, w, t, s, sc->M[(size_t)t * G + (s >> p.k)]);
+}
+
+/* One pass: forward, choose the end state (smallest s among equal minima, restricted to
+ * (s & (G-1)) == end_ov when end_ov >= 0), trace back into states. */
+static void vit_pass(tcq_block_params p, vit_scratch *sc, vit_fwd_fn fwd, const float *x, const float *w,
+                     int start_ov, int end_ov, uint32_t *states)
+{
+    const uint32_t N = 1u << p.L, G = 1u << (p.L - p.k), J = 1u << p.k;
+    const float *D = fwd(p, sc, x, w, start_ov);
+    uint32_t best_s;
+    if (end_ov >= 0) {
+        /* states with low bits end_ov: end_ov + i G */
+        best_s = (uint32_t)end_ov;
+        float best = D[best_s];
+        for (uint32_t i = 1; i < J; i++) {
+            const uint32_t s = (uint32_t)end_ov + i * G;
+            if (D[s] < best) {
+                best = D[s];
+                best_s = s;
+            }
+        }
+    } else {
+        best_s = 0;
+        float best = D[0];
+        for (uint32_t s = 1; s < N; s++)
+            if (D[s] < best) {
+                best = D[s];
+                best_s = s;
+            }
+    }
+    states[p.T - 1] = best_s;
+    for (int t = p.T - 1; t > 0; t--) {
+        const uint32_t g = states[t] >> p.k;
+        float best = vit_D(p, sc, x, w, start_ov, t - 1, g);
+        uint32_t bj = 0;
+        for (uint32_t j = 1; j < J; j++) {
+            const float v = vit_D(p, sc, x, w, start_ov, t - 1, g + j * G);
+            if (v < best) {
+                best = v;
+                bj = j;
+            }
+        }
+        states[t - 1] = g + bj * G;
+    }
+}
+
+static double vit_err(int T, const float *x, const float *w, const uint32_t *st)
+{
+    double e = 0;
+    for (int t = 0; t < T; t++) {
+        const double d = (double)x[t] - tcq_code_value(st[t]);
+        e += (w ? w[t] : 1.0) * d * d;
+    }
+    return e;
+}
+
+/* A tail-biting pass whose seam sits before position r: the block rolled so r comes first,
+ * both ends held to overlap ov, states rolled back. */
+static void vit_seam_pass(tcq_block_params p, vit_scratch *sc, vit_fwd_fn fwd, const float *x,
+                          const float *w, int r, int ov, uint32_t *out)
+{
+    const int T = p.T;
+    for (int i = 0; i < T; i++) {
+        sc->xr[i] = x[(i + r) % T];
+        if (w) sc->wr[i] = w[(i + r) % T];
+    }
+    vit_pass(p, sc, fwd, sc->xr, w ? sc->wr : NULL, ov, ov, sc->st);
+    for (int i = 0; i < T; i++) out[(i + r) % T] = sc->st[i];
+}
+
+tcq_status vit_encode(tcq_block_params p, const tcq_encode_opts *opts, vit_scratch *sc, vit_fwd_fn fwd,
+                      const float *x, const float *w)
+{
+    TCQ_TRY(vit_scratch_reserve(sc, p));
+    const int T = p.T, half = T / 2;
+    /* Two-pass (QTIP Algorithm 4): a free pass over the block rolled by T/2 puts position 0
+     * mid-block, away from the free ends; its overlap there seeds the constrained pass. */
+    for (int i = 0; i < T; i++) {
+        sc->xr[i] = x[(i + half) % T];
+        if (w) sc->wr[i] = w[(i + half) % T];
+    }
+    vit_pass(p, sc, fwd, sc->xr, w ? sc->wr : NULL, -1, -1, sc->st);
+    const int ov = (int)(sc->st[half] >> p.k);
+    vit_pass(p, sc, fwd, x, w, ov, ov, sc->best);
+    const int n = vit_seam_count(opts);
+    if (n == 0) return TCQ_OK;
+    /* Seams: move the seam to other positions, each time keeping the current path's overlap
+     * there, so every pass can only find a path at least as good; keep the best error. */
+    double best_err = vit_err(T, x, w, sc->best);
+    uint32_t cand[256];
+    for (int i = 0; i < n; i++) {
+        const int r = vit_seam_pos(T, i);
+        vit_seam_pass(p, sc, fwd, x, w, r, (int)(sc->best[r] >> p.k), cand);
+        const double e = vit_err(T, x, w, cand);
+        if (e < best_err) {
+            best_err = e;
+            memcpy(sc->best, cand, (size_t)T * sizeof *cand);
+        }
+    }
+    return TCQ_OK;
+}
