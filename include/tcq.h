@@ -210,12 +210,22 @@ uint16_t tcq_scale_for_row(int L, const float *row /* [n] */, int64_t n);
  * Encoder: Viterbi over the 2^L states with tail-biting (FORMAT.md "Encoder")
  *
  * Arithmetic contract (the reference and every fast path compute exactly this, so their output
- * is bit-identical): with a(s) = -2 v(s) and b(s) = v(s)^2 in f32 (v the canonical value),
- *     c_t(s) = fmaf(x_t, a(s), b(s))            [* w_t when weights are given]
- *     D_0(s) = c_0(s) (or +inf outside the allowed start set)
- *     D_t(s) = min_j D_{t-1}((s >> k) + j 2^(L-k)) + c_t(s)
- * (x_t^2 is constant per position and dropped.)  The min takes the smallest j among equal
- * values; the final state is the smallest s among equal minima.
+ * is bit-identical): with v(s) the canonical f32 value, all in f32,
+ *     d_t(s) = x_t - v(s),   e_t(s) = d_t(s)  (or w_t * d_t(s) when weights are given)
+ *     D_0(s) = fma(e_0(s), d_0(s), 0)           (or +inf outside the allowed start set)
+ *     M_t(g) = min_j D_{t-1}(g + j 2^(L-k))     (j = 0, 1, ... in order; a later j wins only
+ *                                                when strictly smaller)
+ *     D_t(s) = fma(e_t(s), d_t(s), M_t(s >> k))
+ * The backpointer of g at step t is that j; the final state is the smallest s among equal
+ * minima of D_{T-1}.  D is the true (weighted) squared error of the path, so costs are >= 0
+ * and no constant is dropped.  Inputs must be finite and weights >= 0 (else
+ * TCQ_ERR_INVALID_ARG).
+ *
+ * Searches: TCQ_SEARCH_TWO_PASS is FORMAT.md's.  TCQ_SEARCH_SEAMS runs it, then `seams` more
+ * tail-biting passes, each with the seam moved to position r_i (T/2, T/4, 3T/4, T/8, ...: the
+ * van der Corput sequence) and held to the overlap the best path so far has there.  Each such
+ * pass contains the best path, so it can only find one at least as good; the block keeps the
+ * path of least squared error (the earliest on ties).  Cost: 2 + seams passes.
  * ========================================================================================== */
 
 typedef enum tcq_search {

@@ -11,9 +11,15 @@ tcq_status vit_scratch_reserve(vit_scratch *sc, tcq_block_params p)
     const size_t N = (size_t)1 << p.L, Mn = (size_t)p.T << (p.L - p.k);
     if (N > sc->cap_N) {
         tcq_afree(sc->v);
+        tcq_afree(sc->vr);
         tcq_afree(sc->D);
+        tcq_afree(sc->P);
+        tcq_afree(sc->order);
         sc->v = tcq_amalloc(N * sizeof(float));
+        sc->vr = tcq_amalloc(N * sizeof(float));
         sc->D = tcq_amalloc(N * sizeof(float));
+        sc->P = tcq_amalloc(N * sizeof(float));
+        sc->order = tcq_amalloc(N * sizeof(uint32_t));
         sc->cap_N = N;
         sc->tab_L = 0;
     }
@@ -22,12 +28,13 @@ tcq_status vit_scratch_reserve(vit_scratch *sc, tcq_block_params p)
         sc->M = tcq_amalloc(Mn * sizeof(float));
         sc->cap_M = Mn;
     }
-    if (!sc->v || !sc->D || !sc->M) {
+    if (!sc->v || !sc->vr || !sc->D || !sc->P || !sc->order || !sc->M) {
         vit_scratch_release(sc);
         return tcq_fail(TCQ_ERR_NOMEM, "encode: scratch for L=%d k=%d T=%d", p.L, p.k, p.T);
     }
     if (sc->tab_L != p.L) {
         for (uint32_t s = 0; s < (uint32_t)N; s++) sc->v[s] = tcq_code_value(s);
+        for (uint32_t s = 0; s < (uint32_t)N; s++) sc->vr[s] = sc->v[vit_rev(s, p.L)];
         sc->tab_L = p.L;
     }
     return TCQ_OK;
@@ -36,9 +43,13 @@ tcq_status vit_scratch_reserve(vit_scratch *sc, tcq_block_params p)
 void vit_scratch_release(vit_scratch *sc)
 {
     tcq_afree(sc->v);
+    tcq_afree(sc->vr);
     tcq_afree(sc->D);
+    tcq_afree(sc->P);
+    tcq_afree(sc->order);
     tcq_afree(sc->M);
-    sc->v = sc->D = sc->M = NULL;
+    sc->v = sc->vr = sc->D = sc->P = sc->M = NULL;
+    sc->order = NULL;
     sc->cap_N = sc->cap_M = 0;
     sc->tab_L = 0;
 }
@@ -50,8 +61,9 @@ tcq_status vit_check_args(tcq_block_params p, const tcq_encode_opts *opts, const
     if (!x || !words) return tcq_fail(TCQ_ERR_INVALID_ARG, "encode: x or words is NULL");
     if (opts && ((unsigned)opts->search >= TCQ_SEARCH_COUNT))
         return tcq_fail(TCQ_ERR_INVALID_ARG, "encode: search %d is not a tcq_search", (int)opts->search);
-    if (opts && opts->search == TCQ_SEARCH_SEAMS && (opts->seams < 0 || opts->seams > p.T))
-        return tcq_fail(TCQ_ERR_INVALID_ARG, "encode: seams %d outside [0, T=%d]", opts->seams, p.T);
+    if (opts && opts->search == TCQ_SEARCH_SEAMS && (opts->seams < 0 || opts->seams >= (1 << (p.L - p.k))))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "encode: seams %d outside [0, 2^(L-k) - 1 = %d]", opts->seams,
+                        (1 << (p.L - p.k)) - 1);
     for (int t = 0; t < p.T; t++) {
         if (!isfinite(x[t])) return tcq_fail(TCQ_ERR_INVALID_ARG, "encode: x[%d] is not finite", t);
         if (w && !(isfinite(w[t]) && w[t] >= 0))
@@ -66,21 +78,33 @@ int vit_seam_count(const tcq_encode_opts *opts)
     return opts->seams > 0 ? opts->seams : 8;
 }
 
-/* The i-th extra seam: positions spread by bit reversal (T/2, T/4, 3T/4, T/8, ...), so any
- * count covers the block evenly. */
-int vit_seam_pos(int T, int i)
+uint32_t vit_rev(uint32_t s, int L)
 {
-    unsigned n = (unsigned)i + 1, r = 0, den = 1;
-    while (n) {
-        r = (r << 1) | (n & 1);
-        n >>= 1;
-        den <<= 1;
-    }
-    /* r/den in (0, 1): the van der Corput point of i+1 */
-    return (int)(((uint64_t)r * (uint64_t)T / den) % (uint64_t)T);
+    uint32_t r = 0;
+    for (int i = 0; i < L; i++) r |= ((s >> i) & 1u) << (L - 1 - i);
+    return r;
 }
 
-/* fma(e, d, m) with d = x_t - v(s), e = d or w_t d: the contract of tcq.h. */
+void vit_seam_order(uint32_t G, const float *P, uint32_t *order)
+{
+    for (uint32_t i = 0; i < G; i++) order[i] = i;
+    /* bottom-up merge sort by (P, overlap): a total order, so the result is unique */
+    uint32_t *tmp = order + G;   /* the caller provides [2G] */
+    for (uint32_t width = 1; width < G; width *= 2) {
+        for (uint32_t lo = 0; lo < G; lo += 2 * width) {
+            uint32_t mid = TCQ_MIN(lo + width, G), hi = TCQ_MIN(lo + 2 * width, G), i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) {
+                const uint32_t a = order[i], b = order[j];
+                const int a_first = P[a] < P[b] || (P[a] == P[b] && a < b);
+                tmp[o++] = a_first ? order[i++] : order[j++];
+            }
+            while (i < mid) tmp[o++] = order[i++];
+            while (j < hi) tmp[o++] = order[j++];
+        }
+        for (uint32_t i = 0; i < G; i++) order[i] = tmp[i];
+    }
+}
+
 static inline float vit_cost(const vit_scratch *sc, const float *x, const float *w, int t, uint32_t s, float m)
 {
     const float d = x[t] - sc->v[s];
@@ -151,20 +175,6 @@ static double vit_err(int T, const float *x, const float *w, const uint32_t *st)
     return e;
 }
 
-/* A tail-biting pass whose seam sits before position r: the block rolled so r comes first,
- * both ends held to overlap ov, states rolled back. */
-static void vit_seam_pass(tcq_block_params p, vit_scratch *sc, vit_fwd_fn fwd, const float *x,
-                          const float *w, int r, int ov, uint32_t *out)
-{
-    const int T = p.T;
-    for (int i = 0; i < T; i++) {
-        sc->xr[i] = x[(i + r) % T];
-        if (w) sc->wr[i] = w[(i + r) % T];
-    }
-    vit_pass(p, sc, fwd, sc->xr, w ? sc->wr : NULL, ov, ov, sc->st);
-    for (int i = 0; i < T; i++) out[(i + r) % T] = sc->st[i];
-}
-
 tcq_status vit_encode(tcq_block_params p, const tcq_encode_opts *opts, vit_scratch *sc, vit_fwd_fn fwd,
                       const float *x, const float *w)
 {
@@ -178,16 +188,44 @@ tcq_status vit_encode(tcq_block_params p, const tcq_encode_opts *opts, vit_scrat
     }
     vit_pass(p, sc, fwd, sc->xr, w ? sc->wr : NULL, -1, -1, sc->st);
     const int ov = (int)(sc->st[half] >> p.k);
+    if (vit_seam_count(opts)) /* A(o) for the seams search below, before pass 2 reuses M */
+        memcpy(sc->P, sc->M + (size_t)half * ((size_t)1 << (p.L - p.k)), sizeof(float) << (p.L - p.k));
     vit_pass(p, sc, fwd, x, w, ov, ov, sc->best);
     const int n = vit_seam_count(opts);
     if (n == 0) return TCQ_OK;
-    /* Seams: move the seam to other positions, each time keeping the current path's overlap
-     * there, so every pass can only find a path at least as good; keep the best error. */
+    /* Seams.  Rank every overlap o at position 0 by the best free-ended path of the rolled
+     * block through it: A(o) = M_half(o) of the free pass (best cost into the seam) plus
+     * B(o) = min_b beta_half(o 2^k + b), the best cost out of it, from a backward pass over the
+     * rolled block's second half (the forward kernel on the time-reversed trellis: states
+     * bit-reversed, table vr).  Then run the tail-biting pass for the n best overlaps after
+     * the two-pass one and keep the least squared error. */
+    const uint32_t G = 1u << (p.L - p.k), J = 1u << p.k;
+    const tcq_block_params pb = {p.L, p.k, T - half};
+    float xb[256], wb[256];
+    for (int u = 0; u < T - half; u++) {
+        xb[u] = sc->xr[T - 1 - u];
+        if (w) wb[u] = sc->wr[T - 1 - u];
+    }
+    float *v = sc->v;
+    sc->v = sc->vr;
+    const float *Db = fwd(pb, sc, xb, w ? wb : NULL, -1);
+    sc->v = v;
+    for (uint32_t o = 0; o < G; o++) {
+        float b = Db[vit_rev(o * J, p.L)];
+        for (uint32_t i = 1; i < J; i++) {
+            const float c = Db[vit_rev(o * J + i, p.L)];
+            b = c < b ? c : b;
+        }
+        sc->P[o] += b;
+    }
+    vit_seam_order(G, sc->P, sc->order);
     double best_err = vit_err(T, x, w, sc->best);
     uint32_t cand[256];
-    for (int i = 0; i < n; i++) {
-        const int r = vit_seam_pos(T, i);
-        vit_seam_pass(p, sc, fwd, x, w, r, (int)(sc->best[r] >> p.k), cand);
+    for (uint32_t i = 0, tried = 0; i < G && tried < (uint32_t)n; i++) {
+        const int o = (int)sc->order[i];
+        if (o == ov) continue;
+        tried++;
+        vit_pass(p, sc, fwd, x, w, o, o, cand);
         const double e = vit_err(T, x, w, cand);
         if (e < best_err) {
             best_err = e;

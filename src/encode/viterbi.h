@@ -19,8 +19,11 @@ typedef struct vit_scratch {
     int tab_L;             /* L the tables a, b hold (0: none) */
     size_t cap_N, cap_M;   /* floats allocated in D0/D1/a/b and in M */
     float *v;              /* [2^L] the canonical values v(s) */
+    float *vr;             /* [2^L] v(rev_L(r)): the table of the time-reversed trellis */
     float *D;              /* [2^L] path costs, updated in place */
     float *M;              /* [T, 2^(L-k)] group minima; row 0 unused */
+    float *P;              /* [2^(L-k)] seam proxy costs */
+    uint32_t *order;       /* [2^(L-k)] overlaps sorted by proxy cost */
     float xr[256], wr[256];
     uint32_t st[256], best[256];
 } vit_scratch;
@@ -51,8 +54,11 @@ vit_fwd_fn vit_fwd_active(void);
 tcq_status vit_check_args(tcq_block_params p, const tcq_encode_opts *opts, const float *x,
                           const float *w, const uint32_t *words);
 
-/* Seam positions tried by TCQ_SEARCH_SEAMS, shared so both encoders visit the same ones. */
+/* Number of extra seam candidates TCQ_SEARCH_SEAMS tries (0 for the two-pass search). */
 int vit_seam_count(const tcq_encode_opts *opts);
-int vit_seam_pos(int T, int i);
+/* Order the G overlaps by proxy cost P (then by overlap): order[0..G). Shared by both encoders. */
+void vit_seam_order(uint32_t G, const float *P, uint32_t *order);
+/* L-bit reversal. */
+uint32_t vit_rev(uint32_t s, int L);
 
 #endif
