@@ -257,6 +257,13 @@ tcq_status tcq_encode_block(tcq_block_params p, const tcq_encode_opts *opts, con
                             const float *w /* [T] or NULL */, uint32_t *words /* [T*k/32] */,
                             uint32_t *states /* [T] or NULL */, double *err);
 
+/* Code n consecutive blocks of x as they are (no scale): x [n*T], w [n*T] or NULL, into words
+ * [n*T*k/32], on the pool (NULL: calling thread).  sq_err (optional) receives
+ * sum w (x - v(s))^2 over all blocks, summed in block order.  What `tcq codec` measures. */
+tcq_status tcq_encode_blocks(tcq_block_params p, const tcq_encode_opts *opts, const float *x /* [n*T] */,
+                             const float *w /* [n*T] or NULL */, int64_t n, uint32_t *words /* [n*T*k/32] */,
+                             tcq_pool *pool, double *sq_err);
+
 /* Code a matrix along its rows: src [R, C] (C % T == 0) in f32.  Per-row scales follow FORMAT.md
  * (tcq_scale_for_row); each row is divided by f32(scale) and coded block by block on the pool
  * (NULL: calling thread).  w: optional per-weight importance [R, C].  Writes codes [R, C*k/32]

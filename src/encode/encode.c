@@ -40,6 +40,63 @@ tcq_status tcq_encode_block(tcq_block_params p, const tcq_encode_opts *opts, con
     return rc;
 }
 
+typedef struct blocks_job {
+    tcq_block_params p;
+    const tcq_encode_opts *opts;
+    const float *x, *w;
+    uint32_t *words;
+    double *blk_err;        /* [n] */
+    vit_scratch *sc;        /* [threads] */
+    int64_t *first_bad;     /* [threads]: the first block each thread failed on (-1: none) */
+} blocks_job;
+
+static void blocks_one(void *arg, int64_t item, int thread)
+{
+    blocks_job *j = arg;
+    const int T = j->p.T;
+    tcq_status rc = vit_encode_block(j->p, j->opts, &j->sc[thread], j->x + item * T, j->w ? j->w + item * T : NULL,
+                                     j->words + item * tcq_block_words(j->p), NULL, &j->blk_err[item]);
+    if (rc != TCQ_OK && (j->first_bad[thread] < 0 || item < j->first_bad[thread])) j->first_bad[thread] = item;
+}
+
+tcq_status tcq_encode_blocks(tcq_block_params p, const tcq_encode_opts *opts, const float *x, const float *w,
+                             int64_t n, uint32_t *words, tcq_pool *pool, double *sq_err)
+{
+    TCQ_TRY(tcq_block_check(p));
+    if (!x || !words) return tcq_fail(TCQ_ERR_INVALID_ARG, "encode_blocks: NULL buffer");
+    if (n <= 0) return tcq_fail(TCQ_ERR_INVALID_ARG, "encode_blocks: %lld blocks", (long long)n);
+    const int nt = tcq_pool_size(pool);
+    blocks_job j = {p, opts, x, w, words, malloc((size_t)n * sizeof(double)), calloc((size_t)nt, sizeof(vit_scratch)),
+                    malloc((size_t)nt * sizeof(int64_t))};
+    tcq_status rc = TCQ_OK;
+    if (!j.blk_err || !j.sc || !j.first_bad) {
+        rc = tcq_fail(TCQ_ERR_NOMEM, "encode_blocks: %lld blocks", (long long)n);
+    } else {
+        for (int i = 0; i < nt; i++) j.first_bad[i] = -1;
+        tcq_pool_run(pool, n, blocks_one, &j);
+        int64_t bad = -1;
+        for (int i = 0; i < nt; i++)
+            if (j.first_bad[i] >= 0 && (bad < 0 || j.first_bad[i] < bad)) bad = j.first_bad[i];
+        if (bad >= 0) {
+            /* the message was set on a worker thread: redo that block here to report it */
+            rc = vit_encode_block(p, opts, &j.sc[0], x + bad * p.T, w ? w + bad * p.T : NULL,
+                                  words + bad * tcq_block_words(p), NULL, NULL);
+            if (rc == TCQ_OK) rc = tcq_fail(TCQ_ERR_INTERNAL, "encode_blocks: block %lld failed once", (long long)bad);
+            tcq_error_prefix("encode_blocks: block %lld", (long long)bad);
+        }
+        if (rc == TCQ_OK && sq_err) {
+            double e = 0;
+            for (int64_t i = 0; i < n; i++) e += j.blk_err[i];
+            *sq_err = e;
+        }
+        for (int i = 0; i < nt; i++) vit_scratch_release(&j.sc[i]);
+    }
+    free(j.blk_err);
+    free(j.sc);
+    free(j.first_bad);
+    return rc;
+}
+
 typedef struct rows_job {
     tcq_block_params p;
     const tcq_encode_opts *opts;
