@@ -4,12 +4,14 @@
 
 #include <string.h>
 
-vit_fwd_fn vit_fwd_active(void)
+const vit_kernel *vit_kernel_active(void)
 {
+    static const vit_kernel k512 = {vit_fwd_avx512, vit_pass_avx512}, k2 = {vit_fwd_avx2, vit_pass_avx2},
+                            k0 = {vit_fwd_scalar, vit_pass_scalar};
     switch (tcq_isa_active()) {
-    case TCQ_ISA_AVX512: return vit_fwd_avx512;
-    case TCQ_ISA_AVX2: return vit_fwd_avx2;
-    default: return vit_fwd_scalar;
+    case TCQ_ISA_AVX512: return &k512;
+    case TCQ_ISA_AVX2: return &k2;
+    default: return &k0;
     }
 }
 
@@ -17,7 +19,7 @@ tcq_status vit_encode_block(tcq_block_params p, const tcq_encode_opts *opts, vit
                             const float *w, uint32_t *words, uint32_t *states, double *err)
 {
     TCQ_TRY(vit_check_args(p, opts, x, w, words));
-    TCQ_TRY(vit_encode(p, opts, sc, vit_fwd_active(), x, w));
+    TCQ_TRY(vit_encode(p, opts, sc, vit_kernel_active(), x, w));
     tcq_block_pack(p, sc->best, words);
     if (states) memcpy(states, sc->best, (size_t)p.T * sizeof *states);
     if (err) {

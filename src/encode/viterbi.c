@@ -10,14 +10,17 @@ tcq_status vit_scratch_reserve(vit_scratch *sc, tcq_block_params p)
 {
     const size_t N = (size_t)1 << p.L, Mn = (size_t)p.T << (p.L - p.k);
     if (N > sc->cap_N) {
-        tcq_afree(sc->v);
-        tcq_afree(sc->vr);
-        tcq_afree(sc->D);
+        tcq_afree(sc->base);
         tcq_afree(sc->P);
         tcq_afree(sc->order);
-        sc->v = tcq_amalloc(N * sizeof(float));
-        sc->vr = tcq_amalloc(N * sizeof(float));
-        sc->D = tcq_amalloc(N * sizeof(float));
+        /* v, vr and D in one block with D 2 KiB away from the tables modulo 4 KiB: phase 2
+         * stores D[s] while loading v a few vectors ahead, and at some offsets those loads
+         * falsely depend on the stores (4K aliasing), which cost 3x at L=12 */
+        const size_t tab = N * sizeof(float), gap = (2048 + 4096 - tab % 4096) % 4096;
+        sc->base = tcq_amalloc(2 * tab + gap + tab);
+        sc->v = sc->base ? (float *)sc->base : NULL;
+        sc->vr = sc->base ? sc->v + N : NULL;
+        sc->D = sc->base ? (float *)((char *)sc->base + 2 * tab + gap) : NULL;
         sc->P = tcq_amalloc(N * sizeof(float));
         sc->order = tcq_amalloc(N * sizeof(uint32_t));
         sc->cap_N = N;
@@ -42,13 +45,12 @@ tcq_status vit_scratch_reserve(vit_scratch *sc, tcq_block_params p)
 
 void vit_scratch_release(vit_scratch *sc)
 {
-    tcq_afree(sc->v);
-    tcq_afree(sc->vr);
-    tcq_afree(sc->D);
+    tcq_afree(sc->base);
     tcq_afree(sc->P);
     tcq_afree(sc->order);
     tcq_afree(sc->M);
     sc->v = sc->vr = sc->D = sc->P = sc->M = NULL;
+    sc->base = NULL;
     sc->order = NULL;
     sc->cap_N = sc->cap_M = 0;
     sc->tab_L = 0;
@@ -105,66 +107,6 @@ void vit_seam_order(uint32_t G, const float *P, uint32_t *order)
     }
 }
 
-static inline float vit_cost(const vit_scratch *sc, const float *x, const float *w, int t, uint32_t s, float m)
-{
-    const float d = x[t] - sc->v[s];
-    return fmaf(w ? w[t] * d : d, d, m);
-}
-
-/* D_t(s) as the forward pass had it, recomputed from the stored minima. */
-static inline float vit_D(tcq_block_params p, const vit_scratch *sc, const float *x, const float *w,
-                          int start_ov, int t, uint32_t s)
-{
-    if (t == 0)
-        return (start_ov < 0 || (int)(s >> p.k) == start_ov) ? vit_cost(sc, x, w, 0, s, 0.0f) : INFINITY;
-    const size_t G = (size_t)1 << (p.L - p.k);
-    return vit_cost(sc, x, w, t, s, sc->M[(size_t)t * G + (s >> p.k)]);
-}
-
-/* One pass: forward, choose the end state (smallest s among equal minima, restricted to
- * (s & (G-1)) == end_ov when end_ov >= 0), trace back into states. */
-static void vit_pass(tcq_block_params p, vit_scratch *sc, vit_fwd_fn fwd, const float *x, const float *w,
-                     int start_ov, int end_ov, uint32_t *states)
-{
-    const uint32_t N = 1u << p.L, G = 1u << (p.L - p.k), J = 1u << p.k;
-    const float *D = fwd(p, sc, x, w, start_ov);
-    uint32_t best_s;
-    if (end_ov >= 0) {
-        /* states with low bits end_ov: end_ov + i G */
-        best_s = (uint32_t)end_ov;
-        float best = D[best_s];
-        for (uint32_t i = 1; i < J; i++) {
-            const uint32_t s = (uint32_t)end_ov + i * G;
-            if (D[s] < best) {
-                best = D[s];
-                best_s = s;
-            }
-        }
-    } else {
-        best_s = 0;
-        float best = D[0];
-        for (uint32_t s = 1; s < N; s++)
-            if (D[s] < best) {
-                best = D[s];
-                best_s = s;
-            }
-    }
-    states[p.T - 1] = best_s;
-    for (int t = p.T - 1; t > 0; t--) {
-        const uint32_t g = states[t] >> p.k;
-        float best = vit_D(p, sc, x, w, start_ov, t - 1, g);
-        uint32_t bj = 0;
-        for (uint32_t j = 1; j < J; j++) {
-            const float v = vit_D(p, sc, x, w, start_ov, t - 1, g + j * G);
-            if (v < best) {
-                best = v;
-                bj = j;
-            }
-        }
-        states[t - 1] = g + bj * G;
-    }
-}
-
 static double vit_err(int T, const float *x, const float *w, const uint32_t *st)
 {
     double e = 0;
@@ -175,7 +117,7 @@ static double vit_err(int T, const float *x, const float *w, const uint32_t *st)
     return e;
 }
 
-tcq_status vit_encode(tcq_block_params p, const tcq_encode_opts *opts, vit_scratch *sc, vit_fwd_fn fwd,
+tcq_status vit_encode(tcq_block_params p, const tcq_encode_opts *opts, vit_scratch *sc, const vit_kernel *kr,
                       const float *x, const float *w)
 {
     TCQ_TRY(vit_scratch_reserve(sc, p));
@@ -186,11 +128,11 @@ tcq_status vit_encode(tcq_block_params p, const tcq_encode_opts *opts, vit_scrat
         sc->xr[i] = x[(i + half) % T];
         if (w) sc->wr[i] = w[(i + half) % T];
     }
-    vit_pass(p, sc, fwd, sc->xr, w ? sc->wr : NULL, -1, -1, sc->st);
+    kr->pass(p, sc, sc->xr, w ? sc->wr : NULL, -1, -1, sc->st);
     const int ov = (int)(sc->st[half] >> p.k);
     if (vit_seam_count(opts)) /* A(o) for the seams search below, before pass 2 reuses M */
         memcpy(sc->P, sc->M + (size_t)half * ((size_t)1 << (p.L - p.k)), sizeof(float) << (p.L - p.k));
-    vit_pass(p, sc, fwd, x, w, ov, ov, sc->best);
+    kr->pass(p, sc, x, w, ov, ov, sc->best);
     const int n = vit_seam_count(opts);
     if (n == 0) return TCQ_OK;
     /* Seams.  Rank every overlap o at position 0 by the best free-ended path of the rolled
@@ -208,7 +150,7 @@ tcq_status vit_encode(tcq_block_params p, const tcq_encode_opts *opts, vit_scrat
     }
     float *v = sc->v;
     sc->v = sc->vr;
-    const float *Db = fwd(pb, sc, xb, w ? wb : NULL, -1);
+    const float *Db = kr->fwd(pb, sc, xb, w ? wb : NULL, -1);
     sc->v = v;
     for (uint32_t o = 0; o < G; o++) {
         float b = Db[vit_rev(o * J, p.L)];
@@ -225,7 +167,7 @@ tcq_status vit_encode(tcq_block_params p, const tcq_encode_opts *opts, vit_scrat
         const int o = (int)sc->order[i];
         if (o == ov) continue;
         tried++;
-        vit_pass(p, sc, fwd, x, w, o, o, cand);
+        kr->pass(p, sc, x, w, o, o, cand);
         const double e = vit_err(T, x, w, cand);
         if (e < best_err) {
             best_err = e;

@@ -18,6 +18,7 @@
 typedef struct vit_scratch {
     int tab_L;             /* L the tables a, b hold (0: none) */
     size_t cap_N, cap_M;   /* floats allocated in D0/D1/a/b and in M */
+    void *base;            /* one allocation holding v, vr and D */
     float *v;              /* [2^L] the canonical values v(s) */
     float *vr;             /* [2^L] v(rev_L(r)): the table of the time-reversed trellis */
     float *D;              /* [2^L] path costs, updated in place */
@@ -37,18 +38,28 @@ void vit_scratch_release(vit_scratch *sc);
  * it returns. */
 typedef const float *(*vit_fwd_fn)(tcq_block_params p, vit_scratch *sc, const float *x,
                                    const float *w, int start_ov);
+/* One tail-biting or free pass: forward, end state, traceback into states [T]. */
+typedef void (*vit_pass_fn)(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov,
+                            int end_ov, uint32_t *states);
+typedef struct vit_kernel {
+    vit_fwd_fn fwd;
+    vit_pass_fn pass;
+} vit_kernel;
+void vit_pass_scalar(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov, int end_ov, uint32_t *states);
+void vit_pass_avx2(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov, int end_ov, uint32_t *states);
+void vit_pass_avx512(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov, int end_ov, uint32_t *states);
 const float *vit_fwd_scalar(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov);
 const float *vit_fwd_avx2(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov);
 const float *vit_fwd_avx512(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov);
 
-/* Encode one block into sc->best with the search in opts, using fwd for the passes. */
-tcq_status vit_encode(tcq_block_params p, const tcq_encode_opts *opts, vit_scratch *sc, vit_fwd_fn fwd,
+/* Encode one block into sc->best with the search in opts, using kr for the passes. */
+tcq_status vit_encode(tcq_block_params p, const tcq_encode_opts *opts, vit_scratch *sc, const vit_kernel *kr,
                       const float *x, const float *w);
 /* tcq_encode_block with caller-held scratch (tcq_encode_rows keeps one per pool thread). */
 tcq_status vit_encode_block(tcq_block_params p, const tcq_encode_opts *opts, vit_scratch *sc, const float *x,
                             const float *w, uint32_t *words, uint32_t *states, double *err);
-/* The forward pass of the active ISA. */
-vit_fwd_fn vit_fwd_active(void);
+/* The kernel of the active ISA. */
+const vit_kernel *vit_kernel_active(void);
 
 /* Validation shared by the reference and the fast path. */
 tcq_status vit_check_args(tcq_block_params p, const tcq_encode_opts *opts, const float *x,

@@ -1,6 +1,6 @@
 /* AVX2 forward pass: the AVX-512 structure on 8 lanes.  For k >= 3 a group's minimum covers
  * whole output vectors, so the expansion is a broadcast load; for k = 1, 2 it is a vpermps. */
-#include "viterbi.h"
+#include "viterbi_pass.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -85,3 +85,5 @@ const float *vit_fwd_avx2(tcq_block_params p, vit_scratch *sc, const float *x, c
     default: return fwd(p, sc, x, w, start_ov, 4, 1);
     }
 }
+
+VIT_DEFINE_PASS(vit_pass_avx2, vit_fwd_avx2)

@@ -2,7 +2,7 @@
  * 2^k - 1 vertical vminps over the predecessor vectors D[g + j 2^(L-k)] and one store.
  * Phase 2, per 16 states: d = x - v (vsubps with the table as memory operand), the minima
  * expanded to their 2^k successors (vpermps; for k = 4 an embedded broadcast), one fma. */
-#include "viterbi.h"
+#include "viterbi_pass.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -83,3 +83,5 @@ const float *vit_fwd_avx512(tcq_block_params p, vit_scratch *sc, const float *x,
     default: return fwd(p, sc, x, w, start_ov, 4, 1);
     }
 }
+
+VIT_DEFINE_PASS(vit_pass_avx512, vit_fwd_avx512)

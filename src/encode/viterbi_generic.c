@@ -1,7 +1,7 @@
 /* The forward pass for any x86-64 (no ISA flags): the fast encoder's structure (two in-place
  * phases per step, stored group minima, no backpointers) in plain loops.  fmaf() is the libm
  * call here, which rounds exactly like the fused instructions of the vector paths. */
-#include "viterbi.h"
+#include "viterbi_pass.h"
 
 #include <math.h>
 
@@ -40,3 +40,5 @@ const float *vit_fwd_scalar(tcq_block_params p, vit_scratch *sc, const float *x,
     }
     return D;
 }
+
+VIT_DEFINE_PASS(vit_pass_scalar, vit_fwd_scalar)
