@@ -1,7 +1,8 @@
-/* AVX-512 forward pass (the two in-place phases of viterbi.h).  Phase 1, per 16 groups:
- * 2^k - 1 vertical vminps over the predecessor vectors D[g + j 2^(L-k)] and one store.
- * Phase 2, per 16 states: d = x - v (vsubps with the table as memory operand), the minima
- * expanded to their 2^k successors (vpermps; for k = 4 an embedded broadcast), one fma. */
+/* AVX-512 forward pass.  The costs D_t are never stored: for each 16 groups g of step t+1, the
+ * 2^k predecessor vectors D_t(g + j 2^(L-k)) are computed in registers from M_t (one vsubps
+ * with the value table as memory operand, one lane expansion of M_t -- vpermps, or for k = 4 an
+ * embedded broadcast -- and one fma each), and reduced by a tree of vminps into M_{t+1}, the
+ * only store.  Only D_{T-1} is written out, for the end-state choice. */
 #include "viterbi_pass.h"
 
 #include <immintrin.h>
@@ -9,65 +10,96 @@
 
 #define VIT_INLINE static inline __attribute__((always_inline))
 
-VIT_INLINE void fwd_init(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov)
+/* The 16 costs D_t(s..s+15) (s a multiple of 16) built on the minima Mt of step t. */
+VIT_INLINE __m512 cost16(const float *v, const float *Mt, uint32_t s, __m512 xv, __m512 wv, const __m512i *idx,
+                         const int K, const int W)
 {
-    const uint32_t N = 1u << p.L, J = 1u << p.k;
-    float *D = sc->D;
-    if (start_ov >= 0) {
-        const __m512 inf = _mm512_set1_ps(INFINITY);
-        for (uint32_t s = 0; s < N; s += 16) _mm512_store_ps(D + s, inf);
-        for (uint32_t i = 0; i < J; i++) {
-            const uint32_t s = (uint32_t)start_ov * J + i;
-            const float d = x[0] - sc->v[s];
-            D[s] = fmaf(w ? w[0] * d : d, d, 0.0f);
-        }
-        return;
+    const __m512 d = _mm512_sub_ps(xv, _mm512_load_ps(v + s));
+    const __m512 e = W ? _mm512_mul_ps(wv, d) : d;
+    __m512 m;
+    if (K == 4) {
+        m = _mm512_set1_ps(Mt[s >> 4]);
+    } else {
+        const uint32_t gb = s >> K;   /* first group; its lane offset picks the expansion */
+        m = _mm512_permutexvar_ps(idx[(gb & 15) >> (4 - K)], _mm512_load_ps(Mt + (gb & ~15u)));
     }
-    const __m512 xv = _mm512_set1_ps(x[0]), wv = _mm512_set1_ps(w ? w[0] : 1.0f), z = _mm512_setzero_ps();
-    for (uint32_t s = 0; s < N; s += 16) {
-        const __m512 d = _mm512_sub_ps(xv, _mm512_load_ps(sc->v + s));
-        _mm512_store_ps(D + s, _mm512_fmadd_ps(w ? _mm512_mul_ps(wv, d) : d, d, z));
-    }
+    return _mm512_fmadd_ps(e, d, m);
+}
+
+VIT_INLINE __m512 min_tree(__m512 *r, const int J)
+{
+    /* the minimum of costs >= 0 does not depend on the order (tcq.h) */
+    for (int h = J / 2; h >= 1; h /= 2)
+        for (int j = 0; j < h; j++) r[j] = _mm512_min_ps(r[j + h], r[j]);
+    return r[0];
 }
 
 VIT_INLINE const float *fwd(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov,
                             const int K, const int W)
 {
-    const uint32_t G = 1u << (p.L - K), J = 1u << K;
+    const uint32_t N = 1u << p.L, G = 1u << (p.L - K);
+    const int J = 1 << K;
     const float *v = sc->v;
-    float *D = sc->D;
-    fwd_init(p, sc, x, W ? w : NULL, start_ov);
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     __m512i idx[8];
-    for (uint32_t q = 0; q < J && K < 4; q++)
-        idx[q] = _mm512_srli_epi32(_mm512_add_epi32(_mm512_set1_epi32((int)(16 * q)),
-                                                    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
-                                   K);
-    for (int t = 1; t < p.T; t++) {
-        float *M = sc->M + (size_t)t * G;
-        const __m512 xv = _mm512_set1_ps(x[t]), wv = _mm512_set1_ps(W ? w[t] : 1.0f);
+    for (int q = 0; q < J && K < 4; q++)
+        idx[q] = _mm512_srli_epi32(_mm512_add_epi32(_mm512_set1_epi32(16 * q), iota), K);
+    /* step 0 into M_1 */
+    {
+        const __m512 xv = _mm512_set1_ps(x[0]), wv = _mm512_set1_ps(W ? w[0] : 1.0f), z = _mm512_setzero_ps(),
+                     inf = _mm512_set1_ps(INFINITY);
+        const __m512i ov = _mm512_set1_epi32(start_ov);
+        float *M1 = sc->M + G;
         for (uint32_t m = 0; m < G; m += 16) {
-            __m512 best = _mm512_load_ps(D + m);
-            for (uint32_t j = 1; j < J; j++) best = _mm512_min_ps(_mm512_load_ps(D + m + j * G), best);
-            _mm512_store_ps(M + m, best);
-        }
-        if (K == 4) {
-            for (uint32_t g = 0; g < G; g++) {
-                const __m512 d = _mm512_sub_ps(xv, _mm512_load_ps(v + 16 * g));
-                _mm512_store_ps(D + 16 * g, _mm512_fmadd_ps(W ? _mm512_mul_ps(wv, d) : d, d, _mm512_set1_ps(M[g])));
-            }
-        } else {
-            for (uint32_t m = 0; m < G; m += 16) {
-                const __m512 mv = _mm512_load_ps(M + m);
-                for (uint32_t q = 0; q < J; q++) {
-                    const uint32_t s = m * J + 16 * q;
-                    const __m512 d = _mm512_sub_ps(xv, _mm512_load_ps(v + s));
-                    _mm512_store_ps(D + s, _mm512_fmadd_ps(W ? _mm512_mul_ps(wv, d) : d, d,
-                                                           _mm512_permutexvar_ps(idx[q], mv)));
+            __m512 r[16];
+            for (int j = 0; j < J; j++) {
+                const uint32_t s = m + (uint32_t)j * G;
+                const __m512 d = _mm512_sub_ps(xv, _mm512_load_ps(v + s));
+                r[j] = _mm512_fmadd_ps(W ? _mm512_mul_ps(wv, d) : d, d, z);
+                if (start_ov >= 0) {
+                    const __mmask16 ok = _mm512_cmpeq_epi32_mask(
+                        _mm512_srli_epi32(_mm512_add_epi32(_mm512_set1_epi32((int)s), iota), K), ov);
+                    r[j] = _mm512_mask_blend_ps(ok, inf, r[j]);
                 }
             }
+            _mm512_store_ps(M1 + m, min_tree(r, J));
         }
     }
-    return D;
+    for (int t = 1; t + 1 < p.T; t++) {
+        const float *Mt = sc->M + (size_t)t * G;
+        float *Mn = sc->M + (size_t)(t + 1) * G;
+        const __m512 xv = _mm512_set1_ps(x[t]), wv = _mm512_set1_ps(W ? w[t] : 1.0f);
+        if (K < 4 && p.L - 2 * K >= 4) {
+            /* 2^k chunks of 16 groups at a time: chunk q's predecessors in row j expand lanes
+             * 16q/2^k.. of one M_t vector per j, so each such vector is loaded once and the
+             * permutation index is fixed per q */
+            for (uint32_t m0 = 0; m0 < G; m0 += 16 * (uint32_t)J) {
+                __m512 mv[8];
+                for (int j = 0; j < J; j++) mv[j] = _mm512_load_ps(Mt + ((m0 + (uint32_t)j * G) >> K));
+                for (int q = 0; q < J; q++) {
+                    __m512 r[8];
+                    for (int j = 0; j < J; j++) {
+                        const uint32_t s = m0 + 16 * (uint32_t)q + (uint32_t)j * G;
+                        const __m512 d = _mm512_sub_ps(xv, _mm512_load_ps(v + s));
+                        r[j] = _mm512_fmadd_ps(W ? _mm512_mul_ps(wv, d) : d, d, _mm512_permutexvar_ps(idx[q], mv[j]));
+                    }
+                    _mm512_store_ps(Mn + m0 + 16 * q, min_tree(r, J));
+                }
+            }
+            continue;
+        }
+        for (uint32_t m = 0; m < G; m += 16) {
+            __m512 r[16];
+            for (int j = 0; j < J; j++) r[j] = cost16(v, Mt, m + (uint32_t)j * G, xv, wv, idx, K, W);
+            _mm512_store_ps(Mn + m, min_tree(r, J));
+        }
+    }
+    /* the last step's costs, stored for the end-state choice */
+    const int t = p.T - 1;
+    const float *Mt = sc->M + (size_t)t * G;
+    const __m512 xv = _mm512_set1_ps(x[t]), wv = _mm512_set1_ps(W ? w[t] : 1.0f);
+    for (uint32_t s = 0; s < N; s += 16) _mm512_store_ps(sc->D + s, cost16(v, Mt, s, xv, wv, idx, K, W));
+    return sc->D;
 }
 
 const float *vit_fwd_avx512(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov)
