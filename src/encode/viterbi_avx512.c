@@ -34,10 +34,13 @@ VIT_INLINE __m512 min_tree(__m512 *r, const int J)
     return r[0];
 }
 
+/* LF: L as a compile-time constant (0: read p.L), so that for the artifacts' L = 12 every
+ * offset j 2^(L-k) is an immediate and the address arithmetic leaves the loop. */
 VIT_INLINE const float *fwd(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov,
-                            const int K, const int W)
+                            const int K, const int W, const int LF)
 {
-    const uint32_t N = 1u << p.L, G = 1u << (p.L - K);
+    const int L = LF ? LF : p.L;
+    const uint32_t N = 1u << L, G = 1u << (L - K);
     const int J = 1 << K;
     const float *v = sc->v;
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -69,7 +72,7 @@ VIT_INLINE const float *fwd(tcq_block_params p, vit_scratch *sc, const float *x,
         const float *Mt = sc->M + (size_t)t * G;
         float *Mn = sc->M + (size_t)(t + 1) * G;
         const __m512 xv = _mm512_set1_ps(x[t]), wv = _mm512_set1_ps(W ? w[t] : 1.0f);
-        if (K < 4 && p.L - 2 * K >= 4) {
+        if (K < 4 && L - 2 * K >= 4) {
             /* 2^k chunks of 16 groups at a time: chunk q's predecessors in row j expand lanes
              * 16q/2^k.. of one M_t vector per j, so each such vector is loaded once and the
              * permutation index is fixed per q */
@@ -85,6 +88,19 @@ VIT_INLINE const float *fwd(tcq_block_params p, vit_scratch *sc, const float *x,
                     }
                     _mm512_store_ps(Mn + m0 + 16 * q, min_tree(r, J));
                 }
+            }
+            continue;
+        }
+        if (K == 4) {
+            /* one group per predecessor vector: its minimum is an embedded broadcast */
+            for (uint32_t m = 0; m < G; m += 16) {
+                const float *mb = Mt + (m >> 4);
+                __m512 r[16];
+                for (int j = 0; j < J; j++) {
+                    const __m512 d = _mm512_sub_ps(xv, _mm512_load_ps(v + m + (uint32_t)j * G));
+                    r[j] = _mm512_fmadd_ps(W ? _mm512_mul_ps(wv, d) : d, d, _mm512_set1_ps(mb[(uint32_t)j * (G >> 4)]));
+                }
+                _mm512_store_ps(Mn + m, min_tree(r, J));
             }
             continue;
         }
@@ -104,15 +120,26 @@ VIT_INLINE const float *fwd(tcq_block_params p, vit_scratch *sc, const float *x,
 
 const float *vit_fwd_avx512(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov)
 {
+    if (p.L == 12) {
+        switch (p.k * 2 + (w != NULL)) {
+        case 4: return fwd(p, sc, x, w, start_ov, 2, 0, 12);
+        case 5: return fwd(p, sc, x, w, start_ov, 2, 1, 12);
+        case 6: return fwd(p, sc, x, w, start_ov, 3, 0, 12);
+        case 7: return fwd(p, sc, x, w, start_ov, 3, 1, 12);
+        case 8: return fwd(p, sc, x, w, start_ov, 4, 0, 12);
+        case 9: return fwd(p, sc, x, w, start_ov, 4, 1, 12);
+        default: break;
+        }
+    }
     switch (p.k * 2 + (w != NULL)) {
-    case 2: return fwd(p, sc, x, w, start_ov, 1, 0);
-    case 3: return fwd(p, sc, x, w, start_ov, 1, 1);
-    case 4: return fwd(p, sc, x, w, start_ov, 2, 0);
-    case 5: return fwd(p, sc, x, w, start_ov, 2, 1);
-    case 6: return fwd(p, sc, x, w, start_ov, 3, 0);
-    case 7: return fwd(p, sc, x, w, start_ov, 3, 1);
-    case 8: return fwd(p, sc, x, w, start_ov, 4, 0);
-    default: return fwd(p, sc, x, w, start_ov, 4, 1);
+    case 2: return fwd(p, sc, x, w, start_ov, 1, 0, 0);
+    case 3: return fwd(p, sc, x, w, start_ov, 1, 1, 0);
+    case 4: return fwd(p, sc, x, w, start_ov, 2, 0, 0);
+    case 5: return fwd(p, sc, x, w, start_ov, 2, 1, 0);
+    case 6: return fwd(p, sc, x, w, start_ov, 3, 0, 0);
+    case 7: return fwd(p, sc, x, w, start_ov, 3, 1, 0);
+    case 8: return fwd(p, sc, x, w, start_ov, 4, 0, 0);
+    default: return fwd(p, sc, x, w, start_ov, 4, 1, 0);
     }
 }
 
