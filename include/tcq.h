@@ -210,12 +210,22 @@ uint16_t tcq_scale_for_row(int L, const float *row /* [n] */, int64_t n);
  * Encoder: Viterbi over the 2^L states with tail-biting (FORMAT.md "Encoder")
  *
  * Arithmetic contract (the reference and every fast path compute exactly this, so their output
- * is bit-identical): with a(s) = -2 v(s) and b(s) = v(s)^2 in f32 (v the canonical value),
- *     c_t(s) = fmaf(x_t, a(s), b(s))            [* w_t when weights are given]
- *     D_0(s) = c_0(s) (or +inf outside the allowed start set)
- *     D_t(s) = min_j D_{t-1}((s >> k) + j 2^(L-k)) + c_t(s)
- * (x_t^2 is constant per position and dropped.)  The min takes the smallest j among equal
- * values; the final state is the smallest s among equal minima.
+ * is bit-identical): with v(s) the canonical f32 value, all in f32,
+ *     d_t(s) = x_t - v(s),   e_t(s) = d_t(s)  (or w_t * d_t(s) when weights are given)
+ *     D_0(s) = fma(e_0(s), d_0(s), 0)           (or +inf outside the allowed start set)
+ *     M_t(g) = min_j D_{t-1}(g + j 2^(L-k))     (j = 0, 1, ... in order; a later j wins only
+ *                                                when strictly smaller)
+ *     D_t(s) = fma(e_t(s), d_t(s), M_t(s >> k))
+ * The backpointer of g at step t is that j; the final state is the smallest s among equal
+ * minima of D_{T-1}.  D is the true (weighted) squared error of the path, so costs are >= 0
+ * and no constant is dropped.  Inputs must be finite and weights >= 0 (else
+ * TCQ_ERR_INVALID_ARG).
+ *
+ * Searches: TCQ_SEARCH_TWO_PASS is FORMAT.md's.  TCQ_SEARCH_SEAMS runs it, then `seams` more
+ * tail-biting passes, each with the seam moved to position r_i (T/2, T/4, 3T/4, T/8, ...: the
+ * van der Corput sequence) and held to the overlap the best path so far has there.  Each such
+ * pass contains the best path, so it can only find one at least as good; the block keeps the
+ * path of least squared error (the earliest on ties).  Cost: 2 + seams passes.
  * ========================================================================================== */
 
 typedef enum tcq_search {
@@ -246,6 +256,13 @@ tcq_status tcq_encode_block_ref(tcq_block_params p, const tcq_encode_opts *opts,
 tcq_status tcq_encode_block(tcq_block_params p, const tcq_encode_opts *opts, const float *x /* [T] */,
                             const float *w /* [T] or NULL */, uint32_t *words /* [T*k/32] */,
                             uint32_t *states /* [T] or NULL */, double *err);
+
+/* Code n consecutive blocks of x as they are (no scale): x [n*T], w [n*T] or NULL, into words
+ * [n*T*k/32], on the pool (NULL: calling thread).  sq_err (optional) receives
+ * sum w (x - v(s))^2 over all blocks, summed in block order.  What `tcq codec` measures. */
+tcq_status tcq_encode_blocks(tcq_block_params p, const tcq_encode_opts *opts, const float *x /* [n*T] */,
+                             const float *w /* [n*T] or NULL */, int64_t n, uint32_t *words /* [n*T*k/32] */,
+                             tcq_pool *pool, double *sq_err);
 
 /* Code a matrix along its rows: src [R, C] (C % T == 0) in f32.  Per-row scales follow FORMAT.md
  * (tcq_scale_for_row); each row is divided by f32(scale) and coded block by block on the pool
