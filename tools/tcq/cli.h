@@ -28,5 +28,7 @@ int cmd_demo(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_codec(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif
