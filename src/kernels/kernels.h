@@ -51,6 +51,14 @@ static inline size_t kernel_private_bytes(const tcq_trellis *w)
     return KERNEL_SCRATCH / 2 + (((size_t)w->cols * 4 + 63) / 64) * 64;
 }
 
+/* tcq_trellis_block() inline, for inner loops (the interleave geometry of trellis.c: two k=3
+ * blocks of 24 words per 48-word group, groups first). */
+static inline const uint32_t *kblock(const tcq_trellis *w, int64_t r, int64_t blk)
+{
+    if (!w->interleaved) return w->codes + r * (w->cols * w->p.k / 32) + blk * (w->p.T * w->p.k / 32);
+    return w->codes + (blk >> 1) * w->rows * 48 + r * 48 + (blk & 1) * 24;
+}
+
 typedef void (*kr_fn)(const kr_args *a);
 typedef void (*ks_fn)(const ks_args *a);
 /* Decode blocks [b0, b0+nb) of coded row r to f32 (value * scale, exact contract). */

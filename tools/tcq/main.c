@@ -8,6 +8,7 @@
 
 static const cli_command commands[] = {
     {"demo", "code a synthetic Gaussian matrix, decode it, print error and speed", cmd_demo},
+    {"bench", "benchmarks (tcq bench kernels ...)", cmd_bench},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
