@@ -15,6 +15,7 @@ typedef struct kq_act {
     int64_t cap;               /* allocated M * npad */
     int8_t *q;                 /* [M, npad] */
     uint32_t *q4;              /* [M, npad]: q replicated into the 4 bytes (vpdpbusd operand) */
+    uint32_t *q2;              /* [M, npad]: q as two int16 (vpmaddwd operand, AVX2 without VNNI) */
     float *d;                  /* [M, nblk] dequantization step amax/127 */
     int32_t *corr;             /* [M, nblk] -510 * sum(q) over the block */
 } kq_act;

@@ -132,7 +132,7 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
                 const int64_t kb = b * (T / QB) + qb;
                 __m512i iacc[4];
                 for (int m = 0; m < MC; m++)
-                    iacc[m] = _mm512_castsi128_si512(_mm_cvtsi32_si128(qa->corr[(m0 + m) * qa->nblk + kb]));
+                    iacc[m] = _mm512_zextsi128_si512(_mm_cvtsi32_si128(qa->corr[(m0 + m) * qa->nblk + kb]));
                 for (int gg = 0; gg < GPQ; gg++) {
                     const int g = qb * GPQ + gg;
                     const __m512i x = dec_x(d, bl, g);
@@ -202,7 +202,7 @@ AI void reduce_fast_tile_rows(const kr_args *a, const __m512i *xr, int64_t r, co
     for (int64_t kb = 0; kb < qa->nblk; kb++) {
         __m512i iacc[8];
         for (int m = 0; m < MC; m++)
-            iacc[m] = _mm512_castsi128_si512(_mm_cvtsi32_si128(qa->corr[(m0 + m) * qa->nblk + kb]));
+            iacc[m] = _mm512_zextsi128_si512(_mm_cvtsi32_si128(qa->corr[(m0 + m) * qa->nblk + kb]));
         for (int gg = 0; gg < GPQ; gg++) {
             const __m512i x = _mm512_load_si512(xr + kb * GPQ + gg);
             for (int m = 0; m < MC; m++)
