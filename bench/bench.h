@@ -4,5 +4,6 @@
 #define TCQ_BENCH_H
 
 int bench_encode_main(int argc, char **argv);
+int bench_kernels(int argc, char **argv);      /* bench_kernels.c */
 
 #endif

@@ -11,7 +11,7 @@ static const cli_command commands[] = {
     {"inspect", "list the tensors of a safetensors file or model directory, with quantization", cmd_inspect},
     {"tokenize", "print the token ids of a text (--json, --pieces)", cmd_tokenize},
     {"codec", "codec MSE on N(0,1) samples vs the rate-distortion bound, encoder speed", cmd_codec},
-    {"bench", "benchmarks: tcq bench encode|...", cmd_bench},
+    {"bench", "benchmarks: tcq bench encode|kernels|...", cmd_bench},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
