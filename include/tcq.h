@@ -485,7 +485,9 @@ void tcq_detok_reset(tcq_detok *d);
  * and namespace(), filters, tests, string methods, slicing, raise_exception. */
 typedef struct tcq_chat_message {
     const char *role;           /* "system", "user", "assistant", "tool" */
-    const char *content;
+    const char *content;        /* NULL: None */
+    const char *extra_json;     /* NULL, or a JSON object of more fields ("tool_calls",
+                                 * "reasoning_content", ...) merged into the message */
 } tcq_chat_message;
 
 typedef struct tcq_chat_opts {
@@ -493,12 +495,19 @@ typedef struct tcq_chat_opts {
     int enable_thinking;        /* -1: not passed (template default), 0: false, 1: true */
     const char *bos_token;      /* bos_token / eos_token variables (NULL: undefined) */
     const char *eos_token;
+    const char *tools_json;     /* NULL (tools = None), or a JSON array of tool schemas */
 } tcq_chat_opts;
 
-/* Render template_text with messages[n] into a malloc'd NUL-terminated string.  A syntax error,
- * an unsupported construct, or raise_exception() fails with TCQ_ERR_FORMAT naming the line. */
+/* Render template_text with messages[n] into a malloc'd NUL-terminated string.  opts may be
+ * NULL (no generation prompt, enable_thinking not passed).  A syntax error or an unsupported
+ * construct fails with TCQ_ERR_FORMAT naming the template line; raise_exception() in the
+ * template (a conversation the template rejects) with TCQ_ERR_INVALID_ARG and its message. */
 tcq_status tcq_chat_render(const char *template_text, const tcq_chat_message *messages, size_t n,
                            const tcq_chat_opts *opts, char **out);
+/* tcq_chat_render with the tokenizer's template, and its BOS/EOS strings where opts leaves them
+ * NULL.  TCQ_ERR_NOT_FOUND if the tokenizer has no chat template. */
+tcq_status tcq_tokenizer_apply_chat(const tcq_tokenizer *tok, const tcq_chat_message *messages, size_t n,
+                                    const tcq_chat_opts *opts, char **out);
 
 /* ============================================================================================
  * Model: loading, forward, generation, evaluation

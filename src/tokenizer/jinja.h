@@ -22,6 +22,7 @@ typedef struct jfunc jfunc;
 
 typedef struct jv {
     jv_type t;
+    int safe;                   /* a string marked |safe (Markup): "+" escapes its plain operand */
     union {
         int b;
         int64_t i;
@@ -123,6 +124,8 @@ jv jv_stringify(jctx *c, jv v);
 /* json.dumps(v, ensure_ascii=False) with optional indent (< 0: none) and sort_keys. */
 void jv_to_json(jctx *c, int line, jv v, tok_buf *b, int indent, int sort_keys, int level);
 const char *jv_type_name(jv v);
+/* HTML escape as markupsafe.escape does. */
+jv jv_escape(jctx *c, jstr s);
 /* Length in code points of a string. */
 size_t ju_len(jstr s);
 

@@ -129,7 +129,15 @@ static jv binop(jctx *c, int line, jop op, jv a, jv b)
     }
     default: break;
     }
-    if (op == OP_ADD && a.t == JV_STR && b.t == JV_STR) return binop(c, line, OP_CONCAT, a, b);
+    if (op == OP_ADD && a.t == JV_STR && b.t == JV_STR) {
+        /* Markup + str escapes the str, as markupsafe does */
+        int safe = a.safe || b.safe;
+        if (safe && !a.safe) a = jv_escape(c, a.u.s);
+        if (safe && !b.safe) b = jv_escape(c, b.u.s);
+        jv r = binop(c, line, OP_CONCAT, a, b);
+        r.safe = safe;
+        return r;
+    }
     if (op == OP_ADD && a.t == JV_LIST && b.t == JV_LIST) {
         jv l = jv_list(c);
         for (size_t i = 0; i < a.u.l->n; i++) jl_push(c, l.u.l, a.u.l->v[i]);

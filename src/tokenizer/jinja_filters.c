@@ -141,7 +141,11 @@ jv jinja_filter(jctx *c, int line, const char *name, jv v, const jargs *a)
         tok_buf_free(&b);
         return r;
     }
-    if (!strcmp(name, "safe")) return v;
+    if (!strcmp(name, "safe")) {
+        v = jv_stringify(c, v);
+        v.safe = 1;
+        return v;
+    }
     if (!strcmp(name, "string")) return jv_stringify(c, v);
     if (!strcmp(name, "list")) {
         jv l = jv_list(c);
@@ -173,6 +177,9 @@ jv jinja_filter(jctx *c, int line, const char *name, jv v, const jargs *a)
         jargs ja = {&l, 1, NULL, NULL, 0};
         return jinja_str_method(c, line, "join", jv_stringify(c, sep).u.s, &ja);
     }
+    if ((v.t == JV_NONE || v.t == JV_UNDEF) && (!strcmp(name, "map") || !strcmp(name, "select") || !strcmp(name, "reject") ||
+                                                !strcmp(name, "selectattr") || !strcmp(name, "rejectattr")))
+        return jv_list(c);   /* jinja2 skips a falsy sequence here */
     if (!strcmp(name, "map")) {
         jv attr = jarg(a, -1, "attribute", none), def = jarg(a, -1, "default", jv_undef());
         jlist *it = jinja_iter(c, line, v);
@@ -307,21 +314,7 @@ jv jinja_filter(jctx *c, int line, const char *name, jv v, const jargs *a)
         jv w = jinja_str_method(c, line, "split", v.u.s, &none_args);
         return jv_int((int64_t)w.u.l->n);
     }
-    if (!strcmp(name, "escape") || !strcmp(name, "e")) {
-        tok_buf b = {0};
-        for (size_t i = 0; i < v.u.s.n; i++) {
-            char ch = v.u.s.p[i];
-            if (ch == '&') tok_buf_puts(&b, "&amp;");
-            else if (ch == '<') tok_buf_puts(&b, "&lt;");
-            else if (ch == '>') tok_buf_puts(&b, "&gt;");
-            else if (ch == '"') tok_buf_puts(&b, "&#34;");
-            else if (ch == '\'') tok_buf_puts(&b, "&#39;");
-            else tok_buf_putc(&b, ch);
-        }
-        jv r = jv_str(c, b.p ? b.p : "", b.n);
-        tok_buf_free(&b);
-        return r;
-    }
+    if (!strcmp(name, "escape") || !strcmp(name, "e")) return v.safe ? v : jv_escape(c, v.u.s);
     if (!strcmp(name, "indent")) {
         jv w = jarg(a, 0, "width", jv_int(4));
         int first = jv_truthy(jarg(a, 1, "first", jv_bool(0))), blank = jv_truthy(jarg(a, 2, "blank", jv_bool(0)));

@@ -54,20 +54,20 @@ jv jv_str(jctx *c, const char *p, size_t n)
     char *s = ja_alloc(c, n + 1);
     if (n) memcpy(s, p, n);
     s[n] = 0;
-    jv v = {JV_STR, {0}};
+    jv v = {JV_STR, 0, {0}};
     v.u.s.p = s;
     v.u.s.n = n;
     return v;
 }
-jv jv_int(int64_t i) { jv v = {JV_INT, {0}}; v.u.i = i; return v; }
-jv jv_float(double f) { jv v = {JV_FLOAT, {0}}; v.u.f = f; return v; }
-jv jv_bool(int b) { jv v = {JV_BOOL, {0}}; v.u.b = !!b; return v; }
-jv jv_none(void) { jv v = {JV_NONE, {0}}; return v; }
-jv jv_undef(void) { jv v = {JV_UNDEF, {0}}; return v; }
+jv jv_int(int64_t i) { jv v = {JV_INT, 0, {0}}; v.u.i = i; return v; }
+jv jv_float(double f) { jv v = {JV_FLOAT, 0, {0}}; v.u.f = f; return v; }
+jv jv_bool(int b) { jv v = {JV_BOOL, 0, {0}}; v.u.b = !!b; return v; }
+jv jv_none(void) { jv v = {JV_NONE, 0, {0}}; return v; }
+jv jv_undef(void) { jv v = {JV_UNDEF, 0, {0}}; return v; }
 
 jv jv_list(jctx *c)
 {
-    jv v = {JV_LIST, {0}};
+    jv v = {JV_LIST, 0, {0}};
     v.u.l = ja_alloc(c, sizeof *v.u.l);
     memset(v.u.l, 0, sizeof *v.u.l);
     return v;
@@ -75,7 +75,7 @@ jv jv_list(jctx *c)
 
 jv jv_dict(jctx *c)
 {
-    jv v = {JV_DICT, {0}};
+    jv v = {JV_DICT, 0, {0}};
     v.u.d = ja_alloc(c, sizeof *v.u.d);
     memset(v.u.d, 0, sizeof *v.u.d);
     return v;
@@ -83,7 +83,7 @@ jv jv_dict(jctx *c)
 
 jv jv_func(jctx *c, const char *name, jbuiltin fn, jv self)
 {
-    jv v = {JV_FUNC, {0}};
+    jv v = {JV_FUNC, 0, {0}};
     v.u.fn = ja_alloc(c, sizeof *v.u.fn);
     memset(v.u.fn, 0, sizeof *v.u.fn);
     v.u.fn->name = name;
@@ -209,6 +209,24 @@ const char *jv_type_name(jv v)
 {
     static const char *names[] = {"undefined", "none", "bool", "int", "float", "str", "list", "dict", "function"};
     return names[v.t];
+}
+
+jv jv_escape(jctx *c, jstr s)
+{
+    tok_buf b = {0};
+    for (size_t i = 0; i < s.n; i++) {
+        char ch = s.p[i];
+        if (ch == '&') tok_buf_puts(&b, "&amp;");
+        else if (ch == '<') tok_buf_puts(&b, "&lt;");
+        else if (ch == '>') tok_buf_puts(&b, "&gt;");
+        else if (ch == '"') tok_buf_puts(&b, "&#34;");
+        else if (ch == '\'') tok_buf_puts(&b, "&#39;");
+        else tok_buf_putc(&b, ch);
+    }
+    jv r = jv_str(c, b.p ? b.p : "", b.n);
+    tok_buf_free(&b);
+    r.safe = 1;
+    return r;
 }
 
 size_t ju_len(jstr s)

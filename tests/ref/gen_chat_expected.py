@@ -47,6 +47,15 @@ TOOLS = [{"role": "user", "content": "Weather in Paris?"},
          {"role": "tool", "content": "{\"temp\": 21}"},
          {"role": "tool", "content": "{\"sky\": \"clear\"}"},
          {"role": "assistant", "content": "It is 21 degrees and clear."}]
+TOOL_SCHEMAS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city \u00e9",
+                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+TOOL_CALLS = [{"role": "system", "content": "Use tools."},
+              {"role": "user", "content": "Weather in Paris?"},
+              {"role": "assistant", "content": "", "tool_calls": [
+                  {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
+                  {"type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Nice\"}"}}]},
+              {"role": "tool", "content": "21C"},
+              {"role": "assistant", "content": "It is 21C.", "reasoning_content": "The tool said 21C."}]
 NO_SYSTEM = [{"role": "user", "content": "  spaced  "}, {"role": "assistant", "content": "ok"}]
 
 CASES = [
@@ -60,6 +69,7 @@ CASES = [
     ("qwen3_tools_roles", "qwen3", TOOLS, False, None),
     ("tinyqwen_sys_user_gen", "tinyqwen", SYS_USER, True, None),
     ("tinyqwen_multi", "tinyqwen", MULTI, False, None),
+    ("qwen3_tools_calls", "qwen3", TOOL_CALLS, True, False),
     ("features", "features", MULTI, True, None),
     ("features_raise", "features", NO_SYSTEM, False, None),
 ]
@@ -75,12 +85,15 @@ def main():
     env = environment()
     manifest = []
     for name, tname, messages, gen, think in CASES:
-        kw = dict(messages=messages, tools=None, documents=None, add_generation_prompt=gen,
+        tools = TOOL_SCHEMAS if name.endswith("_calls") else None
+        kw = dict(messages=messages, tools=tools, documents=None, add_generation_prompt=gen,
                   bos_token="<s>", eos_token="<|im_end|>")
         if think is not None:
             kw["enable_thinking"] = think
         case = {"name": name, "template": tname, "messages": messages, "add_generation_prompt": gen,
                 "enable_thinking": -1 if think is None else int(think)}
+        if tools:
+            case["tools"] = tools
         try:
             text = env.from_string(templates[tname]).render(**kw)
             with open(os.path.join(out, name + ".txt"), "w", encoding="utf-8", newline="") as f:

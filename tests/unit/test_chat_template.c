@@ -53,12 +53,21 @@ static void test_cases(void)
         json_t *msgs = json_object_get(c, "messages");
         size_t nm = json_array_size(msgs);
         tcq_chat_message *mm = calloc(nm + 1, sizeof *mm);
+        char **extra = calloc(nm + 1, sizeof *extra);
         for (size_t k = 0; k < nm; k++) {
+            json_t *jm = json_deep_copy(json_array_get(msgs, k));
             mm[k].role = json_string_value(json_object_get(json_array_get(msgs, k), "role"));
             mm[k].content = json_string_value(json_object_get(json_array_get(msgs, k), "content"));
+            json_object_del(jm, "role");
+            json_object_del(jm, "content");
+            if (json_object_size(jm)) mm[k].extra_json = extra[k] = json_dumps(jm, 0);   /* tool_calls, ... */
+            json_decref(jm);
         }
-        tcq_chat_opts o = {json_is_true(json_object_get(c, "add_generation_prompt")),
-                           (int)json_integer_value(json_object_get(c, "enable_thinking")), "<s>", "<|im_end|>"};
+        json_t *tools = json_object_get(c, "tools");
+        char *tools_json = tools ? json_dumps(tools, 0) : NULL;
+        tcq_chat_opts o = {.add_generation_prompt = json_is_true(json_object_get(c, "add_generation_prompt")),
+                           .enable_thinking = (int)json_integer_value(json_object_get(c, "enable_thinking")),
+                           .bos_token = "<s>", .eos_token = "<|im_end|>", .tools_json = tools_json};
         char *out = NULL;
         tcq_status s = tcq_chat_render(tmpl, mm, nm, &o, &out);
         const char *want_err = json_string_value(json_object_get(c, "error"));
@@ -76,6 +85,9 @@ static void test_cases(void)
             free(want);
         }
         free(out);
+        for (size_t k = 0; k < nm; k++) free(extra[k]);
+        free(extra);
+        free(tools_json);
         free(mm);
         n_cases++;
     }
@@ -88,7 +100,7 @@ static void test_cases(void)
 
 static void expect_error(const char *tmpl, const char *needle)
 {
-    tcq_chat_message msg = {"user", "hi"};
+    tcq_chat_message msg = {.role = "user", .content = "hi"};
     char *out = NULL;
     tcq_status s = tcq_chat_render(tmpl, &msg, 1, NULL, &out);
     CHECK(s == TCQ_ERR_FORMAT && !out && strstr(tcq_last_error(), needle), "template \"%s\": %s: %s (want '%s')", tmpl,
@@ -107,5 +119,20 @@ int main(void)
     expect_error("{{ nofunc(1) }}", "'nofunc' is undefined");
     expect_error("{{ 1 / 0 }}", "division by zero");
     expect_error("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "recursion");
+    /* bad JSON arguments are the caller's error */
+    tcq_chat_message bad = {.role = "user", .content = "x", .extra_json = "[1]"};
+    char *out = NULL;
+    CHECK(tcq_chat_render("{{ messages }}", &bad, 1, NULL, &out) == TCQ_ERR_INVALID_ARG && !out, "extra_json array");
+    tcq_chat_opts topt = {.tools_json = "{not json"};
+    CHECK(tcq_chat_render("{{ tools }}", &bad, 0, &topt, &out) == TCQ_ERR_INVALID_ARG && !out, "bad tools_json");
+    /* the tokenizer's own template and special tokens */
+    tcq_tokenizer *tok = NULL;
+    CHECK_OK(tcq_tokenizer_load(TCQ_SHARED_DATA "/tinyqwen", &tok));
+    tcq_chat_message hi = {.role = "user", .content = "hi"};
+    tcq_chat_opts gen = {.add_generation_prompt = 1, .enable_thinking = -1};
+    CHECK_OK(tcq_tokenizer_apply_chat(tok, &hi, 1, &gen, &out));
+    CHECK(out && !strcmp(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"), "apply_chat: %s", out ? out : "");
+    free(out);
+    tcq_tokenizer_free(tok);
     return test_done("test_chat_template");
 }
