@@ -444,8 +444,11 @@ enum {
     TCQ_TOK_NO_PARSE_SPECIAL = 2, /* do not match special added tokens in the text (as plain text) */
 };
 
-/* Encode len bytes of UTF-8 text.  ids may be NULL; *n_ids receives the number of tokens.  When
- * cap is too small, returns TCQ_ERR_RANGE with *n_ids set to the count needed. */
+/* Encode len bytes of UTF-8 text (invalid UTF-8 is encoded byte for byte by byte-level and
+ * byte-fallback vocabularies).  Added tokens are matched in the raw text, longest first, before
+ * normalization (also those marked "normalized").  *n_ids receives the number of tokens; when
+ * cap is too small (ids NULL and cap 0 asks for the count), returns TCQ_ERR_RANGE with *n_ids
+ * set to the count needed. */
 tcq_status tcq_tokenizer_encode(const tcq_tokenizer *tok, const char *text, size_t len, unsigned flags,
                                 int32_t *ids /* [cap] */, size_t cap, size_t *n_ids);
 /* As tcq_tokenizer_encode into a malloc'd array (free() it). */
