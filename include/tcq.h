@@ -583,8 +583,11 @@ enum {
     TCQ_TOK_NO_PARSE_SPECIAL = 2, /* do not match special added tokens in the text (as plain text) */
 };
 
-/* Encode len bytes of UTF-8 text.  ids may be NULL; *n_ids receives the number of tokens.  When
- * cap is too small, returns TCQ_ERR_RANGE with *n_ids set to the count needed. */
+/* Encode len bytes of UTF-8 text (invalid UTF-8 is encoded byte for byte by byte-level and
+ * byte-fallback vocabularies).  Added tokens are matched in the raw text, longest first, before
+ * normalization (also those marked "normalized").  *n_ids receives the number of tokens; when
+ * cap is too small (ids NULL and cap 0 asks for the count), returns TCQ_ERR_RANGE with *n_ids
+ * set to the count needed. */
 tcq_status tcq_tokenizer_encode(const tcq_tokenizer *tok, const char *text, size_t len, unsigned flags,
                                 int32_t *ids /* [cap] */, size_t cap, size_t *n_ids);
 /* As tcq_tokenizer_encode into a malloc'd array (free() it). */
@@ -624,7 +627,9 @@ void tcq_detok_reset(tcq_detok *d);
  * and namespace(), filters, tests, string methods, slicing, raise_exception. */
 typedef struct tcq_chat_message {
     const char *role;           /* "system", "user", "assistant", "tool" */
-    const char *content;
+    const char *content;        /* NULL: None */
+    const char *extra_json;     /* NULL, or a JSON object of more fields ("tool_calls",
+                                 * "reasoning_content", ...) merged into the message */
 } tcq_chat_message;
 
 typedef struct tcq_chat_opts {
@@ -632,12 +637,19 @@ typedef struct tcq_chat_opts {
     int enable_thinking;        /* -1: not passed (template default), 0: false, 1: true */
     const char *bos_token;      /* bos_token / eos_token variables (NULL: undefined) */
     const char *eos_token;
+    const char *tools_json;     /* NULL (tools = None), or a JSON array of tool schemas */
 } tcq_chat_opts;
 
-/* Render template_text with messages[n] into a malloc'd NUL-terminated string.  A syntax error,
- * an unsupported construct, or raise_exception() fails with TCQ_ERR_FORMAT naming the line. */
+/* Render template_text with messages[n] into a malloc'd NUL-terminated string.  opts may be
+ * NULL (no generation prompt, enable_thinking not passed).  A syntax error or an unsupported
+ * construct fails with TCQ_ERR_FORMAT naming the template line; raise_exception() in the
+ * template (a conversation the template rejects) with TCQ_ERR_INVALID_ARG and its message. */
 tcq_status tcq_chat_render(const char *template_text, const tcq_chat_message *messages, size_t n,
                            const tcq_chat_opts *opts, char **out);
+/* tcq_chat_render with the tokenizer's template, and its BOS/EOS strings where opts leaves them
+ * NULL.  TCQ_ERR_NOT_FOUND if the tokenizer has no chat template. */
+tcq_status tcq_tokenizer_apply_chat(const tcq_tokenizer *tok, const tcq_chat_message *messages, size_t n,
+                                    const tcq_chat_opts *opts, char **out);
 
 /* ============================================================================================
  * Model: loading, forward, generation, evaluation
