@@ -52,10 +52,46 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
     return s;
 }
 
-tcq_status tcq_model_load_hf(tcq_model *m, const char *path)
+/* io stand-ins: HF directories fail until the io module lands. */
+tcq_status tcq_st_set_open(const char *path, tcq_st_set **out)
 {
-    (void)m;
-    return tcq_fail(TCQ_ERR_UNSUPPORTED, "%s: HF directories need the io module", path);
+    *out = NULL;
+    return tcq_fail(TCQ_ERR_UNSUPPORTED, "%s: safetensors needs the io module", path);
 }
-
 void tcq_st_set_close(tcq_st_set *s) { (void)s; }
+const tcq_tensor_info *tcq_st_set_find(const tcq_st_set *s, const char *name)
+{
+    (void)s;
+    (void)name;
+    return NULL;
+}
+tcq_status tcq_qconfig_parse(const char *json, size_t len, const char *label, tcq_qconfig **out)
+{
+    (void)json;
+    (void)len;
+    (void)label;
+    *out = NULL;
+    return TCQ_OK;
+}
+void tcq_qconfig_free(tcq_qconfig *q) { (void)q; }
+tcq_qentry tcq_qconfig_lookup(const tcq_qconfig *q, const char *module)
+{
+    (void)q;
+    (void)module;
+    tcq_qentry e = {0};
+    return e;
+}
+tcq_status tcq_trellis_from_tensors(const char *module, const tcq_qentry *e, const tcq_tensor_info *weight,
+                                    const tcq_tensor_info *scales, tcq_trellis *out)
+{
+    (void)e;
+    (void)weight;
+    (void)scales;
+    (void)out;
+    return tcq_fail(TCQ_ERR_UNSUPPORTED, "%s: needs the io module", module);
+}
+const char *tcq_dtype_name(tcq_dtype t)
+{
+    (void)t;
+    return "?";
+}
