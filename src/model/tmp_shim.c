@@ -95,3 +95,20 @@ const char *tcq_dtype_name(tcq_dtype t)
     (void)t;
     return "?";
 }
+tcq_status tcq_st_writer_create(tcq_st_writer **out)
+{
+    *out = NULL;
+    return tcq_fail(TCQ_ERR_UNSUPPORTED, "safetensors writer needs the io module");
+}
+void tcq_st_writer_free(tcq_st_writer *w) { (void)w; }
+tcq_status tcq_st_writer_add(tcq_st_writer *w, const char *name, tcq_dtype dtype, int ndim, const int64_t *shape,
+                             const void *data, size_t nbytes)
+{
+    (void)w, (void)name, (void)dtype, (void)ndim, (void)shape, (void)data, (void)nbytes;
+    return TCQ_ERR_UNSUPPORTED;
+}
+tcq_status tcq_st_writer_write(tcq_st_writer *w, const char *path)
+{
+    (void)w, (void)path;
+    return TCQ_ERR_UNSUPPORTED;
+}

@@ -25,5 +25,7 @@ int cli_parse_double(const char *flag, const char *s, double *out);
 double cli_now(void);
 
 int cmd_demo(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif
