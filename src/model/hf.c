@@ -196,6 +196,10 @@ static tcq_status bind_all(hf_ctx *h)
         return tcq_fail(TCQ_ERR_UNSUPPORTED, "%s: model.embed_tokens: trellis embeddings are not supported", h->dir);
     for (int l = 0; l < c->n_layers; l++) {
         tcq_layer *L = &m->layers[l];
+        if (m->opts.progress) {
+            snprintf(p, sizeof p, "layer %d of %d", l + 1, c->n_layers);
+            m->opts.progress(m->opts.progress_arg, (double)l / c->n_layers, p);
+        }
 #define MOD(s) (snprintf(p, sizeof p, "model.layers.%d.%s", l, s), p)
         TCQ_TRY(bind_norm(h, MOD("input_layernorm.weight"), d, &L->attn_norm));
         TCQ_TRY(bind_norm(h, MOD("post_attention_layernorm.weight"), d, &L->ffn_norm));
@@ -213,6 +217,7 @@ static tcq_status bind_all(hf_ctx *h)
 #undef MOD
     }
     TCQ_TRY(bind_norm(h, "model.norm.weight", d, &m->final_norm));
+    if (m->opts.progress) m->opts.progress(m->opts.progress_arg, 1.0, "done");
     if (c->tied_embeddings) m->lm_head = m->emb;
     else TCQ_TRY(bind_linear(h, "lm_head", c->vocab_size, d, &m->lm_head));
     return TCQ_OK;

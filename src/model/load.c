@@ -83,6 +83,7 @@ tcq_status tcq_model_load(const char *path, const tcq_model_opts *opts, tcq_mode
     *out = NULL;
     tcq_model *m = calloc(1, sizeof *m);
     if (!m) return tcq_fail(TCQ_ERR_NOMEM, "model: out of memory");
+    if (opts) m->opts = *opts;
     struct stat st;
     tcq_status s;
     if (stat(path, &st) != 0) s = tcq_fail(TCQ_ERR_IO, "%s: no such file or directory", path);

@@ -35,6 +35,7 @@ struct tcq_model {
 
     tcq_pool *pool;
     tcq_kctx *kctx;
+    tcq_model_opts opts;      /* as given to load (progress callback) */
 
     /* Scratch for up to TCQ_PREFILL_CHUNK rows. */
     float *x, *xb, *q, *k, *v, *att, *hb, *xb2; /* [chunk, ...] */
