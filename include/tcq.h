@@ -286,9 +286,20 @@ typedef struct tcq_tensor_info {
     const char *file;                        /* path of the file holding it (for messages) */
 } tcq_tensor_info;
 
-/* A safetensors file, mmapped read-only.  Every header field is validated: the JSON is
- * well-formed, dtypes known, shape x dtype size == byte span, spans inside the data section,
- * sorted spans neither overlapping nor leaving holes, header size sane. */
+/* A safetensors file, mmapped read-only.  Every header field is validated, and a file that fails
+ * is rejected with a message naming the file and the tensor:
+ *   - the file holds the 8-byte header length; the header is <= 100 MB and inside the file;
+ *   - the header is one JSON object without duplicate keys; "__metadata__" (optional) maps
+ *     strings to strings; every other member is a tensor {"dtype", "shape", "data_offsets"} and
+ *     nothing else; the name is not empty;
+ *   - dtype is one of tcq_dtype (known safetensors dtypes tcq lacks, F8_* etc., give
+ *     TCQ_ERR_UNSUPPORTED); shape has <= TCQ_MAX_DIMS non-negative integers; element and byte
+ *     counts do not overflow;
+ *   - data_offsets [begin, end]: begin <= end <= data section size, end - begin == numel x dtype
+ *     size, begin a multiple of the element size and the resulting address aligned for it;
+ *   - spans, sorted, do not overlap.
+ * Holes (bytes between or after spans) are allowed, since aligning writers pad between tensors;
+ * tcq_st_hole_bytes() reports their total. */
 typedef struct tcq_st_file tcq_st_file;
 
 tcq_status tcq_st_open(const char *path, tcq_st_file **out);
@@ -297,33 +308,70 @@ tcq_status tcq_st_open(const char *path, tcq_st_file **out);
 tcq_status tcq_st_parse(const void *buf, size_t len, const char *label, tcq_st_file **out);
 void tcq_st_close(tcq_st_file *f);
 int64_t tcq_st_count(const tcq_st_file *f);
-const tcq_tensor_info *tcq_st_tensor(const tcq_st_file *f, int64_t i);      /* in file order */
-const tcq_tensor_info *tcq_st_find(const tcq_st_file *f, const char *name); /* NULL if absent */
+/* In data order (ascending data_offsets), which is the file's physical order. */
+const tcq_tensor_info *tcq_st_tensor(const tcq_st_file *f, int64_t i);
+const tcq_tensor_info *tcq_st_find(const tcq_st_file *f, const char *name); /* NULL if absent; O(log n) */
 const char *tcq_st_metadata(const tcq_st_file *f, const char *key);         /* "__metadata__" */
+const char *tcq_st_path(const tcq_st_file *f);              /* the path or label it was opened with */
+uint64_t tcq_st_hole_bytes(const tcq_st_file *f);           /* data-section bytes no tensor covers */
 
 /* The tensors of a model: one .safetensors file, a directory holding model.safetensors, or a
- * directory sharded through model.safetensors.index.json (every shard validated, every indexed
- * tensor present in the shard the index names, no name in two shards). */
+ * directory sharded through model.safetensors.index.json (the index file itself may also be
+ * given).  The index must be exact: every shard opened once and validated, every indexed tensor
+ * present in the shard the index names, every tensor of a shard listed for that shard (so no
+ * name is in two shards).  Shard names are plain file names in the model directory.  With an
+ * index present, model.safetensors is ignored. */
 typedef struct tcq_st_set tcq_st_set;
 
 tcq_status tcq_st_set_open(const char *path, tcq_st_set **out);
 void tcq_st_set_close(tcq_st_set *s);
 int64_t tcq_st_set_count(const tcq_st_set *s);
 const tcq_tensor_info *tcq_st_set_tensor(const tcq_st_set *s, int64_t i);
-const tcq_tensor_info *tcq_st_set_find(const tcq_st_set *s, const char *name);
+const tcq_tensor_info *tcq_st_set_find(const tcq_st_set *s, const char *name);   /* O(log n) */
+/* The model directory (for config.json): the folder given, or the one holding the file. */
+const char *tcq_st_set_dir(const tcq_st_set *s);
+int tcq_st_set_file_count(const tcq_st_set *s);
+const tcq_st_file *tcq_st_set_file(const tcq_st_set *s, int i);                 /* shards by name */
 
-/* Writer: tensors are borrowed until tcq_st_writer_write(), which writes one file (8-byte aligned
- * data, header padded with spaces). */
+/* Writer: tensors are borrowed until tcq_st_writer_write(), which writes one file: header JSON
+ * with sorted keys, padded with spaces so the data section starts 8-byte aligned; tensors in the
+ * order added, each at an 8-byte aligned offset (zero padding between them); "__metadata__" holds
+ * the pairs given plus {"format": "pt"} unless "format" was set.  The file is written to
+ * PATH.tmp.XXXXXX and renamed onto PATH.  Names must be unique (checked at write). */
 typedef struct tcq_st_writer tcq_st_writer;
 
 tcq_status tcq_st_writer_create(tcq_st_writer **out);
 void tcq_st_writer_free(tcq_st_writer *w);
 tcq_status tcq_st_writer_add(tcq_st_writer *w, const char *name, tcq_dtype dtype, int ndim,
                              const int64_t *shape, const void *data, size_t nbytes);
+/* Like _add, but copies the data now (for buffers the caller reuses before the write). */
+tcq_status tcq_st_writer_add_copy(tcq_st_writer *w, const char *name, tcq_dtype dtype, int ndim,
+                                  const int64_t *shape, const void *data, size_t nbytes);
 tcq_status tcq_st_writer_metadata(tcq_st_writer *w, const char *key, const char *value);
 tcq_status tcq_st_writer_write(tcq_st_writer *w, const char *path);
+int64_t tcq_st_writer_count(const tcq_st_writer *w);
+/* Size of the data section the write would produce (for splitting a model into shards). */
+uint64_t tcq_st_writer_data_bytes(const tcq_st_writer *w);
+/* A model.safetensors.index.json for shards written by these writers (shard_names[i] is the
+ * file name, in the index's folder, that shards[i] was written to): {"metadata": {"total_size":
+ * sum of tensor bytes}, "weight_map": {name: shard}}.  A name in two shards is an error. */
+tcq_status tcq_st_index_write(const char *path, int n_shards, const char *const *shard_names,
+                              const tcq_st_writer *const *shards);
 
-/* Quantization entries of config.json ("quantization" or "quantization_config"). */
+/* Quantization entries of config.json ("quantization", else "quantization_config").  The object
+ * maps module paths (no ".weight") to an entry or false:
+ *   trellis: {"bits": k, "group_size": T, "mode": "trellis",
+ *             "trellis": {"L": 12, "code": "1mad", "axis": 0|1, "interleave": true|false}}
+ *            code defaults to "1mad" (the only one), axis to 1, interleave to false.  "interleave":
+ *            true (tcq's spelling; FORMAT.md leaves it open) means the codes are stored as
+ *            [C/512, R, 48] and needs bits 3, axis 0, group_size 256.
+ *   affine:  {"bits": 2|3|4|5|6|8, "group_size": 32|64|128[, "mode": "affine"]} (MLX)
+ *   false:   not quantized.
+ * The object's own "bits"/"group_size"/"mode" are the default for modules without an entry
+ * (MLX: applies only where the module's tensors are quantized, see tcq_qconfig_resolve).
+ * Other scalar members ("quant_method", ...) are ignored, as are unknown keys inside an entry;
+ * known values are checked (trellis bits 1..4, L 8..16, T valid for k, axis 0/1, code "1mad")
+ * and a bad one fails the whole parse with a message naming the module. */
 typedef enum tcq_qmode { TCQ_QMODE_NONE = 0, TCQ_QMODE_TRELLIS, TCQ_QMODE_AFFINE } tcq_qmode;
 
 typedef struct tcq_qentry {
@@ -341,13 +389,41 @@ typedef struct tcq_qconfig tcq_qconfig;
  * where every module is dense). label names the file in messages. */
 tcq_status tcq_qconfig_parse(const char *json, size_t len, const char *label, tcq_qconfig **out);
 void tcq_qconfig_free(tcq_qconfig *q);
+/* Read and parse a config.json file. */
+tcq_status tcq_qconfig_load(const char *path, tcq_qconfig **out);
 /* The entry for a module path such as "model.layers.0.mlp.down_proj" (no ".weight"), trying the
  * other known prefixes ("language_model.") and then the default; mode NONE if unquantized. */
 tcq_qentry tcq_qconfig_lookup(const tcq_qconfig *q, const char *module);
+/* Like lookup, but the default applies only if the set holds MODULE.scales under either prefix
+ * (MLX's rule: norms and other dense tensors are not covered by the default).  Explicit entries
+ * always apply. */
+tcq_qentry tcq_qconfig_resolve(const tcq_qconfig *q, const tcq_st_set *s, const char *module);
+/* Explicit entries, sorted by module path: returns the path (NULL past the end), fills *e. */
+int64_t tcq_qconfig_count(const tcq_qconfig *q);
+const char *tcq_qconfig_entry(const tcq_qconfig *q, int64_t i, tcq_qentry *e);
+/* 1 and *e if the config has a default entry, else 0. */
+int tcq_qconfig_default(const tcq_qconfig *q, tcq_qentry *e);
+
+/* Building a quantization object (the quantizer): create an empty config, set entries (mode NONE
+ * writes false; a module set twice keeps the last), then serialise.  Values are checked as in
+ * the parser (TCQ_ERR_INVALID_ARG).  Output strings are malloc'd; free them with free(). */
+tcq_status tcq_qconfig_create(tcq_qconfig **out);
+tcq_status tcq_qconfig_set(tcq_qconfig *q, const char *module, const tcq_qentry *e);
+tcq_status tcq_qconfig_set_default(tcq_qconfig *q, const tcq_qentry *e);   /* NULL/NONE: none */
+/* The quantization object alone, as indented JSON. */
+tcq_status tcq_qconfig_to_json(const tcq_qconfig *q, char **out);
+/* config_json (a whole config.json text; NULL starts from {}) with both "quantization" and
+ * "quantization_config" set to q's object; other members keep their order.  Reals are written
+ * with the fewest digits (15..17) at which every one of them reads back exactly. */
+tcq_status tcq_qconfig_apply(const char *config_json, size_t len, const tcq_qconfig *q, char **out);
 /* Build a trellis tensor view from a module's stored tensors (P.weight U32, P.scales F16) and its
  * entry, checking dtypes and shapes against the entry.  Names the module in errors. */
 tcq_status tcq_trellis_from_tensors(const char *module, const tcq_qentry *e, const tcq_tensor_info *weight,
                                     const tcq_tensor_info *scales, tcq_trellis *out);
+/* The same from a set: resolves MODULE's entry, finds MODULE.weight and MODULE.scales (under
+ * MODULE's prefix, else the other one).  TCQ_ERR_NOT_FOUND if the module has no trellis entry or
+ * a tensor is missing. */
+tcq_status tcq_trellis_from_set(const tcq_st_set *s, const tcq_qconfig *q, const char *module, tcq_trellis *out);
 
 /* ============================================================================================
  * Kernels: linear layers over packed weights (CPU)
@@ -402,9 +478,129 @@ tcq_status tcq_linear(const tcq_weight *w, const float *x /* [M, in] */, float *
 tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const float *x /* [M, in] */,
                              float *y /* [M, out] */, int64_t M, tcq_kctx *ctx);
 
+/* Validates a weight view: format, shape, pointers, and that out/in agree with the trellis or
+ * affine view inside it. */
+tcq_status tcq_weight_check(const tcq_weight *w);
+/* Dequantize to the dense W [out, in] in f32: the values the exact path multiplies by (trellis:
+ * f32 value(s) * f32 scale, one rounding; affine: fmaf(scale, q, bias) in f32; f16/bf16: widened). */
+tcq_status tcq_weight_decode(const tcq_weight *w, float *W /* [out, in] */);
+
+/* Batch regimes of the dispatcher (tcq_kctx_force).  AUTO picks by M from measured crossovers
+ * (bench/NOTES.md): M=1 register kernels; 2..4 one decode shared by all rows; 5..32 decode a block
+ * into a cache-resident buffer, reuse it across rows; large M decode tiles to f32 + sgemm. */
+typedef enum tcq_kregime {
+    TCQ_KR_AUTO = 0, TCQ_KR_M1, TCQ_KR_SHARED, TCQ_KR_TILE, TCQ_KR_GEMM, TCQ_KR_COUNT
+} tcq_kregime;
+
+/* Fast path activation quantization: int8 per block of TCQ_FAST_QB values along the reduced
+ * dimension, f32 scale amax/127 per block. */
+#define TCQ_FAST_QB 64
+
+/* Pin the ISA and/or the regime for one context (tests, benchmarks).  isa < 0: the active ISA;
+ * regime AUTO: by M.  A regime that does not apply to a call (M1 with M > 1, or a non-trellis
+ * weight) falls back to AUTO.  Fails if the CPU cannot run isa. */
+tcq_status tcq_kctx_force(tcq_kctx *ctx, int isa, tcq_kregime regime);
+/* Name of the kernel the last call on ctx ran ("trellis.reduce.fast.m1.avx512"...); "" if none. */
+const char *tcq_kctx_last_kernel(const tcq_kctx *ctx);
+const char *tcq_kregime_name(tcq_kregime r);
+
 /* ============================================================================================
  * Tokenizer
+ *
+ * Hugging Face tokenizer.json (BPE: byte-level GPT-2/Qwen style and SentencePiece style with
+ * byte fallback, Llama 2), and llama2.c's tokenizer.bin.  Token ids are int32_t.  A tokenizer is
+ * immutable after loading: any number of threads may encode/decode with one concurrently.
  * ========================================================================================== */
+
+typedef struct tcq_tokenizer tcq_tokenizer;
+
+/* path: a model directory (reads tokenizer.json, and if present tokenizer_config.json for
+ * add_bos_token/bos/eos and the chat template, and chat_template.jinja), a tokenizer.json file,
+ * or a llama2.c tokenizer.bin (a name ending in ".bin": vocabulary size read to end of file). */
+tcq_status tcq_tokenizer_load(const char *path, tcq_tokenizer **out);
+/* llama2.c tokenizer.bin: int32 max_token_length, then per token float score, int32 len, bytes.
+ * vocab_size <= 0 reads tokens until end of file.  BOS = 1, EOS = 2, add_bos on. */
+tcq_status tcq_tokenizer_load_llama2c(const char *path, int32_t vocab_size, tcq_tokenizer **out);
+void tcq_tokenizer_free(tcq_tokenizer *tok);
+
+/* Largest id + 1 (vocabulary and added tokens). */
+int32_t tcq_tokenizer_vocab_size(const tcq_tokenizer *tok);
+/* Special ids, -1 where the tokenizer has none.  bos/eos come from tokenizer_config.json
+ * (bos_token/eos_token), else from the post-processor (bos) / llama2.c's fixed ids. */
+int32_t tcq_tokenizer_bos(const tcq_tokenizer *tok);
+int32_t tcq_tokenizer_eos(const tcq_tokenizer *tok);
+/* 1 if encoding with TCQ_TOK_ADD_SPECIAL puts BOS in front (post-processor/add_bos_token). */
+int tcq_tokenizer_adds_bos(const tcq_tokenizer *tok);
+/* Id of a token by its exact vocabulary string (added tokens first: "<|im_end|>", "<s>"), or -1. */
+int32_t tcq_tokenizer_find(const tcq_tokenizer *tok, const char *piece);
+/* The vocabulary string of an id as stored ("Ġhello", "▁the", "<0x0A>"), or NULL if out of range. */
+const char *tcq_tokenizer_piece(const tcq_tokenizer *tok, int32_t id);
+/* 1 for added tokens marked special (control tokens), 0 otherwise. */
+int tcq_tokenizer_is_special(const tcq_tokenizer *tok, int32_t id);
+/* The chat template text (tokenizer_config.json "chat_template", or chat_template.jinja of the
+ * directory), or NULL. Owned by the tokenizer. */
+const char *tcq_tokenizer_chat_template(const tcq_tokenizer *tok);
+
+enum {
+    TCQ_TOK_ADD_SPECIAL = 1,    /* add BOS/EOS as the post-processor says (HF add_special_tokens) */
+    TCQ_TOK_NO_PARSE_SPECIAL = 2, /* do not match special added tokens in the text (as plain text) */
+};
+
+/* Encode len bytes of UTF-8 text.  ids may be NULL; *n_ids receives the number of tokens.  When
+ * cap is too small, returns TCQ_ERR_RANGE with *n_ids set to the count needed. */
+tcq_status tcq_tokenizer_encode(const tcq_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                                int32_t *ids /* [cap] */, size_t cap, size_t *n_ids);
+/* As tcq_tokenizer_encode into a malloc'd array (free() it). */
+tcq_status tcq_tokenizer_encode_alloc(const tcq_tokenizer *tok, const char *text, size_t len,
+                                      unsigned flags, int32_t **ids, size_t *n_ids);
+
+enum {
+    TCQ_DETOK_SKIP_SPECIAL = 1, /* special tokens produce no text */
+};
+
+/* The bytes one token stands for (byte-level mapped back, ▁ -> space, <0xAB> -> byte), without
+ * the decoder's leading-space strip.  May be a partial UTF-8 sequence.  Writes at most cap bytes;
+ * *len receives the full length (TCQ_ERR_RANGE if it exceeds cap). */
+tcq_status tcq_tokenizer_token_bytes(const tcq_tokenizer *tok, int32_t id, char *buf, size_t cap,
+                                     size_t *len);
+/* Decode ids to a malloc'd NUL-terminated UTF-8 string (invalid sequences become U+FFFD, as HF
+ * does); *len (optional) receives its length. */
+tcq_status tcq_tokenizer_decode(const tcq_tokenizer *tok, const int32_t *ids, size_t n, unsigned flags,
+                                char **text, size_t *len);
+
+/* Streaming decoder: text comes out only as complete UTF-8 characters; a character split across
+ * tokens is held until its last byte arrives.  The leading-space strip (Llama) applies to the
+ * first text of the stream. */
+typedef struct tcq_detok tcq_detok;
+tcq_status tcq_detok_create(const tcq_tokenizer *tok, unsigned flags, tcq_detok **out);
+void tcq_detok_free(tcq_detok *d);
+/* Feed one token; *text and *len receive the newly complete text (not NUL-terminated, may be empty),
+ * valid until the next call on d. */
+tcq_status tcq_detok_push(tcq_detok *d, int32_t id, const char **text, size_t *len);
+/* End of stream: held incomplete bytes come out as U+FFFD. */
+tcq_status tcq_detok_flush(tcq_detok *d, const char **text, size_t *len);
+/* Start a new stream (the leading-space strip applies again). */
+void tcq_detok_reset(tcq_detok *d);
+
+/* Chat templates: a Jinja subset interpreter (what transformers' apply_chat_template does, with
+ * trim_blocks and lstrip_blocks): {{ }}, {% if/elif/else %}, {% for %} with loop.*, {% set %}
+ * and namespace(), filters, tests, string methods, slicing, raise_exception. */
+typedef struct tcq_chat_message {
+    const char *role;           /* "system", "user", "assistant", "tool" */
+    const char *content;
+} tcq_chat_message;
+
+typedef struct tcq_chat_opts {
+    int add_generation_prompt;  /* 1: end with the assistant header */
+    int enable_thinking;        /* -1: not passed (template default), 0: false, 1: true */
+    const char *bos_token;      /* bos_token / eos_token variables (NULL: undefined) */
+    const char *eos_token;
+} tcq_chat_opts;
+
+/* Render template_text with messages[n] into a malloc'd NUL-terminated string.  A syntax error,
+ * an unsupported construct, or raise_exception() fails with TCQ_ERR_FORMAT naming the line. */
+tcq_status tcq_chat_render(const char *template_text, const tcq_chat_message *messages, size_t n,
+                           const tcq_chat_opts *opts, char **out);
 
 /* ============================================================================================
  * Model: loading, forward, generation, evaluation

@@ -27,5 +27,7 @@ double cli_now(void);
 int cmd_demo(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -10,6 +10,8 @@ static const cli_command commands[] = {
     {"demo", "code a synthetic Gaussian matrix, decode it, print error and speed", cmd_demo},
     {"logits", "write the f32 logits of a token sequence to a safetensors file", cmd_logits},
     {"bench", "benchmarks: tcq bench model [MODEL]", cmd_bench},
+    {"inspect", "list the tensors of a safetensors file or model directory, with quantization", cmd_inspect},
+    {"tokenize", "print the token ids of a text (--json, --pieces)", cmd_tokenize},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
