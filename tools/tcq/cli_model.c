@@ -2,6 +2,7 @@
 #include "cli_model.h"
 
 #include <string.h>
+#include <unistd.h>
 
 const char *cli_bytes(size_t n, char *buf)
 {
@@ -25,10 +26,11 @@ static void progress(void *arg, double frac, const char *what)
 
 int cli_model_load(const char *path, int threads, tcq_model **out)
 {
-    tcq_model_opts o = {threads, TCQ_PATH_AUTO, progress, NULL};
+    const int tty = isatty(2);
+    tcq_model_opts o = {threads, TCQ_PATH_AUTO, tty ? progress : NULL, NULL};
     double t0 = cli_now();
     tcq_status s = tcq_model_load(path, &o, out);
-    fprintf(stderr, "\r%60s\r", "");
+    if (tty) fprintf(stderr, "\r%60s\r", "");
     if (s != TCQ_OK) return cli_fail(s, path);
     const tcq_model_config *c = tcq_model_get_config(*out);
     char b[32];

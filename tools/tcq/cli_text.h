@@ -4,6 +4,7 @@
 #define TCQ_CLI_TEXT_H
 
 #include "cli_model.h"
+#include "core/internal.h"   /* tcq_fail for command-level errors */
 
 /* The tokenizer for model_path: tok_path if given, else the model directory's (a llama2.c .bin
  * needs tok_path).  Checks it fits the model's vocabulary.  Prints errors; returns 0 or 1. */
