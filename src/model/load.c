@@ -153,7 +153,7 @@ void tcq_model_embed(const tcq_model *m, int32_t t, float *out)
             uint64_t bit = (uint64_t)j * a->bits;
             uint32_t q = (row[bit >> 5] >> (bit & 31)) & ((1u << a->bits) - 1u);
             size_t g = (size_t)t * groups + (size_t)(j / a->group_size);
-            out[j] = af_param(a, g) * (float)q + af_bias(a, g);
+            out[j] = fmaf(af_param(a, g), (float)q, af_bias(a, g));   /* the kernels' contract */
         }
         break;
     }
