@@ -96,7 +96,7 @@ int cmd_chat(int argc, char **argv)
     }
     tcq_chat_message msgs[MAX_MSG];
     int nm = 0;
-    if (system) msgs[nm++] = (tcq_chat_message){"system", strdup(system)};
+    if (system) msgs[nm++] = (tcq_chat_message){.role = "system", .content = strdup(system)};
     int32_t *cached = malloc((size_t)tcq_session_ctx(s) * sizeof *cached);   /* tokens in the KV cache */
     int n_cached = 0;
     char *line;
@@ -119,11 +119,11 @@ int cmd_chat(int argc, char **argv)
                 continue;
             }
         }
-        msgs[nm++] = (tcq_chat_message){"user", line};
+        msgs[nm++] = (tcq_chat_message){.role = "user", .content = line};
         char *text = NULL;
         int32_t *ids = NULL;
         size_t n_ids = 0;
-        tcq_chat_opts co = {1, think, NULL, NULL};
+        tcq_chat_opts co = {.add_generation_prompt = 1, .enable_thinking = think};
         st = tcq_chat_render(tpl, msgs, (size_t)nm, &co, &text);
         if (st == TCQ_OK) st = tcq_tokenizer_encode_alloc(tok, text, strlen(text), 0, &ids, &n_ids);
         free(text);
@@ -154,7 +154,7 @@ int cmd_chat(int argc, char **argv)
                 gs.decode_s > 0 ? gs.n_generated / gs.decode_s : 0.0);
         /* The cache now holds the first pos tokens of prompt + generated. */
         n_cached = cc.n < tcq_session_pos(s) ? cc.n : tcq_session_pos(s);
-        msgs[nm++] = (tcq_chat_message){"assistant", strdup(out.text ? out.text : "")};
+        msgs[nm++] = (tcq_chat_message){.role = "assistant", .content = strdup(out.text ? out.text : "")};
         cli_stream_free(&out);
         free(ids);
     }
