@@ -215,6 +215,48 @@ static void test_stopper(void)
     tcq_stopper_free(st);
 }
 
+/* Perplexity equals exp(mean NLL) computed by hand from forward logits; KL of the llama2.c
+ * checkpoint against its HF copy is ~0 with full top-1 agreement. */
+static void test_eval(tcq_model *m)
+{
+    enum { CTX = 40, W = 3, V = 512 };
+    int32_t toks[CTX * W + 7];
+    uint64_t st = 5;
+    for (int i = 0; i < CTX * W + 7; i++) toks[i] = (int32_t)(test_rand(&st) % V);
+    tcq_eval_result r;
+    CHECK_OK(tcq_eval_perplexity(m, toks, CTX * W + 7, CTX, 0, &r));
+    float *lg = malloc(sizeof(float) * CTX * V);
+    tcq_session *s;
+    CHECK_OK(tcq_session_create(m, CTX, TCQ_KV_F32, &s));
+    double nll = 0;
+    for (int w = 0; w < W; w++) {
+        CHECK_OK(tcq_session_rewind(s, 0));
+        CHECK_OK(tcq_model_forward(m, s, toks + w * CTX, CTX, lg));
+        for (int t = 0; t + 1 < CTX; t++) {
+            double mx = -1e30, z = 0;
+            for (int v = 0; v < V; v++) mx = fmax(mx, lg[t * V + v]);
+            for (int v = 0; v < V; v++) z += exp(lg[t * V + v] - mx);
+            nll += mx + log(z) - lg[t * V + toks[w * CTX + t + 1]];
+        }
+    }
+    nll /= W * (CTX - 1);
+    CHECK(r.windows == W && r.predictions == W * (CTX - 1), "windows %d predictions %lld", r.windows,
+          (long long)r.predictions);
+    CHECK(fabs(r.mean_nll - nll) < 1e-9 && fabs(r.perplexity - exp(nll)) < 1e-6, "ppl %.9f vs %.9f", r.mean_nll, nll);
+    CHECK(tcq_eval_perplexity(m, toks, CTX - 1, CTX, 0, &r) == TCQ_ERR_RANGE, "less than a window");
+    tcq_model *hf;
+    CHECK_OK(tcq_model_load(TCQ_SHARED_DATA "/stories260K/hf", NULL, &hf));
+    if (hf) {
+        CHECK_OK(tcq_eval_kl(m, hf, toks, CTX * W, CTX, 2, &r));
+        CHECK(r.windows == 2 && r.mean_kl < 1e-8 && r.kl_p95 < 1e-8 && r.top1_agree == 1.0, "bin vs hf: kl %g p95 %g top1 %g",
+              r.mean_kl, r.kl_p95, r.top1_agree);
+        CHECK(fabs(r.ref_mean_nll - r.mean_nll) < 1e-5, "nll %g vs %g", r.ref_mean_nll, r.mean_nll);
+        tcq_model_free(hf);
+    }
+    tcq_session_free(s);
+    free(lg);
+}
+
 int main(void)
 {
     tcq_model *m1, *m2;
@@ -228,6 +270,7 @@ int main(void)
     test_prefill_and_batch(m2);
     test_sampler_stats();
     test_stopper();
+    test_eval(m1);
     tcq_model_free(m1);
     tcq_model_free(m2);
     return test_done("test_model_gen");

@@ -80,6 +80,34 @@ static void perplexity(int windows)
     json_decref(j);
 }
 
+/* Same logits, bit for bit, with 1 and 2 threads. */
+static void threads_identical(const char *model)
+{
+    tcq_model *a = NULL, *b = NULL;
+    tcq_model_opts o1 = {1, TCQ_PATH_AUTO, NULL, NULL}, o2 = {2, TCQ_PATH_AUTO, NULL, NULL};
+    CHECK_OK(tcq_model_load(model, &o1, &a));
+    CHECK_OK(tcq_model_load(model, &o2, &b));
+    if (!a || !b) goto out;
+    enum { N = 70 };
+    const int V = tcq_model_get_config(a)->vocab_size;
+    int32_t toks[N];
+    for (int i = 0; i < N; i++) toks[i] = (i * 7919) % V;
+    float *la = malloc(sizeof(float) * N * V), *lb = malloc(sizeof(float) * N * V);
+    tcq_session *sa, *sb;
+    CHECK_OK(tcq_session_create(a, N, TCQ_KV_F32, &sa));
+    CHECK_OK(tcq_session_create(b, N, TCQ_KV_F32, &sb));
+    CHECK_OK(tcq_model_forward(a, sa, toks, N, la));
+    CHECK_OK(tcq_model_forward(b, sb, toks, N, lb));
+    CHECK(memcmp(la, lb, sizeof(float) * N * V) == 0, "%s: 1 and 2 threads differ", model);
+    tcq_session_free(sa);
+    tcq_session_free(sb);
+    free(la);
+    free(lb);
+out:
+    tcq_model_free(a);
+    tcq_model_free(b);
+}
+
 int main(void)
 {
     parity(TD "tiny_llama", TD "tiny_llama/ref_logits.safetensors", TCQ_KV_F32, 1e-3);
@@ -89,6 +117,7 @@ int main(void)
     parity(SD "stories260K/stories260K.bin", TD "stories260K_ref/ref_logits.safetensors", TCQ_KV_F32, 1e-3);
     /* an f16 KV cache rounds K and V to 11 bits: close, not within 1e-3 */
     parity(TD "tiny_qwen3", TD "tiny_qwen3/ref_logits.safetensors", TCQ_KV_F16, 3e-2);
+    threads_identical(SD "tinyqwen");
     perplexity(4);
     return test_done("test_model_parity");
 }
