@@ -751,6 +751,17 @@ typedef int (*tcq_token_fn)(void *arg, int32_t token);
 tcq_status tcq_generate(tcq_model *m, tcq_session *s, tcq_sampler *smp, const int32_t *prompt /* [n] */,
                         int n_prompt, int max_new, tcq_token_fn on_token, void *arg, tcq_gen_stats *stats);
 
+/* nb (1..TCQ_MAX_BATCH) independent generations decoded together: each sequence is prefilled on
+ * its own, then the live ones advance one token per step through tcq_model_forward_batch.  Each
+ * has its own session, sampler, prompt and stats[b]; on_token(arg, b, token) returning nonzero
+ * ends sequence b.  Gives the tokens nb separate tcq_generate calls give.  TCQ_ERR_RANGE if a
+ * sequence ran out of context (the others still finish). */
+typedef int (*tcq_batch_token_fn)(void *arg, int seq, int32_t token);
+tcq_status tcq_generate_batch(tcq_model *m, tcq_session *const *sess /* [nb] */, tcq_sampler *const *smp /* [nb] */,
+                              const int32_t *const *prompts /* [nb][n_prompt[b]] */, const int *n_prompt /* [nb] */,
+                              int nb, int max_new, tcq_batch_token_fn on_token, void *arg,
+                              tcq_gen_stats *stats /* [nb] or NULL */);
+
 /* Evaluation over a token stream cut into non-overlapping windows of ctx tokens (a fresh KV
  * cache each); in each window the NLL of tokens 1..ctx-1 given their prefix is scored (ctx-1
  * predictions per window; the last partial window is dropped).  max_windows <= 0: all. */

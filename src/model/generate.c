@@ -57,6 +57,76 @@ tcq_status tcq_generate(tcq_model *m, tcq_session *s, tcq_sampler *smp, const in
     return rc;
 }
 
+tcq_status tcq_generate_batch(tcq_model *m, tcq_session *const *sess, tcq_sampler *const *smp,
+                              const int32_t *const *prompts, const int *n_prompt, int nb, int max_new,
+                              tcq_batch_token_fn on_token, void *arg, tcq_gen_stats *stats)
+{
+    if (!m || !sess || !smp || !prompts || !n_prompt || nb < 1 || nb > TCQ_MAX_BATCH)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_generate_batch: bad arguments (nb = %d)", nb);
+    const size_t V = (size_t)m->cfg.vocab_size;
+    tcq_gen_stats st[TCQ_MAX_BATCH];
+    memset(st, 0, sizeof st);
+    float *logits = tcq_amalloc((size_t)TCQ_MAX_BATCH * V * sizeof *logits);
+    float *step = tcq_amalloc((size_t)TCQ_MAX_BATCH * V * sizeof *step);
+    if (!logits || !step) {
+        tcq_afree(logits);
+        tcq_afree(step);
+        return tcq_fail(TCQ_ERR_NOMEM, "generate: out of memory");
+    }
+    tcq_status rc = TCQ_OK, overflow = TCQ_OK;
+    int live[TCQ_MAX_BATCH] = {0};
+    double t0 = now_s();
+    for (int b = 0; b < nb && rc == TCQ_OK; b++) {
+        if (!prompts[b] || n_prompt[b] < 1) rc = tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_generate_batch: prompt %d is empty", b);
+        if (rc == TCQ_OK) rc = tcq_model_prefill(m, sess[b], prompts[b], n_prompt[b], logits + b * V);
+        for (int i = 0; rc == TCQ_OK && i < n_prompt[b]; i++) tcq_sampler_accept(smp[b], prompts[b][i]);
+        st[b].n_prompt = n_prompt[b];
+        live[b] = max_new > 0;
+    }
+    double t1 = now_s();
+    while (rc == TCQ_OK) {
+        tcq_session *rs[TCQ_MAX_BATCH];
+        int32_t tok[TCQ_MAX_BATCH];
+        int idx[TCQ_MAX_BATCH], n = 0;
+        for (int b = 0; b < nb; b++) {
+            if (!live[b]) continue;
+            int32_t t = tcq_sampler_sample(smp[b], logits + b * V);
+            if (is_eos(&m->cfg, t)) {
+                st[b].stopped_eos = 1;
+                live[b] = 0;
+                continue;
+            }
+            tcq_sampler_accept(smp[b], t);
+            st[b].n_generated++;
+            if ((on_token && on_token(arg, b, t)) || st[b].n_generated == max_new) {
+                live[b] = 0;
+                continue;
+            }
+            if (sess[b]->pos >= sess[b]->ctx) {
+                overflow = tcq_fail(TCQ_ERR_RANGE, "context overflow: sequence %d filled its %d positions", b,
+                                    sess[b]->ctx);
+                live[b] = 0;
+                continue;
+            }
+            rs[n] = sess[b];
+            tok[n] = t;
+            idx[n++] = b;
+        }
+        if (!n) break;
+        rc = tcq_model_forward_batch(m, rs, tok, n, step);
+        for (int r = 0; rc == TCQ_OK && r < n; r++) memcpy(logits + idx[r] * V, step + r * V, V * sizeof *step);
+    }
+    double dt = now_s() - t1;
+    for (int b = 0; b < nb; b++) {
+        st[b].prefill_s = t1 - t0;
+        st[b].decode_s = dt;
+        if (stats) stats[b] = st[b];
+    }
+    tcq_afree(logits);
+    tcq_afree(step);
+    return rc != TCQ_OK ? rc : overflow;
+}
+
 struct tcq_stopper {
     char **stops;
     size_t *lens;

@@ -25,6 +25,11 @@ check "stop string" "[ \"\$(cat \"$t/s.txt\")\" = 'Once upon a time, there was a
 "$TCQ" run "$D/stories260K/stories260K.bin" --tokenizer "$D/stories260K/tok512.bin" --temp 1 --seed 3 -n 40 >"$t/a.txt" 2>/dev/null
 "$TCQ" run "$D/stories260K/stories260K.bin" --tokenizer "$D/stories260K/tok512.bin" --temp 1 --seed 3 -n 40 --threads 1 >"$t/b.txt" 2>/dev/null
 check "seeded run is reproducible" "cmp -s \"$t/a.txt\" \"$t/b.txt\""
+R="$TCQ run $D/stories260K/stories260K.bin --tokenizer $D/stories260K/tok512.bin -p 'Once upon a time' --temp 1 -n 30"
+eval "$R --seed 6" >"$t/one.txt" 2>/dev/null
+eval "$R --seed 5 --parallel 3" >"$t/par.txt" 2>/dev/null
+sed -n '/^--- sample 1/,/^--- sample 2/p' "$t/par.txt" | sed '1d;$d' >"$t/par1.txt"
+check "parallel sample 1 equals a single run with its seed" "cmp -s \"$t/one.txt\" \"$t/par1.txt\""
 
 "$TCQ" logits "$D/stories260K/hf" --tokens 1,403,407 --out "$t/l.safetensors" 2>/dev/null
 check "logits exit" "[ $? -eq 0 ]"

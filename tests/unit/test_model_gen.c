@@ -257,6 +257,60 @@ static void test_eval(tcq_model *m)
     free(lg);
 }
 
+typedef struct bcoll {
+    int32_t tok[4][64];
+    int n[4];
+} bcoll;
+static int bcollect(void *arg, int seq, int32_t t)
+{
+    bcoll *c = arg;
+    c->tok[seq][c->n[seq]++] = t;
+    return 0;
+}
+
+/* tcq_generate_batch gives each sequence the tokens tcq_generate gives it alone. */
+static void test_generate_batch(tcq_model *m)
+{
+    const int32_t p0[] = {1}, p1[] = {1, 403, 407}, p2[] = {1, 100, 200, 300, 400, 50, 60}, p3[] = {1, 9};
+    const int32_t *prompts[4] = {p0, p1, p2, p3};
+    const int np[4] = {1, 3, 7, 2};
+    const int ctxs[4] = {512, 512, 512, 20};   /* the last one runs out of context */
+    tcq_session *s[4];
+    tcq_sampler *smp[4];
+    bcoll got;
+    memset(&got, 0, sizeof got);
+    for (int b = 0; b < 4; b++) {
+        tcq_sampler_params sp = tcq_sampler_defaults();
+        sp.seed = 100 + b;
+        sp.temperature = b == 0 ? 0 : 1.0f;
+        CHECK_OK(tcq_session_create(m, ctxs[b], TCQ_KV_F32, &s[b]));
+        CHECK_OK(tcq_sampler_create(&sp, 512, &smp[b]));
+    }
+    tcq_gen_stats st[4];
+    CHECK(tcq_generate_batch(m, s, smp, prompts, np, 4, 40, bcollect, &got, st) == TCQ_ERR_RANGE, "batch overflow");
+    for (int b = 0; b < 4; b++) {
+        tcq_sampler_params sp = tcq_sampler_defaults();
+        sp.seed = 100 + b;
+        sp.temperature = b == 0 ? 0 : 1.0f;
+        tcq_sampler *one;
+        tcq_session *ss;
+        CHECK_OK(tcq_sampler_create(&sp, 512, &one));
+        CHECK_OK(tcq_session_create(m, ctxs[b], TCQ_KV_F32, &ss));
+        int32_t want[65] = {0};
+        tcq_gen_stats g;
+        tcq_status r = tcq_generate(m, ss, one, prompts[b], np[b], 40, collect, want, &g);
+        CHECK(r == (b == 3 ? TCQ_ERR_RANGE : TCQ_OK), "single %d: %s", b, tcq_status_str(r));
+        CHECK(want[0] == got.n[b] && memcmp(want + 1, got.tok[b], sizeof(int32_t) * got.n[b]) == 0 &&
+                  st[b].n_generated == got.n[b],
+              "sequence %d: batch gave %d tokens, alone %d (or different ones)", b, got.n[b], want[0]);
+        tcq_sampler_free(one);
+        tcq_session_free(ss);
+        tcq_sampler_free(smp[b]);
+        tcq_session_free(s[b]);
+    }
+    CHECK(got.n[3] == 19 && got.n[0] == 40, "lengths %d %d", got.n[0], got.n[3]);
+}
+
 int main(void)
 {
     tcq_model *m1, *m2;
@@ -271,6 +325,7 @@ int main(void)
     test_sampler_stats();
     test_stopper();
     test_eval(m1);
+    test_generate_batch(m2);
     tcq_model_free(m1);
     tcq_model_free(m2);
     return test_done("test_model_gen");

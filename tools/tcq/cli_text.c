@@ -118,8 +118,10 @@ void cli_stream_free(cli_stream *s)
 static void emit(cli_stream *s, const char *t, size_t n)
 {
     if (!n) return;
-    fwrite(t, 1, n, s->out);
-    fflush(s->out);
+    if (s->out) {
+        fwrite(t, 1, n, s->out);
+        fflush(s->out);
+    }
     keep(s, t, n);
 }
 

@@ -12,7 +12,7 @@ int cli_tokenizer_load(const char *model_path, const char *tok_path, const tcq_m
 /* Read a whole file (NUL-terminated, malloc'd). Prints errors; returns 0 or 1. */
 int cli_read_file(const char *path, char **text, size_t *len);
 
-/* Streams tokens as text to a FILE, stopping at stop strings and at the tokenizer's end tokens. */
+/* Streams tokens as text to a FILE (or only into .text when out is NULL), stopping at stop strings and at the tokenizer's end tokens. */
 typedef struct cli_stream {
     const tcq_tokenizer *tok;
     tcq_detok *detok;

@@ -18,10 +18,67 @@ static void help(FILE *f)
             "  --ctx N                context length (default: the model's)\n"
             "  --kv f32|f16           KV cache dtype (default f32)\n"
             "  --threads N            worker threads (default: all CPUs)\n"
+            "  --parallel N           N (2..4) samples with seeds S..S+N-1, decoded together as one batch;\n"
+            "                         printed one after another at the end\n"
             "  --chat                 wrap the prompt in the model's chat template (one user turn)\n"
             "  --no-think             pass enable_thinking=false to the chat template\n"
             "  --tokenizer PATH       tokenizer.json / directory / llama2.c tokenizer.bin\n"
             "Prints prefill and decode tokens/s to stderr at the end.\n");
+}
+
+static tcq_sampler_params sp_of(double temp, long long top_k, double top_p, double min_p, double rep, long long seed)
+{
+    tcq_sampler_params p = {(float)temp, (int)top_k, (float)top_p, (float)min_p, (float)rep, 64, (uint64_t)seed};
+    return p;
+}
+
+static int par_token(void *arg, int seq, int32_t t) { return cli_stream_token((cli_stream *)arg + seq, t); }
+
+/* --parallel: nb samples of one prompt through tcq_generate_batch. */
+static int run_parallel(tcq_model *m, const tcq_tokenizer *tok, const int32_t *ids, int n_ids, int nb, int n, int ctx,
+                        tcq_kv_dtype kv, tcq_sampler_params sp, const char *const *stops, int n_stops, const char *echo)
+{
+    tcq_session *s[TCQ_MAX_BATCH] = {0};
+    tcq_sampler *smp[TCQ_MAX_BATCH] = {0};
+    cli_stream out[TCQ_MAX_BATCH];
+    const int32_t *prompts[TCQ_MAX_BATCH];
+    int np[TCQ_MAX_BATCH];
+    tcq_gen_stats gs[TCQ_MAX_BATCH];
+    memset(out, 0, sizeof out);
+    memset(gs, 0, sizeof gs);
+    tcq_status st = TCQ_OK;
+    for (int b = 0; b < nb && st == TCQ_OK; b++) {
+        tcq_sampler_params p = sp;
+        p.seed = sp.seed + (uint64_t)b;
+        prompts[b] = ids;
+        np[b] = n_ids;
+        st = tcq_session_create(m, ctx, kv, &s[b]);
+        if (st == TCQ_OK) st = tcq_sampler_create(&p, tcq_model_get_config(m)->vocab_size, &smp[b]);
+        if (st == TCQ_OK) st = cli_stream_init(&out[b], tok, stops, n_stops, NULL);
+        for (int i = 0; st == TCQ_OK && i < n_ids; i++) {
+            const char *t;
+            size_t tn;
+            st = tcq_detok_push(out[b].detok, ids[i], &t, &tn);
+        }
+    }
+    if (st == TCQ_OK) st = tcq_generate_batch(m, s, smp, prompts, np, nb, n, par_token, out, gs);
+    int total = 0;
+    for (int b = 0; b < nb; b++) {
+        if (out[b].detok) cli_stream_finish(&out[b]);
+        printf("--- sample %d (seed %llu) ---\n%s%s\n", b, (unsigned long long)(sp.seed + (uint64_t)b), echo ? echo : "",
+               out[b].text ? out[b].text : "");
+        total += gs[b].n_generated;
+    }
+    int rc = st != TCQ_OK ? cli_fail(st, "run") : 0;
+    fprintf(stderr, "prefill: %d x %d tokens, %.2f tok/s; decode: %d tokens in all, %.2f tok/s (batch of %d)\n", nb,
+            n_ids, gs[0].prefill_s > 0 ? nb * n_ids / gs[0].prefill_s : 0.0, total,
+            gs[0].decode_s > 0 ? total / gs[0].decode_s : 0.0, nb);
+    for (int b = 0; b < nb; b++) {
+        cli_stream_free(&out[b]);
+        tcq_sampler_free(smp[b]);
+        tcq_session_free(s[b]);
+    }
+    return rc;
 }
 
 int cmd_run(int argc, char **argv)
@@ -29,7 +86,7 @@ int cmd_run(int argc, char **argv)
     const char *model = NULL, *prompt = "", *tokp = NULL;
     const char *stops[16];
     int n_stops = 0, chat = 0, think = -1;
-    long long n = 256, threads = 0, ctx = 0, seed = 0, top_k = 40;
+    long long n = 256, threads = 0, ctx = 0, seed = 0, top_k = 40, parallel = 1;
     double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0;
     tcq_kv_dtype kv = TCQ_KV_F32;
     for (int i = 1; i < argc; i++) {
@@ -53,6 +110,7 @@ int cmd_run(int argc, char **argv)
         else if (!strcmp(a, "--threads")) li = &threads;
         else if (!strcmp(a, "--ctx")) li = &ctx;
         else if (!strcmp(a, "--seed")) li = &seed;
+        else if (!strcmp(a, "--parallel")) li = &parallel;
         else if (!strcmp(a, "--top-k")) li = &top_k;
         else if (!strcmp(a, "--temp")) ld = &temp;
         else if (!strcmp(a, "--top-p")) ld = &top_p;
@@ -69,7 +127,7 @@ int cmd_run(int argc, char **argv)
             i++;
         }
     }
-    if (!model || n < 0) {
+    if (!model || n < 0 || parallel < 1 || parallel > TCQ_MAX_BATCH) {
         help(stderr);
         return 2;
     }
@@ -107,6 +165,15 @@ int cmd_run(int argc, char **argv)
             ids[0] = bos;
             n_ids = 1;
         }
+    }
+    if (st == TCQ_OK && parallel > 1) {
+        rc = run_parallel(m, tok, ids, (int)n_ids, (int)parallel, (int)n, (int)ctx, kv, sp_of(temp, top_k, top_p, min_p, rep, seed),
+                          stops, n_stops, chat ? NULL : prompt);
+        free(ids);
+        free(rendered);
+        tcq_tokenizer_free(tok);
+        tcq_model_free(m);
+        return rc;
     }
     tcq_session *s = NULL;
     tcq_sampler *smp = NULL;
