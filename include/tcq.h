@@ -653,7 +653,184 @@ tcq_status tcq_tokenizer_apply_chat(const tcq_tokenizer *tok, const tcq_chat_mes
 
 /* ============================================================================================
  * Model: loading, forward, generation, evaluation
+ *
+ * A model is loaded from a Hugging Face style directory (config.json + safetensors, single or
+ * sharded; dense f32/f16/bf16, trellis and MLX affine tensors through the quantization entries)
+ * or from a llama2.c checkpoint file (*.bin).  Architectures: "llama" and "qwen3" (dense).
+ * Weights stay mmapped; only norm gains are converted (to f32) at load.  Every linear layer goes
+ * through tcq_linear / tcq_linear_swiglu.
+ *
+ * A session holds one sequence's KV cache and position.  A model may serve several sessions, but
+ * the forward functions of one model must not run concurrently (the model owns the scratch).
  * ========================================================================================== */
+
+typedef enum tcq_arch { TCQ_ARCH_LLAMA = 0, TCQ_ARCH_QWEN3, TCQ_ARCH_COUNT } tcq_arch;
+
+#define TCQ_MAX_EOS 8
+
+typedef struct tcq_model_config {
+    tcq_arch arch;
+    int dim;                  /* hidden_size */
+    int hidden_dim;           /* intermediate_size */
+    int n_layers, n_heads, n_kv_heads, head_dim;
+    int vocab_size;
+    int max_seq;              /* max_position_embeddings */
+    float norm_eps;           /* rms_norm_eps */
+    double rope_theta;
+    int rope_interleaved;     /* 1: llama2.c pairs (2i, 2i+1); 0: HF rotate-half (i, i+d/2) */
+    int rope_llama3;          /* rope_type "llama3" with the four parameters below */
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_orig_max_pos;
+    int tied_embeddings;      /* lm_head is the embedding table */
+    int bos_id;               /* -1 if none */
+    int n_eos;
+    int eos_ids[TCQ_MAX_EOS];
+} tcq_model_config;
+
+/* Parse a config.json text (label names it in messages). Rejects unknown model_type. */
+tcq_status tcq_model_config_parse(const char *json, size_t len, const char *label, tcq_model_config *out);
+
+typedef struct tcq_model_opts {
+    int n_threads;            /* <= 0: one per online CPU */
+    tcq_kpath path;           /* trellis numerical path (TCQ_PATH_AUTO) */
+    /* Optional load progress: frac in [0, 1], what names the current step. */
+    void (*progress)(void *arg, double frac, const char *what);
+    void *progress_arg;
+} tcq_model_opts;
+
+typedef struct tcq_model tcq_model;
+
+/* path: a model directory, a .safetensors file next to its config.json, or a llama2.c .bin.
+ * opts may be NULL (defaults). */
+tcq_status tcq_model_load(const char *path, const tcq_model_opts *opts, tcq_model **out);
+void tcq_model_free(tcq_model *m);
+const tcq_model_config *tcq_model_get_config(const tcq_model *m);
+/* Bytes of weight data the model reads (mapped tensors + converted norms). */
+size_t tcq_model_weight_bytes(const tcq_model *m);
+/* Human-readable weight format summary, e.g. "bf16" or "trellis k=3 + bf16" (static storage
+ * owned by the model). */
+const char *tcq_model_describe(const tcq_model *m);
+
+/* A model of the given geometry with random weights (benchmarks, tests): bits 0 gives dense bf16
+ * layers, 1..4 trellis layers (L=12, T=256, random codes); embeddings are bf16 and tied.
+ * cfg->max_seq / rope_theta / norm_eps <= 0 take defaults (4096, 1e6, 1e-6). */
+tcq_status tcq_model_synthetic(const tcq_model_config *cfg, int bits, uint64_t seed, const tcq_model_opts *opts,
+                               tcq_model **out);
+
+typedef enum tcq_kv_dtype { TCQ_KV_F32 = 0, TCQ_KV_F16 } tcq_kv_dtype;
+
+/* One sequence: KV cache of ctx positions and the current position. */
+typedef struct tcq_session tcq_session;
+
+/* ctx <= 0: the model's max_seq. */
+tcq_status tcq_session_create(const tcq_model *m, int ctx, tcq_kv_dtype kv, tcq_session **out);
+void tcq_session_free(tcq_session *s);
+int tcq_session_pos(const tcq_session *s);           /* tokens already in the cache */
+int tcq_session_ctx(const tcq_session *s);
+size_t tcq_session_kv_bytes(const tcq_session *s);
+/* Forget positions >= pos (pos <= current position). */
+tcq_status tcq_session_rewind(tcq_session *s, int pos);
+/* KV cache bytes for a session of ctx positions (for reporting before allocating). */
+size_t tcq_model_kv_bytes(const tcq_model *m, int ctx, tcq_kv_dtype kv);
+
+/* Rows per prefill chunk: the prompt is processed in chunks of up to this many rows. */
+#define TCQ_PREFILL_CHUNK 64
+
+/* Append n tokens to the session and run them.  logits [n, vocab] receives every position's
+ * logits, or NULL for none.  TCQ_ERR_RANGE (session unchanged) if pos + n > ctx; tokens outside
+ * [0, vocab) are TCQ_ERR_INVALID_ARG. */
+tcq_status tcq_model_forward(tcq_model *m, tcq_session *s, const int32_t *tokens /* [n] */, int n,
+                             float *logits /* [n, vocab] or NULL */);
+/* As tcq_model_forward but computes only the last position's logits (the lm_head is the
+ * largest matrix; a prompt does not need it per row). */
+tcq_status tcq_model_prefill(tcq_model *m, tcq_session *s, const int32_t *tokens /* [n] */, int n,
+                             float *last_logits /* [vocab] or NULL */);
+/* One token for each of nb (1..TCQ_MAX_BATCH) independent sessions, run as nb rows through
+ * the same linear calls.  Sessions must be distinct.  Equal to nb separate forwards. */
+#define TCQ_MAX_BATCH 4
+tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *sess /* [nb] */,
+                                   const int32_t *tokens /* [nb] */, int nb,
+                                   float *logits /* [nb, vocab] */);
+
+/* Sampling.  Order: repetition penalty, then greedy if temperature <= 0, else temperature,
+ * top-k, top-p, min-p, and a draw from the deterministic PRNG (xoshiro256** seeded by
+ * splitmix64(seed)). */
+typedef struct tcq_sampler_params {
+    float temperature;        /* <= 0: greedy (argmax, lowest id among ties) */
+    int top_k;                /* <= 0: off */
+    float top_p;              /* >= 1: off */
+    float min_p;              /* <= 0: off */
+    float repeat_penalty;     /* 1: off; llama.cpp rule: logit > 0 ? l / r : l * r */
+    int repeat_last_n;        /* window of recent tokens the penalty looks at (0: 64) */
+    uint64_t seed;
+} tcq_sampler_params;
+
+/* Defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalty, seed 0. */
+tcq_sampler_params tcq_sampler_defaults(void);
+
+typedef struct tcq_sampler tcq_sampler;
+tcq_status tcq_sampler_create(const tcq_sampler_params *p, int vocab, tcq_sampler **out);
+void tcq_sampler_free(tcq_sampler *s);
+/* Choose a token from logits [vocab] (read-only) given the history the sampler was told of. */
+int tcq_sampler_sample(tcq_sampler *s, const float *logits /* [vocab] */);
+/* Record a token in the history (prompt and generated tokens) for the repetition penalty. */
+void tcq_sampler_accept(tcq_sampler *s, int32_t token);
+void tcq_sampler_reset(tcq_sampler *s);
+
+/* Stop strings over streamed text: text is fed piece by piece; what can be emitted without
+ * risking that it starts a stop string is released, the rest held back. */
+typedef struct tcq_stopper tcq_stopper;
+tcq_status tcq_stopper_create(const char *const *stops, int n_stops, tcq_stopper **out);
+void tcq_stopper_free(tcq_stopper *st);
+/* Feed len bytes.  *emit / *emit_len: bytes safe to print now (valid until the next call).
+ * Returns 1 when a stop string was completed (emit then ends just before it), else 0. */
+int tcq_stopper_feed(tcq_stopper *st, const char *text, size_t len, const char **emit, size_t *emit_len);
+/* The held-back tail, at the end of generation. */
+void tcq_stopper_flush(tcq_stopper *st, const char **emit, size_t *emit_len);
+
+/* Generation: prefill the prompt, then sample and decode until EOS, max_new tokens, the
+ * callback returning nonzero, or the context filling (TCQ_ERR_RANGE after the tokens that
+ * fitted were delivered). */
+typedef struct tcq_gen_stats {
+    int n_prompt, n_generated;
+    double prefill_s, decode_s;   /* wall seconds */
+    int stopped_eos;              /* 1 if an EOS token ended it */
+} tcq_gen_stats;
+typedef int (*tcq_token_fn)(void *arg, int32_t token);
+tcq_status tcq_generate(tcq_model *m, tcq_session *s, tcq_sampler *smp, const int32_t *prompt /* [n] */,
+                        int n_prompt, int max_new, tcq_token_fn on_token, void *arg, tcq_gen_stats *stats);
+
+/* nb (1..TCQ_MAX_BATCH) independent generations decoded together: each sequence is prefilled on
+ * its own, then the live ones advance one token per step through tcq_model_forward_batch.  Each
+ * has its own session, sampler, prompt and stats[b]; on_token(arg, b, token) returning nonzero
+ * ends sequence b.  Gives the tokens nb separate tcq_generate calls give.  TCQ_ERR_RANGE if a
+ * sequence ran out of context (the others still finish). */
+typedef int (*tcq_batch_token_fn)(void *arg, int seq, int32_t token);
+tcq_status tcq_generate_batch(tcq_model *m, tcq_session *const *sess /* [nb] */, tcq_sampler *const *smp /* [nb] */,
+                              const int32_t *const *prompts /* [nb][n_prompt[b]] */, const int *n_prompt /* [nb] */,
+                              int nb, int max_new, tcq_batch_token_fn on_token, void *arg,
+                              tcq_gen_stats *stats /* [nb] or NULL */);
+
+/* Evaluation over a token stream cut into non-overlapping windows of ctx tokens (a fresh KV
+ * cache each); in each window the NLL of tokens 1..ctx-1 given their prefix is scored (ctx-1
+ * predictions per window; the last partial window is dropped).  max_windows <= 0: all. */
+typedef struct tcq_eval_result {
+    int windows;
+    int64_t predictions;
+    double mean_nll;          /* perplexity = exp(mean_nll) */
+    double perplexity;
+    /* KL only: */
+    double mean_kl;           /* mean KL(ref || model) in nats */
+    double kl_p95;            /* 95th percentile of per-position KL */
+    double top1_agree;        /* fraction where argmax agrees */
+    double ref_mean_nll, ref_perplexity;
+} tcq_eval_result;
+
+tcq_status tcq_eval_perplexity(tcq_model *m, const int32_t *tokens, int64_t n, int ctx, int max_windows,
+                               tcq_eval_result *out);
+/* KL(ref || model) position by position; both models run window by window. */
+tcq_status tcq_eval_kl(tcq_model *m, tcq_model *ref, const int32_t *tokens, int64_t n, int ctx,
+                       int max_windows, tcq_eval_result *out);
 
 /* ============================================================================================
  * Quantize

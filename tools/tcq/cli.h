@@ -25,9 +25,14 @@ int cli_parse_double(const char *flag, const char *s, double *out);
 double cli_now(void);
 
 int cmd_demo(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
+int cmd_kl(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_codec(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
 
 #endif
