@@ -32,11 +32,11 @@ static void check_block(tcq_block_params p, const tcq_encode_opts *o, const floa
 static void test_bit_identical(uint64_t *rs)
 {
     float x[256], w[256];
-    for (int it = 0; it < 120; it++) {
+    for (int it = 0; it < 64; it++) {
         tcq_block_params p;
         p.k = 1 + (int)(test_rand(rs) % 4);
         /* mostly small L (the reference is slow at 2^16 states), a few large ones */
-        p.L = it < 116 ? 8 + (int)(test_rand(rs) % 5) : 13 + (it - 116);
+        p.L = it < 60 ? 8 + (int)(test_rand(rs) % 5) : 13 + (it - 60);
         do p.T = TS[test_rand(rs) % 3];
         while (p.T * p.k % 32);
         if (p.L >= 14) p.T = 64;   /* keep the reference's time down */
