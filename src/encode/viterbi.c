@@ -149,11 +149,11 @@ tcq_status vit_encode(tcq_block_params p, const tcq_encode_opts *opts, vit_scrat
         sc->xr[i] = x[(i + half) % T];
         if (w) sc->wr[i] = w[(i + half) % T];
     }
-    kr->pass(p, sc, sc->xr, w ? sc->wr : NULL, -1, -1, sc->st);
+    kr->pass(p, sc, sc->xr, w ? sc->wr : NULL, -1, -1, sc->st, half);
     const int ov = (int)(sc->st[half] >> p.k);
     if (vit_seam_count(opts)) /* A(o) for the seams search below, before pass 2 reuses M */
         memcpy(sc->P, sc->M + (size_t)half * ((size_t)1 << (p.L - p.k)), sizeof(float) << (p.L - p.k));
-    kr->pass(p, sc, x, w, ov, ov, sc->best);
+    kr->pass(p, sc, x, w, ov, ov, sc->best, 0);
     const int n = vit_seam_count(opts);
     if (n == 0) return TCQ_OK;
     /* Seams.  Rank every overlap o at position 0 by the best free-ended path of the rolled
@@ -188,7 +188,7 @@ tcq_status vit_encode(tcq_block_params p, const tcq_encode_opts *opts, vit_scrat
         const int o = (int)sc->order[i];
         if (o == ov) continue;
         tried++;
-        kr->pass(p, sc, x, w, o, o, cand);
+        kr->pass(p, sc, x, w, o, o, cand, 0);
         const double e = vit_err(T, x, w, cand);
         if (e < best_err) {
             best_err = e;

@@ -1,9 +1,11 @@
 /* Internal to the encoder: the forward pass every ISA implements, and the scratch it works in.
  *
- * Each step runs in two phases over one cost array, in place: the group minima M_t (read from
- * D_{t-1}), then D_t(s) = fma(e, d, M_t(s >> k)) with d = x_t - v(s), e = d or w_t d.  The
- * working set is D and the value table (2 x 16 KiB at L = 12) plus one row of M, which fits
- * in L1; a second cost array and a second table did not, and ran three times slower.
+ * The vector passes never store the costs D_t: for each vector of groups of step t+1 they
+ * build the 2^k predecessor cost vectors D_t(g + j 2^(L-k)) = fma(e, d, M_t(.)) in registers
+ * (d = x_t - v(s), e = d or w_t d) and reduce them into M_{t+1}, the only store; only D_{T-1}
+ * is written, for the end-state choice.  The working set is the value table (16 KiB at
+ * L = 12) and two rows of M.  (Storing D and reading it back, in place or ping-pong, was 1.4x
+ * and 3x slower.)  The generic pass keeps the two-phase form in plain loops.
  *
  * The fast passes store no backpointers.  They keep, for every step t >= 1, the 2^(L-k) group
  * minima M_t(g) = min_j D_{t-1}(g + j 2^(L-k)) that D_t(s) = M_t(s >> k) + c_t(s) was built
@@ -38,16 +40,20 @@ void vit_scratch_release(vit_scratch *sc);
  * it returns. */
 typedef const float *(*vit_fwd_fn)(tcq_block_params p, vit_scratch *sc, const float *x,
                                    const float *w, int start_ov);
-/* One tail-biting or free pass: forward, end state, traceback into states [T]. */
+/* One tail-biting or free pass: forward, end state, traceback into states[t_stop..T-1]
+ * (t_stop 0: all; the two-pass search's first pass needs only states[T/2]). */
 typedef void (*vit_pass_fn)(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov,
-                            int end_ov, uint32_t *states);
+                            int end_ov, uint32_t *states, int t_stop);
 typedef struct vit_kernel {
     vit_fwd_fn fwd;
     vit_pass_fn pass;
 } vit_kernel;
-void vit_pass_scalar(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov, int end_ov, uint32_t *states);
-void vit_pass_avx2(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov, int end_ov, uint32_t *states);
-void vit_pass_avx512(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov, int end_ov, uint32_t *states);
+void vit_pass_scalar(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov, int end_ov,
+                   uint32_t *states, int t_stop);
+void vit_pass_avx2(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov, int end_ov,
+                   uint32_t *states, int t_stop);
+void vit_pass_avx512(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov, int end_ov,
+                   uint32_t *states, int t_stop);
 const float *vit_fwd_scalar(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov);
 const float *vit_fwd_avx2(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov);
 const float *vit_fwd_avx512(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov);
