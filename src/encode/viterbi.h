@@ -26,7 +26,8 @@ typedef struct vit_scratch {
     float *D;              /* [2^L] path costs, updated in place */
     float *M;              /* [T, 2^(L-k)] group minima; row 0 unused */
     float *P;              /* [2^(L-k)] seam proxy costs */
-    uint32_t *order;       /* [2^(L-k)] overlaps sorted by proxy cost */
+    uint32_t *order;       /* [2 * 2^(L-k)] overlaps sorted by proxy cost (and merge space) */
+    uint32_t *rev;         /* [2^L] L-bit reversal */
     float xr[256], wr[256];
     uint32_t st[256], best[256];
 } vit_scratch;
@@ -73,8 +74,9 @@ tcq_status vit_check_args(tcq_block_params p, const tcq_encode_opts *opts, const
 
 /* Number of extra seam candidates TCQ_SEARCH_SEAMS tries (0 for the two-pass search). */
 int vit_seam_count(const tcq_encode_opts *opts);
-/* Order the G overlaps by proxy cost P (then by overlap): order[0..G). Shared by both encoders. */
-void vit_seam_order(uint32_t G, const float *P, uint32_t *order);
+/* The m first of the G overlaps ordered by proxy cost P, then by overlap, into order[0..m)
+ * (order has room for 2G).  Shared by both encoders. */
+void vit_seam_order(uint32_t G, const float *P, uint32_t *order, uint32_t m);
 /* L-bit reversal. */
 uint32_t vit_rev(uint32_t s, int L);
 

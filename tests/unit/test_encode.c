@@ -3,6 +3,8 @@
  * against a float64 brute force, and rejection of bad parameters. */
 #include "test.h"
 
+#include "encode/viterbi.h"
+
 static const int TS[3] = {64, 128, 256};
 
 /* Codes one block with the reference and with every runnable ISA; all must agree exactly. */
@@ -118,6 +120,23 @@ static void test_seams(uint64_t *rs)
         const double opt = brute_tailbiting(q, x);
         CHECK(fabs(e - opt) <= 1e-5 * opt, "all-overlap seams %.9g != float64 tail-biting optimum %.9g", e, opt);
     }
+}
+
+/* The seams candidate order: the short insertion path must agree with the full sort. */
+static void test_seam_order(uint64_t *rs)
+{
+    enum { G = 512 };
+    static float P[G];
+    static uint32_t full[2 * G], top[2 * G];
+    for (int i = 0; i < G; i++) P[i] = (float)(test_rand(rs) % 40);   /* many ties */
+    vit_seam_order(G, P, full, G);
+    for (uint32_t m = 1; m <= 64; m += 9) {
+        vit_seam_order(G, P, top, m);
+        CHECK(!memcmp(top, full, m * sizeof *top), "first %u of the seam order differ from the full sort", m);
+    }
+    for (int i = 1; i < G; i++)
+        CHECK(P[full[i - 1]] < P[full[i]] || (P[full[i - 1]] == P[full[i]] && full[i - 1] < full[i]),
+              "seam order not sorted at %d", i);
 }
 
 static void test_rows_determinism(uint64_t *rs)
@@ -251,6 +270,7 @@ int main(void)
     test_bad_args();
     test_bit_identical(&rs);
     test_seams(&rs);
+    test_seam_order(&rs);
     test_rows_determinism(&rs);
     test_mse();
     return test_done("test_encode");
