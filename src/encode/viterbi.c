@@ -35,6 +35,7 @@ tcq_status vit_scratch_reserve(vit_scratch *sc, tcq_block_params p)
         tcq_afree(sc->P);
         tcq_afree(sc->order);
         tcq_afree(sc->rev);
+        tcq_afree(sc->vp);
         /* v, vr and D in one block with D 2 KiB away from the tables modulo 4 KiB: phase 2
          * stores D[s] while loading v a few vectors ahead, and at some offsets those loads
          * falsely depend on the stores (4K aliasing), which cost 3x at L=12 */
@@ -46,6 +47,8 @@ tcq_status vit_scratch_reserve(vit_scratch *sc, tcq_block_params p)
         sc->P = tcq_amalloc(N * sizeof(float));
         sc->order = tcq_amalloc(N * sizeof(uint32_t));
         sc->rev = tcq_amalloc(N * sizeof(uint32_t));
+        sc->vp = tcq_amalloc(N * sizeof(float));
+        sc->vp_key = 0;
         sc->cap_N = N;
         sc->tab_L = 0;
     }
@@ -54,11 +57,12 @@ tcq_status vit_scratch_reserve(vit_scratch *sc, tcq_block_params p)
         sc->M = vit_alloc_rows(Mn);
         sc->cap_M = Mn;
     }
-    if (!sc->v || !sc->vr || !sc->D || !sc->P || !sc->order || !sc->rev || !sc->M) {
+    if (!sc->v || !sc->vr || !sc->D || !sc->P || !sc->order || !sc->rev || !sc->vp || !sc->M) {
         vit_scratch_release(sc);
         return tcq_fail(TCQ_ERR_NOMEM, "encode: scratch for L=%d k=%d T=%d", p.L, p.k, p.T);
     }
     if (sc->tab_L != p.L) {
+        sc->vp_key = 0;
         for (uint32_t s = 0; s < (uint32_t)N; s++) sc->v[s] = tcq_code_value(s);
         for (uint32_t s = 0; s < (uint32_t)N; s++) {
             sc->rev[s] = vit_rev(s, p.L);
@@ -75,10 +79,13 @@ void vit_scratch_release(vit_scratch *sc)
     tcq_afree(sc->P);
     tcq_afree(sc->order);
     tcq_afree(sc->rev);
+    tcq_afree(sc->vp);
     vit_free_rows(sc->M, sc->cap_M);
     sc->v = sc->vr = sc->D = sc->P = sc->M = NULL;
     sc->base = NULL;
     sc->order = sc->rev = NULL;
+    sc->vp = NULL;
+    sc->vp_key = 0;
     sc->cap_N = sc->cap_M = 0;
     sc->tab_L = 0;
 }

@@ -23,6 +23,9 @@ typedef struct vit_scratch {
     void *base;            /* one allocation holding v, vr and D */
     float *v;              /* [2^L] the canonical values v(s) */
     float *vr;             /* [2^L] v(rev_L(r)): the table of the time-reversed trellis */
+    float *vp;             /* [2^L] v in a vector pass's lane order (built by that pass) */
+    int vp_key;            /* what vp holds (0: nothing) ... */
+    const float *vp_src;   /* ... and from which table */
     float *D;              /* [2^L] path costs, updated in place */
     float *M;              /* [T, 2^(L-k)] group minima; row 0 unused */
     float *P;              /* [2^(L-k)] seam proxy costs */
