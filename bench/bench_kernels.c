@@ -27,6 +27,7 @@ typedef struct bk_opts {
     int threads;
     int paths[2], npaths;    /* TCQ_PATH_EXACT, TCQ_PATH_FAST */
     int json, encode, dense, reps;
+    tcq_kregime regime;      /* --regime: pin the dispatcher's batch regime */
     int64_t out, in;         /* gate/up shape [out, in]; down is [in, out] */
 } bk_opts;
 
@@ -268,7 +269,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tcq bench kernels [--ops reduce,scatter,swiglu] [--k 2,3,4] [--M 1,2,3,4,8,16,32,128,512]\n"
             "                         [--threads N] [--path exact|fast|both] [--json] [--encode] [--no-dense]\n"
-            "                         [--shape OUTxIN] [--reps N]\n"
+            "                         [--shape OUTxIN] [--reps N] [--regime auto|m1|shared|tile|gemm]\n"
             "  Qwen3-14B MLP geometry by default: gate/up 17408x5120 (axis 1, 'reduce'), down 5120x17408\n"
             "  (axis 0, 'scatter'); L=12, T=256.  Weights are random code words (valid codes: speed is\n"
             "  data-independent) unless --encode, which codes N(0,1) weights with tcq_encode_rows and caches\n"
@@ -311,6 +312,12 @@ static int parse(int argc, char **argv, bk_opts *o)
             if (cli_parse_long(a, v, &t) || t < 0 || t > 1024) return 2;
             if (a[2] == 't') o->threads = (int)t;
             else o->reps = t > 0 ? (int)t : 1;
+            i++;
+        } else if (!strcmp(a, "--regime")) {
+            int j = 0;
+            while (j < TCQ_KR_COUNT && strcmp(v, tcq_kregime_name((tcq_kregime)j))) j++;
+            if (j == TCQ_KR_COUNT) return fprintf(stderr, "tcq bench kernels: --regime auto|m1|shared|tile|gemm\n"), 2;
+            o->regime = (tcq_kregime)j;
             i++;
         } else if (!strcmp(a, "--path")) {
             if (!strcmp(v, "exact")) o->paths[0] = TCQ_PATH_EXACT, o->npaths = 1;
@@ -413,7 +420,9 @@ int bench_kernels(int argc, char **argv)
             for (int pi = 0; pi < o.npaths; pi++)
                 for (int mi = 0; mi < o.nM; mi++) {
                     tcq_kctx *c = NULL;
-                    if ((s = tcq_kctx_create(pool, (tcq_kpath)o.paths[pi], &c)) != TCQ_OK) return cli_fail(s, "bench kernels");
+                    if ((s = tcq_kctx_create(pool, (tcq_kpath)o.paths[pi], &c)) != TCQ_OK ||
+                        (s = tcq_kctx_force(c, -1, o.regime)) != TCQ_OK)
+                        return cli_fail(s, "bench kernels");
                     call_arg a = {.w = w, .w2 = w2, .x = x, .y = y, .M = o.Ms[mi], .c = c};
                     const double t = time_median(call_linear, &a, o.reps);
                     if (t < 0) return 1;

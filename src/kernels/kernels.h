@@ -60,6 +60,14 @@ static inline const uint32_t *kblock(const tcq_trellis *w, int64_t r, int64_t bl
     return w->codes + (blk >> 1) * w->rows * 48 + r * 48 + (blk & 1) * 24;
 }
 
+/* Block b of every coded row is base + r * stride (also with the interleave): hoists the
+ * address arithmetic out of the scatter kernels' row loops. */
+static inline void kblock_col(const tcq_trellis *w, int64_t b, const uint32_t **base, int64_t *stride)
+{
+    *base = kblock(w, 0, b);
+    *stride = w->interleaved ? 48 : w->cols * w->p.k / 32;
+}
+
 typedef void (*kr_fn)(const kr_args *a);
 typedef void (*ks_fn)(const ks_args *a);
 /* Decode blocks [b0, b0+nb) of coded row r to f32 (value * scale, exact contract). */

@@ -14,8 +14,8 @@ enum {
     TILE_MAX_M = 32,       /* M in 5..32: decode a block to a buffer, reuse it across rows */
     REDUCE_ROWS = 16,      /* axis-1 outputs per work item */
     PARTITIONS = 4,        /* axis-0 input-row partitions, summed in order */
-    GEMM_TILE_BYTES = 1 << 20,   /* f32 weight tile decoded per sgemm call */
-    GEMM_KC = 256,         /* axis-0 GEMM: stored rows per sgemm call */
+    GEMM_TILE_BYTES = 4 << 20,   /* f32 weight tile decoded per sgemm call (per thread) */
+    GEMM_KC = 512,         /* axis-0 GEMM: stored rows per sgemm call */
     DENSE_ROWS = 64,       /* dense/affine outputs per work item */
 };
 
@@ -370,7 +370,7 @@ static tcq_status dense_linear(tcq_kctx *c, const tcq_weight *w, const float *x,
 {
     dense_ctx d = {.c = c, .w = w, .x = x, .y = y, .M = M, .rows = DENSE_ROWS};
     if (w->fmt != TCQ_WF_F32) {
-        d.rows = TCQ_MAX(1, TCQ_MIN(DENSE_ROWS, GEMM_TILE_BYTES / (w->in * 4)));
+        d.rows = TCQ_MAX(1, TCQ_MIN(DENSE_ROWS, (1 << 20) / (w->in * 4)));
         TCQ_TRY(ensure_scratch(c, (size_t)(d.rows * w->in) * 4));
     }
     static const char *const fn[] = {"f32", "f16", "bf16", "trellis", "affine"};

@@ -120,14 +120,16 @@ static void decode_rows(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb,
 AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m0)
 {
     const tcq_trellis *w = a->w;
+    const int64_t wpb = w->p.T * w->p.k / 32;
     const kq_act *qa = a->qa;
     const int T = w->p.T;
     const int64_t nb = w->cols / T;
     for (int64_t r = a->r0; r < a->r1; r++) {
+        const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
         __m512 facc[4];
         for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(d, kblock(w, r, b));
+            const blk bl = blk_load(d, (rb + b * wpb));
             for (int qb = 0; qb < T / QB; qb++) {
                 const int64_t kb = b * (T / QB) + qb;
                 __m512i iacc[4];
@@ -153,14 +155,16 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
 AI void reduce_exact_body(const kr_args *a, const dec *d, const int MC, int64_t m0)
 {
     const tcq_trellis *w = a->w;
+    const int64_t wpb = w->p.T * w->p.k / 32;
     const int T = w->p.T;
     const int64_t nb = w->cols / T, C = w->cols;
     for (int64_t r = a->r0; r < a->r1; r++) {
+        const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
         const __m512 scale = _mm512_set1_ps(_cvtsh_ss(w->scales[r]));
         __m512 facc[4];
         for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(d, kblock(w, r, b));
+            const blk bl = blk_load(d, (rb + b * wpb));
             for (int g = 0; g < d->ng; g++) {
                 const __m512 wv = dec_w(d, bl, g, scale);
                 for (int m = 0; m < MC; m++)
@@ -220,13 +224,15 @@ AI void reduce_fast_tile_rows(const kr_args *a, const __m512i *xr, int64_t r, co
 static void reduce_fast_tile(const kr_args *a)
 {
     const tcq_trellis *w = a->w;
+    const int64_t wpb = w->p.T * w->p.k / 32;
     dec d;
     dec_init(&d, w->p);
     __m512i *xr = a->scratch;
     const int64_t nb = w->cols / w->p.T;
     for (int64_t r = a->r0; r < a->r1; r++) {
+        const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
         for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(&d, kblock(w, r, b));
+            const blk bl = blk_load(&d, (rb + b * wpb));
             for (int g = 0; g < d.ng; g++) _mm512_store_si512(xr + b * d.ng + g, dec_x(&d, bl, g));
         }
         for (int64_t m0 = 0; m0 < a->M; m0 += 8) {
@@ -278,6 +284,9 @@ static void reduce_exact_tile(const kr_args *a)
 AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const int G, int64_t m0, int g0)
 {
     const tcq_trellis *w = a->w;
+    const uint32_t *cb;
+    int64_t cs;
+    kblock_col(w, a->b, &cb, &cs);
     const kq_act *qa = a->qa;
     const int T = w->p.T;
     for (int64_t ic = a->i0; ic < a->i1; ic += QB) {
@@ -286,9 +295,9 @@ AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const in
         for (int m = 0; m < MC; m++)
             for (int g = 0; g < G; g++) iacc[m * G + g] = _mm512_set1_epi32(qa->corr[(m0 + m) * qa->nblk + kb]);
         for (int64_t i = ic; i < ie; i++) {
-            const blk bl = blk_load(d, kblock(w, i, a->b));
+            const blk bl = blk_load(d, (cb + i * cs));
             if (i + 8 < ie) {
-                const char *pf = (const char *)kblock(w, i + 8, a->b);
+                const char *pf = (const char *)(cb + (i + 8) * cs);
                 _mm_prefetch(pf, _MM_HINT_T0);
                 _mm_prefetch(pf + 64, _MM_HINT_T0);
             }
@@ -312,14 +321,17 @@ AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const in
 AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const int G, int64_t m0, int g0)
 {
     const tcq_trellis *w = a->w;
+    const uint32_t *cb;
+    int64_t cs;
+    kblock_col(w, a->b, &cb, &cs);
     const int T = w->p.T;
     const int64_t in = w->rows;
     __m512 facc[16];
     for (int j = 0; j < MC * G; j++) facc[j] = _mm512_setzero_ps();
     for (int64_t i = a->i0; i < a->i1; i++) {
-        const blk bl = blk_load(d, kblock(w, i, a->b));
+        const blk bl = blk_load(d, (cb + i * cs));
         if (i + 8 < a->i1) {
-            const char *pf = (const char *)kblock(w, i + 8, a->b);
+            const char *pf = (const char *)(cb + (i + 8) * cs);
             _mm_prefetch(pf, _MM_HINT_T0);
             _mm_prefetch(pf + 64, _MM_HINT_T0);
         }
@@ -408,6 +420,9 @@ AI void scatter_fast_tile_blk(const ks_args *a, const __m512i *xb, int ng, int64
 static void scatter_fast_tile(const ks_args *a)
 {
     const tcq_trellis *w = a->w;
+    const uint32_t *cb;
+    int64_t cs;
+    kblock_col(w, a->b, &cb, &cs);
     dec d;
     dec_init(&d, w->p);
     const int T = w->p.T;
@@ -416,7 +431,7 @@ static void scatter_fast_tile(const ks_args *a)
     for (int64_t ic = a->i0; ic < a->i1; ic += QB) {
         const int64_t n = TCQ_MIN(a->i1, ic + QB) - ic;
         for (int64_t i = 0; i < n; i++) {
-            const blk bl = blk_load(&d, kblock(w, ic + i, a->b));
+            const blk bl = blk_load(&d, (cb + (ic + i) * cs));
             for (int g = 0; g < d.ng; g++) _mm512_store_si512(xb + i * d.ng + g, dec_x(&d, bl, g));
         }
         for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
