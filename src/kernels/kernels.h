@@ -18,7 +18,17 @@ typedef struct kq_act {
     uint32_t *q2;              /* [M, npad]: q as two int16 (vpmaddwd operand, AVX2 without VNNI) */
     float *d;                  /* [M, nblk] dequantization step amax/127 */
     int32_t *corr;             /* [M, nblk] -510 * sum(q) over the block */
+    /* Axis 1 only (scales == NULL): int16 activations with one step per row for the tile regime
+     * (vpdpwssd against the decoded int16 code values y): d16 = amax/TCQ_Q16_MAX,
+     * q = nearbyintf(x * (TCQ_Q16_MAX/amax)).  Stored per 32 positions in vpackssdw order of a
+     * zmm: element e holds position 4*(e/8) + e%4 + 16*((e%8)/4) of the chunk. */
+    int16_t *q16;              /* [M, npad] */
+    float *d16;                /* [M] */
 } kq_act;
+
+/* |y q| <= 510 * 2047 < 2^20: TCQ_Q16_CHUNK of them sum exactly in int32 before the f32 fold */
+#define TCQ_Q16_MAX 2047
+#define TCQ_Q16_CHUNK 256
 
 /* Argument bundles.  Reduce (axis 1): outputs r in [r0, r1) for all M rows, y[m*ldy + r].
  * Scatter (axis 0): stored rows i in [i0, i1) (a partition, i0 % TCQ_FAST_QB == 0) and one column
@@ -83,6 +93,7 @@ typedef struct tr_table {
     kr_fn reduce[KP_COUNT][KRG_COUNT];
     ks_fn scatter[KP_COUNT][KRG_COUNT];
     kd_fn decode;
+    const char *tag[KP_COUNT][KRG_COUNT];   /* appended to reduce kernel names (NULL: none) */
 } tr_table;
 
 extern const tr_table tcq_tr_ref;          /* ref/trellis_ref.c */

@@ -330,8 +330,9 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
     if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, wt->in, w->axis ? NULL : w->scales));
     if (w->axis) {
         r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
-        snprintf(c->last, sizeof c->last, "trellis.reduce.%s.%s.%s", path_name(kp), tcq_kregime_name(reg),
-                 tab->reduce[kp][rg] ? tab->isa : "scalar");
+        snprintf(c->last, sizeof c->last, "trellis.reduce.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
+                 tab->reduce[kp][rg] ? tab->isa : "scalar", tab->reduce[kp][rg] && tab->tag[kp][rg] ? "." : "",
+                 tab->reduce[kp][rg] && tab->tag[kp][rg] ? tab->tag[kp][rg] : "");
         tcq_pool_run(c->pool, (w->rows + REDUCE_ROWS - 1) / REDUCE_ROWS, reduce_item, &r);
         return TCQ_OK;
     }
@@ -442,8 +443,9 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
     run_ctx r = {.c = c, .w = &gate->tr, .wu = &up->tr, .M = M, .x = x, .y = y, .ldy = out};
     r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
     r.rf_up = r.rf;
-    snprintf(c->last, sizeof c->last, "swiglu.fused.%s.%s.%s", path_name(kp), tcq_kregime_name(reg),
-             tab->reduce[kp][rg] ? tab->isa : "scalar");
+    snprintf(c->last, sizeof c->last, "swiglu.fused.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
+             tab->reduce[kp][rg] ? tab->isa : "scalar", tab->reduce[kp][rg] && tab->tag[kp][rg] ? "." : "",
+             tab->reduce[kp][rg] && tab->tag[kp][rg] ? tab->tag[kp][rg] : "");
     tcq_pool_run(c->pool, (out + REDUCE_ROWS - 1) / REDUCE_ROWS, swiglu_item, &r);
     return TCQ_OK;
 }

@@ -197,52 +197,58 @@ static void reduce_exact_shared(const kr_args *a)
     for (int64_t m0 = 0; m0 < a->M; m0 += 4) MC_SWITCH(reduce_exact_body, a, &d, TCQ_MIN(4, a->M - m0), m0);
 }
 
-/* tile: decode a whole coded row once into the scratch buffer, then stream the M rows over it */
-AI void reduce_fast_tile_rows(const kr_args *a, const __m512i *xr, int64_t r, const int MC, int64_t m0)
+/* tile, int16: decode a coded row once to int16 code values y (vpdpbusd against ones seeded
+ * with -510, vpackssdw of two groups), then each activation row costs one vpdpwssd per 32
+ * weights (two products per lane instead of vpdpbusd's one useful byte sum) and a fold every
+ * TCQ_Q16_CHUNK weights; one f32 step per activation row (kq_act.q16). */
+AI void reduce_fast_tile16_rows(const kr_args *a, const __m512i *yr, int64_t r, const int MC, int64_t m0)
 {
     const kq_act *qa = a->qa;
+    const int64_t C = a->w->cols, nv = C / 32, per = TCQ_Q16_CHUNK / 32;
     __m512 facc[8];
     for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
-    for (int64_t kb = 0; kb < qa->nblk; kb++) {
+    for (int64_t v0 = 0; v0 < nv; v0 += per) {
         __m512i iacc[8];
-        for (int m = 0; m < MC; m++)
-            iacc[m] = _mm512_zextsi128_si512(_mm_cvtsi32_si128(qa->corr[(m0 + m) * qa->nblk + kb]));
-        for (int gg = 0; gg < GPQ; gg++) {
-            const __m512i x = _mm512_load_si512(xr + kb * GPQ + gg);
+        for (int m = 0; m < MC; m++) iacc[m] = _mm512_setzero_si512();
+        const int64_t v1 = TCQ_MIN(nv, v0 + per);
+        for (int64_t v = v0; v < v1; v++) {
+            const __m512i y = _mm512_load_si512(yr + v);
             for (int m = 0; m < MC; m++)
-                iacc[m] = _mm512_dpbusd_epi32(iacc[m], x,
-                                              _mm512_loadu_si512(qa->q4 + (m0 + m) * qa->npad + (kb * GPQ + gg) * 16));
+                iacc[m] = _mm512_dpwssd_epi32(iacc[m], y, _mm512_loadu_si512(qa->q16 + (m0 + m) * qa->npad + v * 32));
         }
-        for (int m = 0; m < MC; m++)
-            facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m]), _mm512_set1_ps(qa->d[(m0 + m) * qa->nblk + kb]),
-                                      facc[m]);
+        for (int m = 0; m < MC; m++) facc[m] = _mm512_add_ps(facc[m], _mm512_cvtepi32_ps(iacc[m]));
     }
     const float f = _cvtsh_ss(a->w->scales[r]) * TCQ_RMAD_RINV;
-    for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]) * f;
+    for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]) * (qa->d16[m0 + m] * f);
 }
 
-static void reduce_fast_tile(const kr_args *a)
+static void reduce_fast_tile16(const kr_args *a)
 {
     const tcq_trellis *w = a->w;
     const int64_t wpb = w->p.T * w->p.k / 32;
     dec d;
     dec_init(&d, w->p);
-    __m512i *xr = a->scratch;
+    __m512i *yr = a->scratch;   /* [C/32] int16 code values in vpackssdw order */
+    const __m512i c510 = _mm512_set1_epi32(-510), ones = _mm512_set1_epi32(0x01010101);
     const int64_t nb = w->cols / w->p.T;
     for (int64_t r = a->r0; r < a->r1; r++) {
         const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
         for (int64_t b = 0; b < nb; b++) {
             const blk bl = blk_load(&d, (rb + b * wpb));
-            for (int g = 0; g < d.ng; g++) _mm512_store_si512(xr + b * d.ng + g, dec_x(&d, bl, g));
+            for (int g = 0; g < d.ng; g += 2) {
+                const __m512i ya = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g), ones);
+                const __m512i yb = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g + 1), ones);
+                _mm512_store_si512(yr + (b * d.ng + g) / 2, _mm512_packs_epi32(ya, yb));
+            }
         }
         for (int64_t m0 = 0; m0 < a->M; m0 += 8) {
             const int mc = (int)TCQ_MIN(8, a->M - m0);
-            if (mc == 8) reduce_fast_tile_rows(a, xr, r, 8, m0);
+            if (mc == 8) reduce_fast_tile16_rows(a, yr, r, 8, m0);
             else if (mc >= 4) {
-                reduce_fast_tile_rows(a, xr, r, 4, m0);
-                for (int64_t m = m0 + 4; m < m0 + mc; m++) reduce_fast_tile_rows(a, xr, r, 1, m);
+                reduce_fast_tile16_rows(a, yr, r, 4, m0);
+                for (int64_t m = m0 + 4; m < m0 + mc; m++) reduce_fast_tile16_rows(a, yr, r, 1, m);
             } else
-                for (int64_t m = m0; m < m0 + mc; m++) reduce_fast_tile_rows(a, xr, r, 1, m);
+                for (int64_t m = m0; m < m0 + mc; m++) reduce_fast_tile16_rows(a, yr, r, 1, m);
         }
     }
 }
@@ -352,10 +358,11 @@ AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const i
     do {                                                                                           \
         const int ng_ = (d)->ng;                                                                   \
         switch (mc) {                                                                              \
-        case 1:                                                                                    \
-            if (ng_ == 16) body(a, d, 1, 16, m0, 0);                                               \
-            else if (ng_ == 8) body(a, d, 1, 8, m0, 0);                                            \
-            else body(a, d, 1, 4, m0, 0);                                                          \
+        case 1: /* 8 accumulators + the 8 group indices stay in registers; 16 spilled */        \
+            for (int g0_ = 0; g0_ < ng_; g0_ += 8) {                                               \
+                if (ng_ >= 8) body(a, d, 1, 8, m0, g0_);                                           \
+                else body(a, d, 1, 4, m0, g0_);                                                    \
+            }                                                                                      \
             break;                                                                                 \
         case 2:                                                                                    \
             for (int g0_ = 0; g0_ < ng_; g0_ += 8) {                                               \
@@ -489,10 +496,11 @@ static void scatter_exact_tile(const ks_args *a)
 static const tr_table table = {
     .isa = "avx512",
     .reduce = {{reduce_exact_shared, reduce_exact_shared, reduce_exact_tile},
-               {reduce_fast_shared, reduce_fast_shared, reduce_fast_tile}},
+               {reduce_fast_shared, reduce_fast_shared, reduce_fast_tile16}},
     .scatter = {{scatter_exact_shared, scatter_exact_shared, scatter_exact_tile},
                 {scatter_fast_shared, scatter_fast_shared, scatter_fast_tile}},
     .decode = decode_rows,
+    .tag = {{NULL, NULL, NULL}, {NULL, NULL, "i16"}},
 };
 
 const tr_table *tcq_tr_avx512(void)
