@@ -31,8 +31,9 @@ typedef struct kq_act {
 #define TCQ_Q16_CHUNK 256
 
 /* Argument bundles.  Reduce (axis 1): outputs r in [r0, r1) for all M rows, y[m*ldy + r].
- * Scatter (axis 0): stored rows i in [i0, i1) (a partition, i0 % TCQ_FAST_QB == 0) and one column
- * block b: acc[m*T + c] = sum_i W[b*T + c, i] x[m, i], overwritten. */
+ * Scatter (axis 0): stored rows i in [i0, i1) (a partition, i0 % TCQ_FAST_QB == 0) and column
+ * blocks b..b+nbc-1: acc[(cb*M + m)*T + c] = sum_i W[(b+cb)*T + c, i] x[m, i], overwritten.
+ * Several columns per call let a kernel read each row's neighbouring blocks together. */
 typedef struct kr_args {
     const tcq_trellis *w;
     int64_t M;
@@ -50,7 +51,8 @@ typedef struct ks_args {
     const float *x;            /* exact: [M, in] */
     const kq_act *qa;          /* fast */
     int64_t i0, i1, b;
-    float *acc;                /* [M, T] */
+    int64_t nbc;               /* column blocks b .. b+nbc-1 (tables say how many a kernel takes) */
+    float *acc;                /* [nbc, M, T] */
     void *scratch;
 } ks_args;
 
@@ -94,6 +96,7 @@ typedef struct tr_table {
     ks_fn scatter[KP_COUNT][KRG_COUNT];
     kd_fn decode;
     const char *tag[KP_COUNT][KRG_COUNT];   /* appended to reduce kernel names (NULL: none) */
+    int scatter_nbc[KP_COUNT][KRG_COUNT];   /* column blocks a scatter call takes (0 means 1) */
 } tr_table;
 
 extern const tr_table tcq_tr_ref;          /* ref/trellis_ref.c */

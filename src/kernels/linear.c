@@ -14,6 +14,7 @@ enum {
     TILE_MAX_M = 32,       /* M in 5..32: decode a block to a buffer, reuse it across rows */
     REDUCE_ROWS = 16,      /* axis-1 outputs per work item */
     PARTITIONS = 4,        /* axis-0 input-row partitions, summed in order */
+    SCATTER_COLS = 4,      /* axis-0 column blocks per work item */
     GEMM_TILE_BYTES = 4 << 20,   /* f32 weight tile decoded per sgemm call (per thread) */
     GEMM_KC = 512,         /* axis-0 GEMM: stored rows per sgemm call */
     DENSE_ROWS = 64,       /* dense/affine outputs per work item */
@@ -232,6 +233,7 @@ typedef struct run_ctx {
     ks_fn sf;
     kd_fn df;
     int64_t nparts, part_rows, nb;
+    int sf_nbc;
     const tcq_weight *up;      /* swiglu */
     kr_fn rf_up;
     const tcq_trellis *wu;
@@ -249,14 +251,28 @@ static void reduce_item(void *arg, int64_t item, int thread)
 static void scatter_item(void *arg, int64_t item, int thread)
 {
     const run_ctx *r = arg;
-    const int64_t p = item / r->nb, b = item % r->nb, T = r->w->p.T, out = r->w->cols;
+    const int64_t ncg = (r->nb + SCATTER_COLS - 1) / SCATTER_COLS;
+    const int64_t p = item / ncg, b0 = (item % ncg) * SCATTER_COLS, T = r->w->p.T, out = r->w->cols;
+    const int64_t nbc = TCQ_MIN(SCATTER_COLS, r->nb - b0);
     const int64_t i0 = p * r->part_rows, i1 = TCQ_MIN(r->w->rows, i0 + r->part_rows);
     float *acc = (float *)((char *)r->c->scratch[thread] + kernel_private_bytes(r->w));
-    ks_args a = {.w = r->w, .M = r->M, .x = r->x, .qa = &r->c->qa, .i0 = i0, .i1 = i1, .b = b,
+    ks_args a = {.w = r->w, .M = r->M, .x = r->x, .qa = &r->c->qa, .i0 = i0, .i1 = i1, .b = b0, .nbc = nbc,
                  .acc = acc, .scratch = r->c->scratch[thread]};
-    r->sf(&a);
+    if (r->sf_nbc >= nbc)
+        r->sf(&a);
+    else
+        /* a kernel that takes one column block per call */
+        for (int64_t cb = 0; cb < nbc; cb++) {
+            ks_args one = a;
+            one.b = b0 + cb;
+            one.nbc = 1;
+            one.acc = acc + cb * r->M * T;
+            r->sf(&one);
+        }
     float *dst = r->c->part + p * r->M * out;
-    for (int64_t m = 0; m < r->M; m++) memcpy(dst + m * out + b * T, acc + m * T, (size_t)T * 4);
+    for (int64_t cb = 0; cb < nbc; cb++)
+        for (int64_t m = 0; m < r->M; m++)
+            memcpy(dst + m * out + (b0 + cb) * T, acc + (cb * r->M + m) * T, (size_t)T * 4);
 }
 
 /* y = sum of the partitions, in partition order; columns split in fixed chunks */
@@ -326,7 +342,7 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
         return TCQ_OK;
     }
     const int rg = reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE;
-    TCQ_TRY(ensure_scratch(c, kernel_private_bytes(w) + (size_t)(M * w->p.T) * 4));
+    TCQ_TRY(ensure_scratch(c, kernel_private_bytes(w) + (size_t)(SCATTER_COLS * M * w->p.T) * 4));
     if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, wt->in, w->axis ? NULL : w->scales));
     if (w->axis) {
         r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
@@ -337,6 +353,7 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
         return TCQ_OK;
     }
     r.sf = tab->scatter[kp][rg] ? tab->scatter[kp][rg] : tcq_tr_ref.scatter[kp][rg];
+    r.sf_nbc = tab->scatter[kp][rg] ? TCQ_MAX(1, tab->scatter_nbc[kp][rg]) : 1;
     snprintf(c->last, sizeof c->last, "trellis.scatter.%s.%s.%s", path_name(kp), tcq_kregime_name(reg),
              tab->scatter[kp][rg] ? tab->isa : "scalar");
     /* partitions: a fixed count, each a whole number of activation blocks */
@@ -345,7 +362,7 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
     r.nparts = (w->rows + r.part_rows - 1) / r.part_rows;
     r.nb = w->cols / w->p.T;
     TCQ_TRY(ensure_buf(&c->part, &c->part_cap, (size_t)(r.nparts * M * w->cols), "axis-0 partial sums"));
-    tcq_pool_run(c->pool, r.nparts * r.nb, scatter_item, &r);
+    tcq_pool_run(c->pool, r.nparts * ((r.nb + SCATTER_COLS - 1) / SCATTER_COLS), scatter_item, &r);
     tcq_pool_run(c->pool, (M * w->cols + 4095) / 4096, partsum_item, &r);
     return TCQ_OK;
 }

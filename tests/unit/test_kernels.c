@@ -194,7 +194,7 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     const int coded_dim = (int)p.T * rnd(st, 1, 3), other = rnd(st, 1, 150);
     int out, in;
     if (f == F_TR1 || swiglu) out = other, in = coded_dim;
-    else if (f == F_TR0 || f == F_TR0I) out = coded_dim, in = other * rnd(st, 1, 3);
+    else if (f == F_TR0 || f == F_TR0I) out = coded_dim * rnd(st, 1, 2), in = other * rnd(st, 1, 3);
     else out = other, in = rnd(st, 1, 300);
     if (swiglu && f == F_TR0I) {
         if (novnni) unsetenv("TCQ_AVX2_NO_VNNI");

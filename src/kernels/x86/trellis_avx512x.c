@@ -333,7 +333,8 @@ AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const i
     const int T = w->p.T;
     const int64_t in = w->rows;
     __m512 facc[16];
-    for (int j = 0; j < MC * G; j++) facc[j] = _mm512_setzero_ps();
+    for (int m = 0; m < MC; m++)
+        for (int g = 0; g < G; g++) facc[m * G + g] = _mm512_loadu_ps(a->acc + (m0 + m) * T + (g0 + g) * 16);
     for (int64_t i = a->i0; i < a->i1; i++) {
         const blk bl = blk_load(d, (cb + i * cs));
         if (i + 8 < a->i1) {
@@ -379,22 +380,47 @@ AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const i
         }                                                                                          \
     } while (0)
 
+/* Row chunks outermost, then the column blocks: each chunk of rows is read column block after
+ * column block while it is still in L1/L2 (better line and TLB use than one block column over
+ * the whole partition). */
+#define SCATTER_CHUNK_FAST QB
+#define SCATTER_CHUNK_EXACT (4 * QB)
+
 static void scatter_fast_shared(const ks_args *a)
 {
     dec d;
     dec_init(&d, a->w->p);
     const int T = a->w->p.T;
-    for (int64_t j = 0; j < a->M * T; j++) a->acc[j] = 0;
-    for (int64_t m0 = 0; m0 < a->M; m0 += 4) SC_DISPATCH(scatter_fast_body, a, &d, (int)TCQ_MIN(4, a->M - m0), m0);
+    for (int64_t j = 0; j < a->nbc * a->M * T; j++) a->acc[j] = 0;
+    for (int64_t ic = a->i0; ic < a->i1; ic += SCATTER_CHUNK_FAST)
+        for (int64_t cb = 0; cb < a->nbc; cb++) {
+            ks_args s = *a;
+            s.i0 = ic;
+            s.i1 = TCQ_MIN(a->i1, ic + SCATTER_CHUNK_FAST);
+            s.b = a->b + cb;
+            s.acc = a->acc + cb * a->M * T;
+            for (int64_t m0 = 0; m0 < a->M; m0 += 4) SC_DISPATCH(scatter_fast_body, &s, &d, (int)TCQ_MIN(4, a->M - m0), m0);
+        }
     const __m512 ri = _mm512_set1_ps(TCQ_RMAD_RINV);
-    for (int64_t j = 0; j < a->M * T; j += 16) _mm512_storeu_ps(a->acc + j, _mm512_mul_ps(_mm512_loadu_ps(a->acc + j), ri));
+    for (int64_t j = 0; j < a->nbc * a->M * T; j += 16)
+        _mm512_storeu_ps(a->acc + j, _mm512_mul_ps(_mm512_loadu_ps(a->acc + j), ri));
 }
 
 static void scatter_exact_shared(const ks_args *a)
 {
     dec d;
     dec_init(&d, a->w->p);
-    for (int64_t m0 = 0; m0 < a->M; m0 += 4) SC_DISPATCH(scatter_exact_body, a, &d, (int)TCQ_MIN(4, a->M - m0), m0);
+    const int T = a->w->p.T;
+    for (int64_t j = 0; j < a->nbc * a->M * T; j++) a->acc[j] = 0;
+    for (int64_t ic = a->i0; ic < a->i1; ic += SCATTER_CHUNK_EXACT)
+        for (int64_t cb = 0; cb < a->nbc; cb++) {
+            ks_args s = *a;
+            s.i0 = ic;
+            s.i1 = TCQ_MIN(a->i1, ic + SCATTER_CHUNK_EXACT);
+            s.b = a->b + cb;
+            s.acc = a->acc + cb * a->M * T;
+            for (int64_t m0 = 0; m0 < a->M; m0 += 4) SC_DISPATCH(scatter_exact_body, &s, &d, (int)TCQ_MIN(4, a->M - m0), m0);
+        }
 }
 
 /* tile: decode an activation block of stored rows (<= 64 rows x T) into the scratch buffer once,
@@ -501,6 +527,7 @@ static const tr_table table = {
                 {scatter_fast_shared, scatter_fast_shared, scatter_fast_tile}},
     .decode = decode_rows,
     .tag = {{NULL, NULL, NULL}, {NULL, NULL, "i16"}},
+    .scatter_nbc = {{4, 4, 1}, {4, 4, 1}},
 };
 
 const tr_table *tcq_tr_avx512(void)
