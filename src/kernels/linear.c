@@ -11,7 +11,6 @@
 /* Crossovers, measured by `tcq bench kernels` (bench/NOTES.md, "## CPU kernels"). */
 enum {
     SHARED_MAX_M = 4,      /* M in 2..4: one decode shared by every row, in registers */
-    TILE_MAX_M = 32,       /* M in 5..32: decode a block to a buffer, reuse it across rows */
     REDUCE_ROWS = 16,      /* axis-1 outputs per work item */
     PARTITIONS = 4,        /* axis-0 input-row partitions, summed in order */
     SCATTER_COLS = 4,      /* axis-0 column blocks per work item */
@@ -206,7 +205,14 @@ static const tr_table *table_for(int isa)
     return t ? t : &tcq_tr_ref;
 }
 
-static tcq_kregime pick_regime(const tcq_kctx *c, int64_t M, int is_trellis)
+/* First M that goes to the GEMM regime, by [axis][exact, fast]: CPU-time medians of
+ * `tcq bench kernels --regime tile|gemm --k 3 --M 16,32,64,128` (bench/NOTES.md). */
+static const int64_t gemm_from_M[2][2] = {
+    {192, 128},   /* axis 0: the tile kernels keep up with sgemm longer (no transposed tile) */
+    {16, 128},    /* axis 1: f32 tile loses to sgemm from 16; the int16 tile holds to ~128 */
+};
+
+static tcq_kregime pick_regime(const tcq_kctx *c, int64_t M, int is_trellis, int axis, int exact)
 {
     tcq_kregime r = c->force_regime;
     if (r == TCQ_KR_M1 && M != 1) r = TCQ_KR_AUTO;
@@ -214,7 +220,7 @@ static tcq_kregime pick_regime(const tcq_kctx *c, int64_t M, int is_trellis)
     if (r != TCQ_KR_AUTO) return r;
     if (M == 1) return TCQ_KR_M1;
     if (M <= SHARED_MAX_M) return TCQ_KR_SHARED;
-    if (M <= TILE_MAX_M) return TCQ_KR_TILE;
+    if (M < gemm_from_M[axis != 0][exact != 0]) return TCQ_KR_TILE;
     return TCQ_KR_GEMM;
 }
 
@@ -323,8 +329,8 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
     const tcq_trellis *w = &wt->tr;
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
     const tr_table *tab = table_for(isa);
-    const tcq_kregime reg = pick_regime(c, M, 1);
     const int kp = kpath_of(c);
+    const tcq_kregime reg = pick_regime(c, M, 1, w->axis, kp == KP_EXACT);
     run_ctx r = {.c = c, .w = w, .M = M, .x = x, .y = y, .ldy = wt->out, .df = tab->decode};
     if (!r.df) r.df = tcq_ref_decode;
     const char *op = w->axis ? "reduce" : "scatter";
@@ -436,7 +442,7 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
         return tcq_fail(TCQ_ERR_INVALID_ARG, "swiglu: gate [%lld, %lld] and up [%lld, %lld] differ",
                         (long long)gate->out, (long long)gate->in, (long long)up->out, (long long)up->in);
     const int fused = gate->fmt == TCQ_WF_TRELLIS && up->fmt == TCQ_WF_TRELLIS && gate->tr.axis == 1 &&
-                      up->tr.axis == 1 && pick_regime(c, M, 1) != TCQ_KR_GEMM;
+                      up->tr.axis == 1 && pick_regime(c, M, 1, 1, kpath_of(c) == KP_EXACT) != TCQ_KR_GEMM;
     const int64_t out = gate->out;
     if (!fused) {
         /* materialized fallback (dense weights, axis 0, prefill): 2 * M * out floats */
@@ -451,8 +457,8 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
     }
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
     const tr_table *tab = table_for(isa);
-    const tcq_kregime reg = pick_regime(c, M, 1);
     const int kp = kpath_of(c);
+    const tcq_kregime reg = pick_regime(c, M, 1, 1, kp == KP_EXACT);
     const int rg = reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE;
     TCQ_TRY(ensure_scratch(c, TCQ_MAX(kernel_private_bytes(&gate->tr), kernel_private_bytes(&up->tr)) +
                                   (size_t)(2 * M * REDUCE_ROWS) * 4));
