@@ -424,14 +424,14 @@ int bench_kernels(int argc, char **argv)
         printf("streaming read %.1f GB/s (%.1f per CPU-second); issue rate of the fast / exact decode mix %.2f / "
                "%.2f G vector instr/s (%.2f / %.2f per CPU-second)\n",
                bw, bw_cpu, irw[0] / 1e9, irw[1] / 1e9, irc[0] / 1e9, irc[1] / 1e9);
-        printf("%-8s %4s %2s %5s %-6s %10s %8s %7s %7s %8s %8s %7s %10s %7s  %s\n", "op", "axis", "k", "M", "path", "us",
-               "GB/s", "frac_bw", "frac_fl", "mem_us", "ins_us", "GFLOP/s", "cpu_us", "fl_cpu", "kernel");
+        printf("%-8s %4s %2s %5s %-6s %10s %8s %7s %7s %8s %8s %7s %10s %7s %8s  %s\n", "op", "axis", "k", "M", "path", "us",
+               "GB/s", "frac_bw", "frac_fl", "mem_us", "ins_us", "GFLOP/s", "cpu_us", "fl_cpu", "fast_err", "kernel");
     }
     const int64_t NO = o.out, NI = o.in;
     int64_t maxM = 1;
     for (int i = 0; i < o.nM; i++) maxM = BK_MAX(maxM, o.Ms[i]);
     const int64_t xlen = maxM * BK_MAX(NO, NI);
-    float *x = malloc((size_t)xlen * 4), *y = malloc((size_t)xlen * 4);
+    float *x = malloc((size_t)xlen * 4), *y = malloc((size_t)xlen * 4), *y2 = malloc((size_t)xlen * 4);
     uint64_t st = 42;
     if (!x || !y) return fprintf(stderr, "tcq bench kernels: out of memory\n"), 1;
     for (int64_t i = 0; i < xlen; i++) x[i] = bk_gauss(&st);
@@ -455,10 +455,10 @@ int bench_kernels(int argc, char **argv)
                                bf ? "bf16" : "f32", (long long)out, (long long)in, o.Ms[mi], nth, t * 1e6, bytes / t / 1e9,
                                bytes / bw / 1e9 / t, fl / t / 1e9, g_cpu_med * 1e6);
                     else
-                        printf("%-8s %4s %2s %5d %-6s %10.1f %8.2f %7.3f %7s %8.1f %8s %7.1f %10.1f %7s  %s %lldx%lld\n",
+                        printf("%-8s %4s %2s %5d %-6s %10.1f %8.2f %7.3f %7s %8.1f %8s %7.1f %10.1f %7s %8s  %s %lldx%lld\n",
                                "dense", "-", "-", o.Ms[mi], "f32", t * 1e6, bytes / t / 1e9, bytes / bw / 1e9 / t, "-",
-                               bytes / bw / 1e3, "-", fl / t / 1e9, g_cpu_med * 1e6, "-", "cblas_sgemm/v", (long long)out,
-                               (long long)in);
+                               bytes / bw / 1e3, "-", fl / t / 1e9, g_cpu_med * 1e6, "-", "-", "cblas_sgemm/v",
+                               (long long)out, (long long)in);
                     fflush(stdout);
                 }
             }
@@ -490,6 +490,26 @@ int bench_kernels(int argc, char **argv)
                     call_arg a = {.w = w, .w2 = w2, .x = x, .y = y, .M = o.Ms[mi], .c = c};
                     const double t = time_median(call_linear, &a, o.reps);
                     if (t < 0) return 1;
+                    const double tcpu = g_cpu_med;
+                    /* the fast path's error against the exact path on the same input */
+                    double ferr = -1;
+                    if (o.paths[pi] == TCQ_PATH_FAST && y2) {
+                        tcq_kctx *ce = NULL;
+                        if ((s = tcq_kctx_create(pool, TCQ_PATH_EXACT, &ce)) != TCQ_OK) return cli_fail(s, "bench kernels");
+                        call_arg ae = a;
+                        ae.c = ce;
+                        ae.y = y2;
+                        if (call_linear(&ae)) return 1;
+                        const int64_t ny = o.Ms[mi] * w->out;
+                        double e2 = 0, r2 = 0;
+                        for (int64_t j = 0; j < ny; j++) {
+                            const double dlt = (double)y[j] - y2[j];
+                            e2 += dlt * dlt;
+                            r2 += (double)y2[j] * y2[j];
+                        }
+                        ferr = r2 > 0 ? sqrt(e2 / r2) : 0;
+                        tcq_kctx_free(ce);
+                    }
                     const double mem = bytes / (bw * 1e9);
                     const double i16 = instr_per16(op, o.paths[pi], o.Ms[mi]);
                     const int ex = o.paths[pi] == TCQ_PATH_EXACT;
@@ -497,7 +517,7 @@ int bench_kernels(int argc, char **argv)
                     const double ins = i16 > 0 ? nweights / 16 * i16 / ir : 0;
                     const double floor = BK_MAX(mem, ins);
                     /* the same floors per CPU-second, against the CPU time the call took */
-                    const double ct = g_cpu_med, cmem = bytes / (bw_cpu * 1e9), cins = i16 > 0 ? nweights / 16 * i16 / ir_cpu : 0;
+                    const double ct = tcpu, cmem = bytes / (bw_cpu * 1e9), cins = i16 > 0 ? nweights / 16 * i16 / ir_cpu : 0;
                     const double cfloor = BK_MAX(cmem, cins);
                     const double fl = 2.0 * nweights * o.Ms[mi];
                     const char *path = o.paths[pi] == TCQ_PATH_EXACT ? "exact" : "fast";
@@ -505,21 +525,22 @@ int bench_kernels(int argc, char **argv)
                         printf("{\"op\":\"%s\",\"axis\":%d,\"k\":%d,\"M\":%d,\"path\":\"%s\",\"isa\":\"%s\",\"threads\":%d,"
                                "\"us\":%.1f,\"weight_gbps\":%.2f,\"frac_bw\":%.3f,\"frac_floor\":%.3f,\"gflops\":%.1f,"
                                "\"mem_floor_us\":%.1f,\"instr_floor_us\":%.1f,\"cpu_us\":%.1f,\"frac_floor_cpu\":%.3f,"
-                               "\"kernel\":\"%s\",\"codes\":\"%s\"}\n",
+                               "\"fast_rel_err\":%.3g,\"kernel\":\"%s\",\"codes\":\"%s\"}\n",
                                op_names[op], op == 1 ? 0 : 1, k, o.Ms[mi], path, isa, nth, t * 1e6, bytes / t / 1e9,
-                               mem / t, floor / t, fl / t / 1e9, mem * 1e6, ins * 1e6, ct * 1e6, cfloor / ct,
+                               mem / t, floor / t, fl / t / 1e9, mem * 1e6, ins * 1e6, ct * 1e6, cfloor / ct, ferr,
                                tcq_kctx_last_kernel(c), o.encode ? "encoded" : "random");
                     else
-                        printf("%-8s %4d %2d %5d %-6s %10.1f %8.2f %7.3f %7.3f %8.1f %8.1f %7.1f %10.1f %7.3f  %s\n",
+                        printf("%-8s %4d %2d %5d %-6s %10.1f %8.2f %7.3f %7.3f %8.1f %8.1f %7.1f %10.1f %7.3f %8.2g  %s\n",
                                op_names[op], op == 1 ? 0 : 1, k, o.Ms[mi], path, t * 1e6, bytes / t / 1e9, mem / t,
-                               floor / t, mem * 1e6, ins * 1e6, fl / t / 1e9, ct * 1e6, cfloor / ct, tcq_kctx_last_kernel(c));
+                               floor / t, mem * 1e6, ins * 1e6, fl / t / 1e9, ct * 1e6, cfloor / ct, ferr,
+                               tcq_kctx_last_kernel(c));
                     fflush(stdout);
                     tcq_kctx_free(c);
                 }
         }
         free(gate.codes), free(gate.scales), free(up.codes), free(up.scales), free(down.codes), free(down.scales);
     }
-    free(x), free(y);
+    free(x), free(y), free(y2);
     tcq_pool_free(pool);
     return 0;
 }
