@@ -529,8 +529,16 @@ typedef enum tcq_kregime {
     TCQ_KR_AUTO = 0, TCQ_KR_M1, TCQ_KR_SHARED, TCQ_KR_TILE, TCQ_KR_GEMM, TCQ_KR_COUNT
 } tcq_kregime;
 
-/* Fast path activation quantization: int8 per block of TCQ_FAST_QB values along the reduced
- * dimension, f32 scale amax/127 per block. */
+/* Fast path (TCQ_PATH_FAST, also what AUTO runs for trellis weights below the GEMM regime):
+ * the activation a (axis 1: x; axis 0: x[i] * scale[i], the stored row's scale folded in) is
+ * quantized per block of TCQ_FAST_QB positions along the reduced dimension: d = amax/127 (f32),
+ * q = nearbyintf(a * (127/amax)) in [-127, 127].  Per block the integer sum of y(s) * q (y the
+ * integer code value) is exact; blocks combine in f32 with d; scale / 147.8 once per output.
+ * Error bound per output, against the exact weights (bench/NOTES.md derives it):
+ *     |y_fast - y| <= sum_i |v_i| d_i / 2 (1 + 1e-4) + (nblk + 4) 2^-24 sum_i |v_i| (|a_i| + d_i)
+ * with v_i the weight without the activation-side factor (axis 1: value*scale; axis 0: value).
+ * For Gaussian activations the relative RMS error is about amax/(127 sqrt(12) sigma) ~ 0.5%.
+ * In the GEMM regime both paths multiply the exact f32 weights. */
 #define TCQ_FAST_QB 64
 
 /* Pin the ISA and/or the regime for one context (tests, benchmarks).  isa < 0: the active ISA;
