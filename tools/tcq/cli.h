@@ -26,5 +26,6 @@ double cli_now(void);
 
 int cmd_demo(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_chat_template(int argc, char **argv);
 
 #endif

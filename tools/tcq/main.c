@@ -9,6 +9,7 @@
 static const cli_command commands[] = {
     {"demo", "code a synthetic Gaussian matrix, decode it, print error and speed", cmd_demo},
     {"tokenize", "print the token ids of a text (--json, --pieces)", cmd_tokenize},
+    {"chat-template", "render the chat template for a conversation (or its token ids)", cmd_chat_template},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
