@@ -48,8 +48,28 @@ static void add_chunk(jctx *c, chunk **ch, int *n, int *cap, chunk x)
     (*ch)[(*n)++] = x;
 }
 
+/* As Jinja does before lexing: every \r\n and \r becomes \n, and one trailing newline goes
+ * (keep_trailing_newline is off). */
+static const char *normalize_newlines(jctx *c, const char *src)
+{
+    size_t n = strlen(src), k = 0;
+    char *o = ja_alloc(c, n + 1);
+    for (size_t i = 0; i < n; i++) {
+        if (src[i] == '\r') {
+            o[k++] = '\n';
+            if (src[i + 1] == '\n') i++;
+        } else {
+            o[k++] = src[i];
+        }
+    }
+    if (k && o[k - 1] == '\n') k--;
+    o[k] = 0;
+    return o;
+}
+
 chunk *jinja_lex_template(jctx *c, const char *src, int *nout)
 {
+    src = normalize_newlines(c, src);
     chunk *ch = NULL;
     int n = 0, cap = 0, line = 1;
     const char *p = src, *text = src;

@@ -304,7 +304,7 @@ static jnode *parse_math1(parser *ps)
 
 static jnode *parse_compare(parser *ps)
 {
-    jnode *n = parse_math1(ps);
+    jnode *n = parse_math1(ps), *last = NULL;   /* last: the latest comparison, for chains */
     for (;;) {
         jop op;
         if (accept_op(ps, "==")) op = OP_EQ;
@@ -318,7 +318,16 @@ static jnode *parse_compare(parser *ps)
             ps->ti += 2;
             op = OP_NOTIN;
         } else return n;
-        n = bin(ps, op, n, parse_math1(ps));
+        if (!last) {
+            n = last = bin(ps, op, n, parse_math1(ps));
+            continue;
+        }
+        /* a < b < c is (a < b) and (b < c) */
+        jnode *cmp = bin(ps, op, last->b, parse_math1(ps)), *and = node(ps, E_AND);
+        and->a = n;
+        and->b = cmp;
+        n = and;
+        last = cmp;
     }
 }
 
