@@ -9,7 +9,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: tcq chat-template MODEL_DIR|tokenizer.json|TEMPLATE.jinja (--messages FILE.json | --user TEXT)\n"
                "                         [--system TEXT] [--add-generation-prompt] [--thinking on|off]\n"
-               "                         [--tools FILE.json] [--ids]\n"
+               "                         [--tools FILE.json] [--bos STR] [--eos STR] [--ids]\n"
                "  FILE.json: [{\"role\": \"user\", \"content\": \"...\", ...}, ...] (other fields such as\n"
                "  tool_calls reach the template too).  --ids prints the token ids of the rendering\n"
                "  (special tokens parsed, no BOS added) instead of the text.\n");
@@ -44,6 +44,8 @@ int cmd_chat_template(int argc, char **argv)
         else if (!strcmp(argv[i], "--system") && i + 1 < argc) system = argv[++i];
         else if (!strcmp(argv[i], "--tools") && i + 1 < argc) tools_path = argv[++i];
         else if (!strcmp(argv[i], "--add-generation-prompt")) o.add_generation_prompt = 1;
+        else if (!strcmp(argv[i], "--bos") && i + 1 < argc) o.bos_token = argv[++i];
+        else if (!strcmp(argv[i], "--eos") && i + 1 < argc) o.eos_token = argv[++i];
         else if (!strcmp(argv[i], "--ids")) ids = 1;
         else if (!strcmp(argv[i], "--thinking") && i + 1 < argc) {
             const char *v = argv[++i];
