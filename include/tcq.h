@@ -560,8 +560,16 @@ const char *tcq_kregime_name(tcq_kregime r);
 typedef struct tcq_tokenizer tcq_tokenizer;
 
 /* path: a model directory (reads tokenizer.json, and if present tokenizer_config.json for
- * add_bos_token/bos/eos and the chat template, and chat_template.jinja), a tokenizer.json file,
- * or a llama2.c tokenizer.bin (a name ending in ".bin": vocabulary size read to end of file). */
+ * bos/eos, add_bos_token/add_eos_token (which override the post-processor, as transformers'
+ * Llama tokenizer does) and the chat template, and chat_template.jinja, which wins over the
+ * config's), a tokenizer.json file (the same files beside it are read), or a llama2.c
+ * tokenizer.bin (a name ending in ".bin": vocabulary size read to end of file).
+ * tokenizer.json support: model BPE (merges as "a b" or ["a", "b"], byte_fallback, unk/fuse_unk,
+ * ignore_merges); normalizers NFC/NFD/NFKC/NFKD, Lowercase, Strip, Prepend, Replace (string),
+ * Sequence; pre-tokenizers ByteLevel, Split (regex through PCRE2 with Unicode properties, or
+ * string; all behaviors, invert), Metaspace, Digits, Whitespace, WhitespaceSplit, Sequence;
+ * post-processor TemplateProcessing/ByteLevel; decoders ByteLevel, Metaspace, Replace,
+ * ByteFallback, Fuse, Strip.  Anything else fails with TCQ_ERR_UNSUPPORTED naming it. */
 tcq_status tcq_tokenizer_load(const char *path, tcq_tokenizer **out);
 /* llama2.c tokenizer.bin: int32 max_token_length, then per token float score, int32 len, bytes.
  * vocab_size <= 0 reads tokens until end of file.  BOS = 1, EOS = 2, add_bos on. */
@@ -598,7 +606,7 @@ enum {
  * set to the count needed. */
 tcq_status tcq_tokenizer_encode(const tcq_tokenizer *tok, const char *text, size_t len, unsigned flags,
                                 int32_t *ids /* [cap] */, size_t cap, size_t *n_ids);
-/* As tcq_tokenizer_encode into a malloc'd array (free() it). */
+/* As tcq_tokenizer_encode, into a malloc'd array (release it with free). */
 tcq_status tcq_tokenizer_encode_alloc(const tcq_tokenizer *tok, const char *text, size_t len,
                                       unsigned flags, int32_t **ids, size_t *n_ids);
 
@@ -617,8 +625,10 @@ tcq_status tcq_tokenizer_decode(const tcq_tokenizer *tok, const int32_t *ids, si
                                 char **text, size_t *len);
 
 /* Streaming decoder: text comes out only as complete UTF-8 characters; a character split across
- * tokens is held until its last byte arrives.  The leading-space strip (Llama) applies to the
- * first text of the stream. */
+ * tokens is held until its last byte arrives.  The leading-space strip of SentencePiece-style
+ * decoders (Llama's "Strip", Metaspace, llama2.c) applies to the first text of the stream: with
+ * TCQ_DETOK_SKIP_SPECIAL a leading BOS produces nothing and " Once" comes out as "Once".
+ * Concatenating a stream's outputs equals tcq_tokenizer_decode of the same ids. */
 typedef struct tcq_detok tcq_detok;
 tcq_status tcq_detok_create(const tcq_tokenizer *tok, unsigned flags, tcq_detok **out);
 void tcq_detok_free(tcq_detok *d);
@@ -630,9 +640,14 @@ tcq_status tcq_detok_flush(tcq_detok *d, const char **text, size_t *len);
 /* Start a new stream (the leading-space strip applies again). */
 void tcq_detok_reset(tcq_detok *d);
 
-/* Chat templates: a Jinja subset interpreter (what transformers' apply_chat_template does, with
- * trim_blocks and lstrip_blocks): {{ }}, {% if/elif/else %}, {% for %} with loop.*, {% set %}
- * and namespace(), filters, tests, string methods, slicing, raise_exception. */
+/* Chat templates: a Jinja subset interpreter rendering as transformers' apply_chat_template
+ * (jinja2 sandbox, trim_blocks, lstrip_blocks, loop controls): {{ }}, {% if/elif/else %},
+ * {% for %} with loop.* and else, {% set %} (also blocks and namespace() attributes), macros,
+ * {% raw %}, filters (trim, tojson, length, default, join, map, select(attr), sort, ...), tests,
+ * Python string and dict methods, slicing, ~ and +, |safe Markup semantics.  Variables: messages,
+ * tools, documents (None), add_generation_prompt, enable_thinking (when given), bos_token,
+ * eos_token; functions raise_exception, namespace, range, dict, strftime_now.  Not supported:
+ * include/import/extends/block, filters outside that list (an error names them). */
 typedef struct tcq_chat_message {
     const char *role;           /* "system", "user", "assistant", "tool" */
     const char *content;        /* NULL: None */

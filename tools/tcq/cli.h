@@ -35,5 +35,6 @@ int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_codec(int argc, char **argv);
+int cmd_chat_template(int argc, char **argv);
 
 #endif
