@@ -210,12 +210,22 @@ uint16_t tcq_scale_for_row(int L, const float *row /* [n] */, int64_t n);
  * Encoder: Viterbi over the 2^L states with tail-biting (FORMAT.md "Encoder")
  *
  * Arithmetic contract (the reference and every fast path compute exactly this, so their output
- * is bit-identical): with a(s) = -2 v(s) and b(s) = v(s)^2 in f32 (v the canonical value),
- *     c_t(s) = fmaf(x_t, a(s), b(s))            [* w_t when weights are given]
- *     D_0(s) = c_0(s) (or +inf outside the allowed start set)
- *     D_t(s) = min_j D_{t-1}((s >> k) + j 2^(L-k)) + c_t(s)
- * (x_t^2 is constant per position and dropped.)  The min takes the smallest j among equal
- * values; the final state is the smallest s among equal minima.
+ * is bit-identical): with v(s) the canonical f32 value, all in f32,
+ *     d_t(s) = x_t - v(s),   e_t(s) = d_t(s)  (or w_t * d_t(s) when weights are given)
+ *     D_0(s) = fma(e_0(s), d_0(s), 0)           (or +inf outside the allowed start set)
+ *     M_t(g) = min_j D_{t-1}(g + j 2^(L-k))     (j = 0, 1, ... in order; a later j wins only
+ *                                                when strictly smaller)
+ *     D_t(s) = fma(e_t(s), d_t(s), M_t(s >> k))
+ * The backpointer of g at step t is that j; the final state is the smallest s among equal
+ * minima of D_{T-1}.  D is the true (weighted) squared error of the path, so costs are >= 0
+ * and no constant is dropped.  Inputs must be finite and weights >= 0 (else
+ * TCQ_ERR_INVALID_ARG).
+ *
+ * Searches: TCQ_SEARCH_TWO_PASS is FORMAT.md's.  TCQ_SEARCH_SEAMS runs it, then `seams` more
+ * tail-biting passes, each with the seam moved to position r_i (T/2, T/4, 3T/4, T/8, ...: the
+ * van der Corput sequence) and held to the overlap the best path so far has there.  Each such
+ * pass contains the best path, so it can only find one at least as good; the block keeps the
+ * path of least squared error (the earliest on ties).  Cost: 2 + seams passes.
  * ========================================================================================== */
 
 typedef enum tcq_search {
@@ -247,6 +257,13 @@ tcq_status tcq_encode_block(tcq_block_params p, const tcq_encode_opts *opts, con
                             const float *w /* [T] or NULL */, uint32_t *words /* [T*k/32] */,
                             uint32_t *states /* [T] or NULL */, double *err);
 
+/* Code n consecutive blocks of x as they are (no scale): x [n*T], w [n*T] or NULL, into words
+ * [n*T*k/32], on the pool (NULL: calling thread).  sq_err (optional) receives
+ * sum w (x - v(s))^2 over all blocks, summed in block order.  What `tcq codec` measures. */
+tcq_status tcq_encode_blocks(tcq_block_params p, const tcq_encode_opts *opts, const float *x /* [n*T] */,
+                             const float *w /* [n*T] or NULL */, int64_t n, uint32_t *words /* [n*T*k/32] */,
+                             tcq_pool *pool, double *sq_err);
+
 /* Code a matrix along its rows: src [R, C] (C % T == 0) in f32.  Per-row scales follow FORMAT.md
  * (tcq_scale_for_row); each row is divided by f32(scale) and coded block by block on the pool
  * (NULL: calling thread).  w: optional per-weight importance [R, C].  Writes codes [R, C*k/32]
@@ -272,6 +289,12 @@ size_t tcq_dtype_size(tcq_dtype t);          /* bytes per element */
 const char *tcq_dtype_name(tcq_dtype t);     /* safetensors spelling: "F32", "BF16", "U32", ... */
 tcq_status tcq_dtype_parse(const char *name, tcq_dtype *out);
 
+/* A whole file into a malloc'd, NUL-terminated buffer (*len, optional, excludes the NUL); free
+ * it with free().  TCQ_ERR_NOT_FOUND if it does not exist. */
+tcq_status tcq_io_read_file(const char *path, char **out, size_t *len);
+/* Write a whole file atomically: to PATH.tmp.XXXXXX in the same folder, then renamed onto PATH. */
+tcq_status tcq_io_write_file(const char *path, const void *data, size_t len);
+
 #define TCQ_MAX_DIMS 8
 
 /* One tensor of a safetensors file.  data points into the file's mapping. */
@@ -286,6 +309,16 @@ typedef struct tcq_tensor_info {
     const char *file;                        /* path of the file holding it (for messages) */
 } tcq_tensor_info;
 
+/* Check a tensor the caller expects (NULL: TCQ_ERR_NOT_FOUND naming `name`).  dtype: a tcq_dtype,
+ * TCQ_TENSOR_ANY_DTYPE or TCQ_TENSOR_ANY_FLOAT (F32/F16/BF16); ndim < 0 skips the shape; a
+ * negative shape[d] matches any size.  The message names the file, the tensor, what it has and
+ * what was wanted: "model.safetensors: tensor 'x': shape [4, 5], want [4, 6]". */
+#define TCQ_TENSOR_ANY_DTYPE (-1)
+#define TCQ_TENSOR_ANY_FLOAT (-2)
+tcq_status tcq_tensor_check(const tcq_tensor_info *t, const char *name, int dtype, int ndim, const int64_t *shape);
+/* Convert an F32/F16/BF16/F64 tensor to f32: n must equal t->numel. */
+tcq_status tcq_tensor_to_f32(const tcq_tensor_info *t, float *out /* [numel] */, int64_t n);
+
 /* A safetensors file, mmapped read-only.  Every header field is validated, and a file that fails
  * is rejected with a message naming the file and the tensor:
  *   - the file holds the 8-byte header length; the header is <= 100 MB and inside the file;
@@ -298,7 +331,8 @@ typedef struct tcq_tensor_info {
  *   - data_offsets [begin, end]: begin <= end <= data section size, end - begin == numel x dtype
  *     size, begin a multiple of the element size and the resulting address aligned for it;
  *   - spans, sorted, do not overlap.
- * Holes (bytes between or after spans) are allowed, since aligning writers pad between tensors;
+ * Holes (bytes between or after spans) are allowed, since some aligning writers pad between
+ * tensors (Hugging Face's reader rejects them; tcq's writer never makes them);
  * tcq_st_hole_bytes() reports their total. */
 typedef struct tcq_st_file tcq_st_file;
 
@@ -333,11 +367,13 @@ const char *tcq_st_set_dir(const tcq_st_set *s);
 int tcq_st_set_file_count(const tcq_st_set *s);
 const tcq_st_file *tcq_st_set_file(const tcq_st_set *s, int i);                 /* shards by name */
 
-/* Writer: tensors are borrowed until tcq_st_writer_write(), which writes one file: header JSON
- * with sorted keys, padded with spaces so the data section starts 8-byte aligned; tensors in the
- * order added, each at an 8-byte aligned offset (zero padding between them); "__metadata__" holds
- * the pairs given plus {"format": "pt"} unless "format" was set.  The file is written to
- * PATH.tmp.XXXXXX and renamed onto PATH.  Names must be unique (checked at write). */
+/* Writer: tensors are borrowed until tcq_st_writer_write(), which writes one file in the layout
+ * Hugging Face's safetensors requires (its reader rejects holes): header JSON with sorted keys,
+ * padded with spaces so the data section starts 8-byte aligned, then the tensors contiguously,
+ * grouped by element size, largest first (in the order added within a size), so every tensor
+ * starts at a multiple of its element size with no padding.  "__metadata__" holds the pairs given
+ * plus {"format": "pt"} unless "format" was set.  The file is written to PATH.tmp.XXXXXX and
+ * renamed onto PATH.  Names must be unique (checked at write). */
 typedef struct tcq_st_writer tcq_st_writer;
 
 tcq_status tcq_st_writer_create(tcq_st_writer **out);
@@ -350,7 +386,7 @@ tcq_status tcq_st_writer_add_copy(tcq_st_writer *w, const char *name, tcq_dtype 
 tcq_status tcq_st_writer_metadata(tcq_st_writer *w, const char *key, const char *value);
 tcq_status tcq_st_writer_write(tcq_st_writer *w, const char *path);
 int64_t tcq_st_writer_count(const tcq_st_writer *w);
-/* Size of the data section the write would produce (for splitting a model into shards). */
+/* Size of the data section the write would produce: the sum of tensor bytes (for sharding). */
 uint64_t tcq_st_writer_data_bytes(const tcq_st_writer *w);
 /* A model.safetensors.index.json for shards written by these writers (shard_names[i] is the
  * file name, in the index's folder, that shards[i] was written to): {"metadata": {"total_size":
@@ -364,7 +400,8 @@ tcq_status tcq_st_index_write(const char *path, int n_shards, const char *const 
  *             "trellis": {"L": 12, "code": "1mad", "axis": 0|1, "interleave": true|false}}
  *            code defaults to "1mad" (the only one), axis to 1, interleave to false.  "interleave":
  *            true (tcq's spelling; FORMAT.md leaves it open) means the codes are stored as
- *            [C/512, R, 48] and needs bits 3, axis 0, group_size 256.
+ *            [C/512, R, 48] and needs bits 3, axis 0, group_size 256.  tcq_trellis_from_tensors
+ *            also reads a 3-D weight as interleaved when the entry lacks the flag.
  *   affine:  {"bits": 2|3|4|5|6|8, "group_size": 32|64|128[, "mode": "affine"]} (MLX)
  *   false:   not quantized.
  * The object's own "bits"/"group_size"/"mode" are the default for modules without an entry
@@ -376,7 +413,7 @@ typedef enum tcq_qmode { TCQ_QMODE_NONE = 0, TCQ_QMODE_TRELLIS, TCQ_QMODE_AFFINE
 
 typedef struct tcq_qentry {
     tcq_qmode mode;
-    int bits;          /* k for trellis; 4 or 8 for affine */
+    int bits;          /* k for trellis; 2,3,4,5,6,8 for affine (the kernels take 4 and 8) */
     int group_size;    /* T for trellis; 32/64/128 for affine */
     int L;             /* trellis: state bits */
     int axis;          /* trellis: 0 or 1 */

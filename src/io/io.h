@@ -4,7 +4,5 @@
 
 #include "../core/internal.h"
 
-/* Reads a whole file into a malloc'd NUL-terminated buffer (*len excludes the NUL). */
-tcq_status tcq_io_read_text(const char *path, char **out, size_t *len);
 
 #endif

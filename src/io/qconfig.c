@@ -209,7 +209,7 @@ tcq_status tcq_qconfig_load(const char *path, tcq_qconfig **out)
     if (!path || !out) return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_qconfig_load: NULL argument");
     char *text;
     size_t len;
-    TCQ_TRY(tcq_io_read_text(path, &text, &len));
+    TCQ_TRY(tcq_io_read_file(path, &text, &len));
     tcq_status s = tcq_qconfig_parse(text, len, path, out);
     free(text);
     return s;

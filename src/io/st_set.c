@@ -59,39 +59,6 @@ static int ends_with(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-/* Reads a whole (small) file into a NUL-terminated buffer. */
-tcq_status tcq_io_read_text(const char *path, char **out, size_t *len)
-{
-    *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return tcq_fail(errno == ENOENT ? TCQ_ERR_NOT_FOUND : TCQ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, fp);
-        if (n < cap - 1) break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int err = ferror(fp);
-    fclose(fp);
-    if (!buf) return tcq_fail(TCQ_ERR_NOMEM, "%s: reading", path);
-    if (err) {
-        free(buf);
-        return tcq_fail(TCQ_ERR_IO, "%s: read error", path);
-    }
-    buf[n] = 0;
-    *out = buf;
-    if (len) *len = n;
-    return TCQ_OK;
-}
-
 /* Fills t and by_name from the open files; duplicate names across files are an error. */
 static tcq_status build_index(tcq_st_set *s, const char *label)
 {
@@ -206,7 +173,7 @@ static tcq_status open_index(tcq_st_set *s, const char *ipath)
 {
     char *text;
     size_t len;
-    TCQ_TRY(tcq_io_read_text(ipath, &text, &len));
+    TCQ_TRY(tcq_io_read_file(ipath, &text, &len));
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     free(text);

@@ -1,6 +1,10 @@
-/* safetensors writer: one file, header padded with spaces so the data section starts 8-byte
- * aligned, every tensor 8-byte aligned (zero padding between tensors), written to a temporary
- * file in the same folder and renamed into place so a reader never sees half a file. */
+/* safetensors writer: one file, in the layout Hugging Face's safetensors writes and requires.
+ * Its reader rejects holes between spans and bytes after the last one, so alignment cannot come
+ * from padding between tensors.  Instead the header is padded with spaces so the data section
+ * starts 8-byte aligned, and tensors are laid out contiguously by element size, largest first
+ * (then in the order added): every span then starts at a multiple of its own element size.  The
+ * file is written to a temporary name in the same folder and renamed into place, so a reader
+ * never sees half a file. */
 #include "io.h"
 
 #include <errno.h>
@@ -134,8 +138,19 @@ tcq_status tcq_st_writer_metadata(tcq_st_writer *w, const char *key, const char 
 
 static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* The header JSON (compact, sorted keys) for tensors laid out at 8-byte aligned offsets. */
-static tcq_status build_header(const tcq_st_writer *w, const char *path, char **out)
+/* The write order: element size 8, 4, 2, 1, each in the order added. */
+static int64_t *layout(const tcq_st_writer *w)
+{
+    int64_t *order = malloc(((size_t)w->n + 1) * sizeof *order), m = 0;
+    if (!order) return NULL;
+    for (size_t es = 8; es >= 1; es /= 2)
+        for (int64_t i = 0; i < w->n; i++)
+            if (tcq_dtype_size(w->t[i].dtype) == es) order[m++] = i;
+    return order;
+}
+
+/* The header JSON (compact, sorted keys) for the tensors laid out in `order`. */
+static tcq_status build_header(const tcq_st_writer *w, const int64_t *order, const char *path, char **out)
 {
     json_t *root = json_object(), *meta = json_object();
     int ok = root && meta && json_object_set(root, "__metadata__", meta) == 0;
@@ -147,8 +162,7 @@ static tcq_status build_header(const tcq_st_writer *w, const char *path, char **
     if (ok && !has_format) ok = json_object_set_new(meta, "format", json_string("pt")) == 0;
     uint64_t off = 0;
     for (int64_t i = 0; ok && i < w->n; i++) {
-        const wtensor *t = &w->t[i];
-        off = (off + 7) & ~(uint64_t)7;
+        const wtensor *t = &w->t[order[i]];
         json_t *e = json_object(), *shape = json_array(), *offs = json_array();
         ok = e && shape && offs;
         for (int d = 0; ok && d < t->ndim; d++) ok = json_array_append_new(shape, json_integer(t->shape[d])) == 0;
@@ -176,22 +190,17 @@ static tcq_status write_all(FILE *fp, const void *p, size_t n, const char *tmp)
     return TCQ_OK;
 }
 
-static tcq_status write_body(const tcq_st_writer *w, FILE *fp, const char *hdr, const char *tmp)
+static tcq_status write_body(const tcq_st_writer *w, const int64_t *order, FILE *fp, const char *hdr,
+                             const char *tmp)
 {
-    static const char zeros[8] = {0}, spaces[8] = "        ";
+    static const char spaces[8] = "        ";
     size_t hl = strlen(hdr), padded = (hl + 7) & ~(size_t)7;
     uint8_t lenb[8];
     for (int i = 0; i < 8; i++) lenb[i] = (uint8_t)((uint64_t)padded >> (8 * i));
     TCQ_TRY(write_all(fp, lenb, 8, tmp));
     TCQ_TRY(write_all(fp, hdr, hl, tmp));
     TCQ_TRY(write_all(fp, spaces, padded - hl, tmp));
-    uint64_t off = 0;
-    for (int64_t i = 0; i < w->n; i++) {
-        uint64_t pad = ((off + 7) & ~(uint64_t)7) - off;
-        TCQ_TRY(write_all(fp, zeros, (size_t)pad, tmp));
-        TCQ_TRY(write_all(fp, w->t[i].data, w->t[i].nbytes, tmp));
-        off += pad + w->t[i].nbytes;
-    }
+    for (int64_t i = 0; i < w->n; i++) TCQ_TRY(write_all(fp, w->t[order[i]].data, w->t[order[i]].nbytes, tmp));
     return TCQ_OK;
 }
 
@@ -211,8 +220,14 @@ tcq_status tcq_st_writer_write(tcq_st_writer *w, const char *path)
         }
     free(names);
 
+    int64_t *order = layout(w);
+    if (!order) return tcq_fail(TCQ_ERR_NOMEM, "%s", path);
     char *hdr;
-    TCQ_TRY(build_header(w, path, &hdr));
+    tcq_status hs = build_header(w, order, path, &hdr);
+    if (hs != TCQ_OK) {
+        free(order);
+        return hs;
+    }
     size_t pl = strlen(path);
     char *tmp = malloc(pl + 16);
     if (!tmp) {
@@ -232,7 +247,7 @@ tcq_status tcq_st_writer_write(tcq_st_writer *w, const char *path)
         close(fd);
         s = tcq_fail(TCQ_ERR_IO, "%s: fdopen: %s", tmp, strerror(errno));
     } else {
-        s = write_body(w, fp, hdr, tmp);
+        s = write_body(w, order, fp, hdr, tmp);
         if (fclose(fp) != 0 && s == TCQ_OK) s = tcq_fail(TCQ_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
     }
     if (s == TCQ_OK && rename(tmp, path) != 0)
@@ -241,6 +256,7 @@ tcq_status tcq_st_writer_write(tcq_st_writer *w, const char *path)
 out:
     free(tmp);
     free(hdr);
+    free(order);
     return s;
 }
 
@@ -248,9 +264,9 @@ int64_t tcq_st_writer_count(const tcq_st_writer *w) { return w ? w->n : 0; }
 
 uint64_t tcq_st_writer_data_bytes(const tcq_st_writer *w)
 {
-    uint64_t off = 0;
-    for (int64_t i = 0; w && i < w->n; i++) off = ((off + 7) & ~(uint64_t)7) + w->t[i].nbytes;
-    return off;
+    uint64_t n = 0;
+    for (int64_t i = 0; w && i < w->n; i++) n += w->t[i].nbytes;
+    return n;
 }
 
 tcq_status tcq_st_index_write(const char *path, int n_shards, const char *const *shard_names,
@@ -285,27 +301,9 @@ tcq_status tcq_st_index_write(const char *path, int n_shards, const char *const 
         s = tcq_fail(TCQ_ERR_INVALID_ARG, "%s: cannot build the index (name not UTF-8, or out of memory)", path);
         goto out;
     }
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 16);
-    int fd = -1;
-    if (tmp) {
-        snprintf(tmp, pl + 16, "%s.tmp.XXXXXX", path);
-        fd = mkstemp(tmp);
-    }
-    if (fd < 0) {
-        s = tcq_fail(TCQ_ERR_IO, "%s: cannot create a temporary file: %s", path, tmp ? strerror(errno) : "no memory");
-    } else {
-        fchmod(fd, 0644);
-        size_t n = strlen(text);
-        ssize_t wr = write(fd, text, n);
-        ssize_t wn = write(fd, "\n", 1);
-        if (close(fd) != 0 || wr != (ssize_t)n || wn != 1)
-            s = tcq_fail(TCQ_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-        else if (rename(tmp, path) != 0)
-            s = tcq_fail(TCQ_ERR_IO, "%s: rename from %s failed: %s", path, tmp, strerror(errno));
-        if (s != TCQ_OK) unlink(tmp);
-    }
-    free(tmp);
+    size_t n = strlen(text);
+    text[n] = '\n';   /* json_dumps leaves room only for its NUL, which this replaces */
+    s = tcq_io_write_file(path, text, n + 1);
     free(text);
 out:
     json_decref(wm);

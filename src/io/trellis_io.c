@@ -41,7 +41,11 @@ tcq_status tcq_trellis_from_tensors(const char *module, const tcq_qentry *e, con
     shape_str(weight, sh, sizeof sh);
     const int k = e->bits;
     if (k < 1 || k > TCQ_K_MAX) return tcq_fail(TCQ_ERR_INVALID_ARG, "module '%s': bits %d outside 1..%d", module, k, TCQ_K_MAX);
-    if (e->interleaved) {
+    /* A 3-D weight can only be the two-block interleave, so it is read as one even when the entry
+     * does not say so (FORMAT.md leaves the signal open); tcq_trellis_check then insists on
+     * k=3, axis 0, T=256. */
+    if (e->interleaved || weight->ndim == 3) {
+        w.interleaved = 1;
         /* [C/512, R, 48] */
         if (weight->ndim != 3 || weight->shape[2] != 48 || weight->shape[0] <= 0 || weight->shape[1] <= 0)
             return tcq_fail(TCQ_ERR_FORMAT, "%s: module '%s': interleaved weight shape %s is not [C/512, R, 48]", wf,

@@ -16,17 +16,6 @@ static char *tpath(const char *name)
     return buf[i];
 }
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        perror(path);
-        exit(1);
-    }
-    fputs(text, f);
-    fclose(f);
-}
-
 /* One coded module: stored rows R, coded length C. */
 typedef struct mod {
     const char *path;          /* module path as written in config.json */
@@ -165,7 +154,12 @@ static void test_round_trip(uint64_t *rng)
     variants[2] = v2;
     for (int v = 0; v < 3; v++) {
         if (!variants[v]) continue;
-        write_text(tpath("model/config.json"), variants[v]);
+        CHECK_OK(tcq_io_write_file(tpath("model/config.json"), variants[v], strlen(variants[v])));
+        char *back = NULL;
+        size_t blen = 0;
+        CHECK_OK(tcq_io_read_file(tpath("model/config.json"), &back, &blen));
+        CHECK(back && blen == strlen(variants[v]) && !strcmp(back, variants[v]), "config.json read back");
+        free(back);
         char what[32];
         snprintf(what, sizeof what, "variant %d", v);
         tcq_st_set *s = NULL;
@@ -249,8 +243,15 @@ static void test_round_trip(uint64_t *rng)
         CHECK(tcq_trellis_from_tensors("mod.h", &e, w0, s0, &t) == TCQ_ERR_FORMAT && strstr(tcq_last_error(), "[C/512, R, 48]"),
               "interleaved entry, plain tensor: %s", tcq_last_error());
         tcq_qentry ei = {.mode = TCQ_QMODE_TRELLIS, .bits = 3, .group_size = 256, .L = 12, .axis = 0};
+        const tcq_tensor_info *sil = tcq_st_set_find(s, "language_model.model.layers.0.mlp.down_proj.scales");
         CHECK(tcq_trellis_from_tensors("mod.i", &ei, wil, s0, &t) == TCQ_ERR_FORMAT && strstr(tcq_last_error(), "mod.i"),
-              "plain entry, interleaved tensor: %s", tcq_last_error());
+              "interleaved tensor, wrong scales: %s", tcq_last_error());
+        CHECK_OK(tcq_trellis_from_tensors("mod.i", &ei, wil, sil, &t));
+        CHECK(t.interleaved == 1 && t.rows == 8 && t.cols == 1024, "3-D weight read as interleaved");
+        ei.axis = 1;
+        CHECK(tcq_trellis_from_tensors("mod.k", &ei, wil, sil, &t) == TCQ_ERR_INVALID_ARG &&
+                  strstr(tcq_last_error(), "mod.k") && strstr(tcq_last_error(), "interleave"),
+              "3-D weight with axis 1: %s", tcq_last_error());
         tcq_qentry ea = {.mode = TCQ_QMODE_AFFINE, .bits = 4, .group_size = 64};
         CHECK(tcq_trellis_from_tensors("mod.j", &ea, w0, s0, &t) == TCQ_ERR_INVALID_ARG, "affine entry");
     }

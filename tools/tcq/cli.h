@@ -33,5 +33,6 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_kl(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_codec(int argc, char **argv);
 
 #endif
