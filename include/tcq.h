@@ -669,7 +669,9 @@ typedef struct tcq_model_config {
     int rope_llama3;          /* rope_type "llama3" with the four parameters below */
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_orig_max_pos;
-    int tied_embeddings;      /* lm_head is the embedding table */
+    int tied_embeddings;      /* lm_head is the embedding table; from config_parse -1 when
+                               * config.json does not say (a loaded model has 0 or 1: tied iff
+                               * the checkpoint has no lm_head.weight) */
     int bos_id;               /* -1 if none */
     int n_eos;
     int eos_ids[TCQ_MAX_EOS];

@@ -218,6 +218,7 @@ static tcq_status bind_all(hf_ctx *h)
     }
     TCQ_TRY(bind_norm(h, "model.norm.weight", d, &m->final_norm));
     if (m->opts.progress) m->opts.progress(m->opts.progress_arg, 1.0, "done");
+    if (m->cfg.tied_embeddings < 0) m->cfg.tied_embeddings = find(h, "lm_head.weight") == NULL;
     if (c->tied_embeddings) m->lm_head = m->emb;
     else TCQ_TRY(bind_linear(h, "lm_head", c->vocab_size, d, &m->lm_head));
     return TCQ_OK;
