@@ -68,57 +68,61 @@ typedef struct att_job {
     int layer;
 } att_job;
 
-/* One (row, head): att[r, h] = sum_t softmax_t(q . k_t / sqrt(hd)) v_t over t in [0, pos]. */
+/* Cache row t of one kv head as f32: a pointer into an f32 cache, or converted into buf. */
+static const float *kv_row(const tcq_session *s, const void *cache, size_t base, int t, int hd, float *buf)
+{
+    if (s->kv == TCQ_KV_F32) return (const float *)cache + base + (size_t)t * s->kv_dim;
+    const uint16_t *p = (const uint16_t *)cache + base + (size_t)t * s->kv_dim;
+    for (int i = 0; i < hd; i++) buf[i] = tcq_model_h2f(p[i]);
+    return buf;
+}
+
+/* One (row, kv head) with its G = n_heads / n_kv query heads: each K and V row is read (and
+ * converted) once for the group.  att[r, h] = sum_t softmax_t(q_h . k_t / sqrt(hd)) v_t over
+ * t in [0, pos]. */
 static void att_item(void *arg, int64_t item, int thread)
 {
     const att_job *J = arg;
     tcq_model *m = J->m;
     const tcq_model_config *c = &m->cfg;
-    const int hd = c->head_dim, r = (int)(item / c->n_heads), h = (int)(item % c->n_heads);
-    const int kvh = h / (c->n_heads / c->n_kv_heads), n = J->pos[r] + 1;
+    const int hd = c->head_dim, G = c->n_heads / c->n_kv_heads;
+    const int r = (int)(item / c->n_kv_heads), kvh = (int)(item % c->n_kv_heads), n = J->pos[r] + 1;
     const tcq_session *s = J->sess[r];
-    const float *q = m->q + ((size_t)r * c->n_heads + h) * hd;
-    float *out = m->att + ((size_t)r * c->n_heads + h) * hd;
-    float *sc = m->att_scores + (size_t)thread * m->att_cap;
-    float *kt = sc + s->ctx;   /* [hd] conversion scratch for f16 caches */
+    const float *q = m->q + ((size_t)r * c->n_heads + (size_t)kvh * G) * hd;     /* [G, hd] */
+    float *out = m->att + ((size_t)r * c->n_heads + (size_t)kvh * G) * hd;       /* [G, hd] */
+    float *sc = m->att_scores + (size_t)thread * m->att_cap;                     /* [G, ctx] */
+    float *buf = sc + (size_t)G * s->ctx;                                         /* [hd] */
     const float scale = 1.0f / sqrtf((float)hd);
     const size_t base = (size_t)J->layer * s->ctx * s->kv_dim + (size_t)kvh * hd;
 
-    float mx = -INFINITY;
     for (int t = 0; t < n; t++) {
-        const float *k;
-        if (s->kv == TCQ_KV_F32) {
-            k = (const float *)s->kcache + base + (size_t)t * s->kv_dim;
-        } else {
-            const uint16_t *k16 = (const uint16_t *)s->kcache + base + (size_t)t * s->kv_dim;
-            for (int i = 0; i < hd; i++) kt[i] = tcq_f16_to_f32(k16[i]);
-            k = kt;
+        const float *k = kv_row(s, s->kcache, base, t, hd, buf);
+        for (int g = 0; g < G; g++) sc[(size_t)g * s->ctx + t] = dot(q + (size_t)g * hd, k, hd) * scale;
+    }
+    for (int g = 0; g < G; g++) {
+        float *p = sc + (size_t)g * s->ctx, mx = -INFINITY, sum = 0;
+        for (int t = 0; t < n; t++) mx = p[t] > mx ? p[t] : mx;
+        for (int t = 0; t < n; t++) {
+            p[t] = expf(p[t] - mx);
+            sum += p[t];
         }
-        sc[t] = dot(q, k, hd) * scale;
-        if (sc[t] > mx) mx = sc[t];
+        const float inv = 1.0f / sum;
+        for (int t = 0; t < n; t++) p[t] *= inv;
     }
-    float sum = 0;
+    memset(out, 0, (size_t)G * hd * sizeof *out);
     for (int t = 0; t < n; t++) {
-        sc[t] = expf(sc[t] - mx);
-        sum += sc[t];
-    }
-    const float inv = 1.0f / sum;
-    memset(out, 0, (size_t)hd * sizeof *out);
-    for (int t = 0; t < n; t++) {
-        const float a = sc[t] * inv;
-        if (s->kv == TCQ_KV_F32) {
-            const float *v = (const float *)s->vcache + base + (size_t)t * s->kv_dim;
-            for (int i = 0; i < hd; i++) out[i] += a * v[i];
-        } else {
-            const uint16_t *v16 = (const uint16_t *)s->vcache + base + (size_t)t * s->kv_dim;
-            for (int i = 0; i < hd; i++) out[i] += a * tcq_f16_to_f32(v16[i]);
+        const float *v = kv_row(s, s->vcache, base, t, hd, buf);
+        for (int g = 0; g < G; g++) {
+            const float a = sc[(size_t)g * s->ctx + t];
+            float *o = out + (size_t)g * hd;
+            for (int i = 0; i < hd; i++) o[i] += a * v[i];
         }
     }
 }
 
 static tcq_status ensure_att_scratch(tcq_model *m, int ctx)
 {
-    int need = ctx + m->cfg.head_dim;
+    int need = ctx * (m->cfg.n_heads / m->cfg.n_kv_heads) + m->cfg.head_dim;
     if (m->att_cap >= need) return TCQ_OK;
     tcq_afree(m->att_scores);
     m->att_scores = tcq_amalloc((size_t)tcq_pool_size(m->pool) * need * sizeof(float));
@@ -154,7 +158,7 @@ static tcq_status forward_rows(tcq_model *m, tcq_session *const *sess, const int
             kv_store(sess[r], l, pos[r], k, m->v + (size_t)r * kvd);
         }
         att_job J = {m, sess, pos, l};
-        tcq_pool_run(m->pool, (int64_t)M * c->n_heads, att_item, &J);       /* att [M, qd] */
+        tcq_pool_run(m->pool, (int64_t)M * c->n_kv_heads, att_item, &J);    /* att [M, qd] */
         TCQ_TRY(tcq_linear(&L->wo, m->att, m->xb2, M, m->kctx));          /* xb2 [M, d] */
         for (size_t i = 0; i < (size_t)M * d; i++) m->x[i] += m->xb2[i];
         for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, m->x + (size_t)r * d, L->ffn_norm, d, c->norm_eps);

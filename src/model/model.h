@@ -51,6 +51,18 @@ struct tcq_session {
     size_t bytes;
 };
 
+/* f16 -> f32 inline (exact, subnormals included: the shifted bits times 2^112 rebias the
+ * exponent), so the KV-cache conversion loops vectorize.  Equal to tcq_f16_to_f32. */
+static inline float tcq_model_h2f(uint16_t h)
+{
+    union { uint32_t u; float f; } o;
+    o.u = (uint32_t)(h & 0x7fffu) << 13;
+    o.f *= 0x1p112f;
+    if ((h & 0x7c00u) == 0x7c00u) o.u |= 0x7f800000u;   /* inf / nan keep their payload */
+    o.u |= (uint32_t)(h & 0x8000u) << 16;
+    return o.f;
+}
+
 /* Register memory the model frees. */
 tcq_status tcq_model_own(tcq_model *m, void *p);
 /* Load an HF directory / a llama2.c checkpoint into a zeroed model (cfg filled by them). */

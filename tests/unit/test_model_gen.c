@@ -1,6 +1,7 @@
 /* Generation on stories260K.bin: context overflow, sampler determinism, chunked prefill and
  * batched decode against one-at-a-time, thread-count independence; sampler statistics. */
 #include "test.h"
+#include "model/model.h"
 
 #define BIN TCQ_SHARED_DATA "/stories260K/stories260K.bin"
 
@@ -311,8 +312,22 @@ static void test_generate_batch(tcq_model *m)
     CHECK(got.n[3] == 19 && got.n[0] == 40, "lengths %d %d", got.n[0], got.n[3]);
 }
 
+static void test_h2f(void)
+{
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float a = tcq_model_h2f((uint16_t)h), b = tcq_f16_to_f32((uint16_t)h);
+        uint32_t ua, ub;
+        memcpy(&ua, &a, 4);
+        memcpy(&ub, &b, 4);
+        bad += ua != ub && !(isnan(a) && isnan(b));
+    }
+    CHECK(bad == 0, "inline f16 conversion differs on %d values", bad);
+}
+
 int main(void)
 {
+    test_h2f();
     tcq_model *m1, *m2;
     tcq_model_opts o1 = {1, TCQ_PATH_AUTO, NULL, NULL}, o2 = {2, TCQ_PATH_AUTO, NULL, NULL};
     tcq_status s = tcq_model_load(BIN, &o1, &m1);
