@@ -10,17 +10,6 @@
 #include <math.h>
 #include <string.h>
 
-/* Sum of a[i]*b[i] in eight fixed lanes combined in a fixed order: vectorizable, deterministic. */
-static float dot(const float *a, const float *b, int n)
-{
-    float acc[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int u = 0; u < 8; u++) acc[u] += a[i + u] * b[i + u];
-    for (; i < n; i++) acc[0] += a[i] * b[i];
-    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
 /* out = w * (x / sqrt(mean(x^2) + eps)), as transformers' RMSNorm in f32 (sum in double). */
 static void rmsnorm(float *out, const float *x, const float *w, int n, float eps)
 {
@@ -68,56 +57,29 @@ typedef struct att_job {
     int layer;
 } att_job;
 
-/* Cache row t of one kv head as f32: a pointer into an f32 cache, or converted into buf. */
-static const float *kv_row(const tcq_session *s, const void *cache, size_t base, int t, int hd, float *buf)
-{
-    if (s->kv == TCQ_KV_F32) return (const float *)cache + base + (size_t)t * s->kv_dim;
-    const uint16_t *p = (const uint16_t *)cache + base + (size_t)t * s->kv_dim;
-    for (int i = 0; i < hd; i++) buf[i] = tcq_model_h2f(p[i]);
-    return buf;
-}
-
-/* One (row, kv head) with its G = n_heads / n_kv query heads: each K and V row is read (and
- * converted) once for the group.  att[r, h] = sum_t softmax_t(q_h . k_t / sqrt(hd)) v_t over
- * t in [0, pos]. */
+/* One (row, kv head) group: the attention core on its cache rows. */
 static void att_item(void *arg, int64_t item, int thread)
 {
     const att_job *J = arg;
     tcq_model *m = J->m;
     const tcq_model_config *c = &m->cfg;
     const int hd = c->head_dim, G = c->n_heads / c->n_kv_heads;
-    const int r = (int)(item / c->n_kv_heads), kvh = (int)(item % c->n_kv_heads), n = J->pos[r] + 1;
+    const int r = (int)(item / c->n_kv_heads), kvh = (int)(item % c->n_kv_heads);
     const tcq_session *s = J->sess[r];
-    const float *q = m->q + ((size_t)r * c->n_heads + (size_t)kvh * G) * hd;     /* [G, hd] */
-    float *out = m->att + ((size_t)r * c->n_heads + (size_t)kvh * G) * hd;       /* [G, hd] */
-    float *sc = m->att_scores + (size_t)thread * m->att_cap;                     /* [G, ctx] */
-    float *buf = sc + (size_t)G * s->ctx;                                         /* [hd] */
-    const float scale = 1.0f / sqrtf((float)hd);
-    const size_t base = (size_t)J->layer * s->ctx * s->kv_dim + (size_t)kvh * hd;
-
-    for (int t = 0; t < n; t++) {
-        const float *k = kv_row(s, s->kcache, base, t, hd, buf);
-        for (int g = 0; g < G; g++) sc[(size_t)g * s->ctx + t] = dot(q + (size_t)g * hd, k, hd) * scale;
-    }
-    for (int g = 0; g < G; g++) {
-        float *p = sc + (size_t)g * s->ctx, mx = -INFINITY, sum = 0;
-        for (int t = 0; t < n; t++) mx = p[t] > mx ? p[t] : mx;
-        for (int t = 0; t < n; t++) {
-            p[t] = expf(p[t] - mx);
-            sum += p[t];
-        }
-        const float inv = 1.0f / sum;
-        for (int t = 0; t < n; t++) p[t] *= inv;
-    }
-    memset(out, 0, (size_t)G * hd * sizeof *out);
-    for (int t = 0; t < n; t++) {
-        const float *v = kv_row(s, s->vcache, base, t, hd, buf);
-        for (int g = 0; g < G; g++) {
-            const float a = sc[(size_t)g * s->ctx + t];
-            float *o = out + (size_t)g * hd;
-            for (int i = 0; i < hd; i++) o[i] += a * v[i];
-        }
-    }
+    const size_t base = (size_t)J->layer * s->ctx * s->kv_dim + (size_t)kvh * hd, es = s->kv == TCQ_KV_F16 ? 2 : 4;
+    tcq_attn_args a;
+    a.q = m->q + ((size_t)r * c->n_heads + (size_t)kvh * G) * hd;
+    a.out = m->att + ((size_t)r * c->n_heads + (size_t)kvh * G) * hd;
+    a.k = (const char *)s->kcache + base * es;
+    a.v = (const char *)s->vcache + base * es;
+    a.kv_f16 = s->kv == TCQ_KV_F16;
+    a.kv_dim = s->kv_dim;
+    a.hd = hd;
+    a.G = G;
+    a.n = J->pos[r] + 1;
+    a.scores = m->att_scores + (size_t)thread * m->att_cap;
+    a.buf = a.scores + (size_t)G * s->ctx;
+    m->attn(&a);
 }
 
 static tcq_status ensure_att_scratch(tcq_model *m, int ctx)
