@@ -583,8 +583,11 @@ enum {
     TCQ_TOK_NO_PARSE_SPECIAL = 2, /* do not match special added tokens in the text (as plain text) */
 };
 
-/* Encode len bytes of UTF-8 text.  ids may be NULL; *n_ids receives the number of tokens.  When
- * cap is too small, returns TCQ_ERR_RANGE with *n_ids set to the count needed. */
+/* Encode len bytes of UTF-8 text (invalid UTF-8 is encoded byte for byte by byte-level and
+ * byte-fallback vocabularies).  Added tokens are matched in the raw text, longest first, before
+ * normalization (also those marked "normalized").  *n_ids receives the number of tokens; when
+ * cap is too small (ids NULL and cap 0 asks for the count), returns TCQ_ERR_RANGE with *n_ids
+ * set to the count needed. */
 tcq_status tcq_tokenizer_encode(const tcq_tokenizer *tok, const char *text, size_t len, unsigned flags,
                                 int32_t *ids /* [cap] */, size_t cap, size_t *n_ids);
 /* As tcq_tokenizer_encode into a malloc'd array (free() it). */
@@ -624,7 +627,9 @@ void tcq_detok_reset(tcq_detok *d);
  * and namespace(), filters, tests, string methods, slicing, raise_exception. */
 typedef struct tcq_chat_message {
     const char *role;           /* "system", "user", "assistant", "tool" */
-    const char *content;
+    const char *content;        /* NULL: None */
+    const char *extra_json;     /* NULL, or a JSON object of more fields ("tool_calls",
+                                 * "reasoning_content", ...) merged into the message */
 } tcq_chat_message;
 
 typedef struct tcq_chat_opts {
@@ -632,12 +637,19 @@ typedef struct tcq_chat_opts {
     int enable_thinking;        /* -1: not passed (template default), 0: false, 1: true */
     const char *bos_token;      /* bos_token / eos_token variables (NULL: undefined) */
     const char *eos_token;
+    const char *tools_json;     /* NULL (tools = None), or a JSON array of tool schemas */
 } tcq_chat_opts;
 
-/* Render template_text with messages[n] into a malloc'd NUL-terminated string.  A syntax error,
- * an unsupported construct, or raise_exception() fails with TCQ_ERR_FORMAT naming the line. */
+/* Render template_text with messages[n] into a malloc'd NUL-terminated string.  opts may be
+ * NULL (no generation prompt, enable_thinking not passed).  A syntax error or an unsupported
+ * construct fails with TCQ_ERR_FORMAT naming the template line; raise_exception() in the
+ * template (a conversation the template rejects) with TCQ_ERR_INVALID_ARG and its message. */
 tcq_status tcq_chat_render(const char *template_text, const tcq_chat_message *messages, size_t n,
                            const tcq_chat_opts *opts, char **out);
+/* tcq_chat_render with the tokenizer's template, and its BOS/EOS strings where opts leaves them
+ * NULL.  TCQ_ERR_NOT_FOUND if the tokenizer has no chat template. */
+tcq_status tcq_tokenizer_apply_chat(const tcq_tokenizer *tok, const tcq_chat_message *messages, size_t n,
+                                    const tcq_chat_opts *opts, char **out);
 
 /* ============================================================================================
  * Model: loading, forward, generation, evaluation
@@ -825,6 +837,70 @@ tcq_status tcq_eval_kl(tcq_model *m, tcq_model *ref, const int32_t *tokens, int6
 /* ============================================================================================
  * Quantize
  * ========================================================================================== */
+
+/* Hadamard transforms (incoherence processing, FORMAT.md).  Supported sizes: n = m * 2^a where
+ * m = 1 (Sylvester) or m is the order of a Paley matrix (I: m-1 a prime = 3 mod 4, e.g. 12, 20, 44;
+ * II: m/2-1 a prime = 1 mod 4, e.g. 28, 36), H = H_m (x) H_{2^a}, the smallest such m taken.
+ * Covers 12, 20, 24, 28, 40, 1536, 2560, 3072, 5120, ...; tcq_hadamard_supported() says for sure.
+ * The transform is R = diag(signs) * H / sqrt(n), orthogonal; signs are +-1 from a seeded PRNG
+ * (splitmix64), or all +1 when unrandomized.  Applied in O(n (log n + m)). */
+typedef struct tcq_hadamard tcq_hadamard;
+
+int tcq_hadamard_supported(int64_t n);
+/* randomized 0: R = H / sqrt(n). */
+tcq_status tcq_hadamard_create(int64_t n, int randomized, uint64_t seed, tcq_hadamard **out);
+void tcq_hadamard_free(tcq_hadamard *h);
+int64_t tcq_hadamard_size(const tcq_hadamard *h);
+/* The m of n = m * 2^a (1 for powers of two). */
+int tcq_hadamard_factor(const tcq_hadamard *h);
+/* Each row x of X becomes x R (equivalently the column Rt x): X [rows, n] in place.  inverse 1:
+ * x R^T instead.  Rows are spread over the pool (NULL: the calling thread); the result does not
+ * depend on it. */
+tcq_status tcq_hadamard_rows(const tcq_hadamard *h, float *X /* [rows, n] */, int64_t rows,
+                             int inverse, tcq_pool *pool);
+/* The explicit R [n, n] (tests; n^2 floats). */
+tcq_status tcq_hadamard_dense(const tcq_hadamard *h, float *R /* [n, n] */);
+/* The unnormalized +-1 Hadamard matrix of order m (m = 1, a power of two, or a supported Paley
+ * order): H [m, m] with H H^T = m I. */
+tcq_status tcq_hadamard_matrix(int m, int8_t *H /* [m, m] */);
+
+/* The rotation fold for Llama / Qwen3 dense models (the hidden state h becomes R^T h):
+ *   reader (q, k, v, gate, up, lm_head; W [out, n]): W <- W diag(gain) R   (gain NULL: 1)
+ *   writer (o, down; W [n, in]):                     Wt [in, n] = (R^T W)^T = W^T R
+ *   embedding rows / writer biases (vectors of n):   e <- R^T e  (= tcq_hadamard_rows) */
+tcq_status tcq_rotate_reader(const tcq_hadamard *h, float *W /* [out, n] */, int64_t out,
+                             const float *gain /* [n] or NULL */, tcq_pool *pool);
+tcq_status tcq_rotate_writer(const tcq_hadamard *h, const float *W /* [n, in] */, int64_t in,
+                             float *Wt /* [in, n] */, tcq_pool *pool);
+
+/* tcq_quantize_model: fold RMSNorm gains, rotate the residual stream, code every attention and MLP
+ * projection along its rotated axis (q/k/v/gate/up axis 1; o/down axis 0, stored transposed) with
+ * per-row scales, keep embeddings, lm_head and norms dense bf16, and write a FORMAT.md artifact
+ * (config.json with "quantization" + "quantization_config", model.safetensors, tokenizer files). */
+typedef struct tcq_quantize_opts {
+    int bits;                 /* k: 2, 3 or 4; 0: fold and rotate only, every tensor dense f32
+                                 and no quantization object (a plain model, for checking) */
+    int L;                    /* state bits (0: 12) */
+    int T;                    /* block size (0: 256) */
+    uint64_t seed;            /* Hadamard sign seed */
+    int threads;              /* <= 0: one per CPU */
+    tcq_encode_opts enc;      /* search options */
+} tcq_quantize_opts;
+
+typedef struct tcq_quantize_progress {
+    const char *tensor;       /* the tensor being processed */
+    int64_t done, total;      /* weights coded so far / to code (what the time goes into) */
+    int64_t coded_weights, dense_weights;
+    double sq_err, sq_ref;    /* running sums over coded tensors (rotated units) */
+    int tensor_index, tensor_count;
+    const char *note;         /* a warning about this tensor (kept dense, ...) or NULL */
+} tcq_quantize_progress;
+
+/* Called after every tensor (and once at the start with done = 0).  Must not call tcq. */
+typedef void (*tcq_quantize_cb)(const tcq_quantize_progress *p, void *user);
+
+tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq_quantize_opts *opts,
+                              tcq_quantize_cb cb, void *user);
 
 /* ============================================================================================
  * CUDA (built with -DTCQ_CUDA=ON)

@@ -15,6 +15,7 @@ typedef struct kq_act {
     int64_t cap;               /* allocated M * npad */
     int8_t *q;                 /* [M, npad] */
     uint32_t *q4;              /* [M, npad]: q replicated into the 4 bytes (vpdpbusd operand) */
+    uint32_t *q2;              /* [M, npad]: q as two int16 (vpmaddwd operand, AVX2 without VNNI) */
     float *d;                  /* [M, nblk] dequantization step amax/127 */
     int32_t *corr;             /* [M, nblk] -510 * sum(q) over the block */
 } kq_act;
@@ -49,6 +50,14 @@ typedef struct ks_args {
 static inline size_t kernel_private_bytes(const tcq_trellis *w)
 {
     return KERNEL_SCRATCH / 2 + (((size_t)w->cols * 4 + 63) / 64) * 64;
+}
+
+/* tcq_trellis_block() inline, for inner loops (the interleave geometry of trellis.c: two k=3
+ * blocks of 24 words per 48-word group, groups first). */
+static inline const uint32_t *kblock(const tcq_trellis *w, int64_t r, int64_t blk)
+{
+    if (!w->interleaved) return w->codes + r * (w->cols * w->p.k / 32) + blk * (w->p.T * w->p.k / 32);
+    return w->codes + (blk >> 1) * w->rows * 48 + r * 48 + (blk & 1) * 24;
 }
 
 typedef void (*kr_fn)(const kr_args *a);

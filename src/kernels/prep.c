@@ -10,6 +10,7 @@ void tcq_kq_free(kq_act *qa)
 {
     tcq_afree(qa->q);
     tcq_afree(qa->q4);
+    tcq_afree(qa->q2);
     tcq_afree(qa->d);
     tcq_afree(qa->corr);
     memset(qa, 0, sizeof *qa);
@@ -23,9 +24,10 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, cons
         tcq_kq_free(qa);
         qa->q = tcq_amalloc((size_t)(M * npad));
         qa->q4 = tcq_amalloc((size_t)(M * npad) * 4);
+        qa->q2 = tcq_amalloc((size_t)(M * npad) * 4);
         qa->d = tcq_amalloc((size_t)(M * nblk) * 4);
         qa->corr = tcq_amalloc((size_t)(M * nblk) * 4);
-        if (!qa->q || !qa->q4 || !qa->d || !qa->corr) {
+        if (!qa->q || !qa->q4 || !qa->q2 || !qa->d || !qa->corr) {
             tcq_kq_free(qa);
             return tcq_fail(TCQ_ERR_NOMEM, "fast-path activation buffers (%lld x %lld)", (long long)M,
                             (long long)npad);
@@ -38,7 +40,7 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, cons
     for (int64_t m = 0; m < M; m++) {
         const float *xm = x + m * n;
         int8_t *q = qa->q + m * npad;
-        uint32_t *q4 = qa->q4 + m * npad;
+        uint32_t *q4 = qa->q4 + m * npad, *q2 = qa->q2 + m * npad;
         for (int64_t blk = 0; blk < nblk; blk++) {
             const int64_t i0 = blk * TCQ_FAST_QB, i1 = TCQ_MIN(n, i0 + TCQ_FAST_QB);
             float a[TCQ_FAST_QB], amax = 0;
@@ -59,6 +61,7 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, cons
                 }
                 q[i] = (int8_t)v;
                 q4[i] = (uint32_t)(uint8_t)(int8_t)v * 0x01010101u;
+                q2[i] = (uint32_t)(uint16_t)(int16_t)v * 0x00010001u;
                 sum += v;
             }
             qa->d[m * nblk + blk] = ok ? amax / 127.0f : (amax == 0 ? 0.0f : amax);

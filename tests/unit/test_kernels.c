@@ -168,14 +168,21 @@ static void reference(const wbuf *b, const float *x, int64_t M, int fast, double
 }
 
 static tcq_pool *g_pool2;
-static int g_cases, g_isas[TCQ_ISA_COUNT], g_nisa;
+static int g_cases, g_isas[TCQ_ISA_COUNT + 1], g_nisa;
 static double g_worst_exact, g_worst_fast_rel, g_worst_fast_ratio;
 
 static tcq_kpath path_of(int p) { return p ? TCQ_PATH_FAST : TCQ_PATH_EXACT; }
 
 /* Run one case (swiglu over an interleaved axis-0 pair is skipped: not a real layout). */
+#define ISA_AVX2_NOVNNI 99   /* AVX2 with the vpmaddubsw+vpmaddwd dot product on an AVX-VNNI CPU */
+
 static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kregime reg)
 {
+    const int novnni = isa == ISA_AVX2_NOVNNI;
+    if (novnni) {
+        setenv("TCQ_AVX2_NO_VNNI", "1", 1);
+        isa = TCQ_ISA_AVX2;
+    }
     tcq_block_params p = {.L = (int[]){8, 12, 16, 10, 13}[rnd(st, 0, 4)], .k = rnd(st, 1, 4),
                           .T = 64 << rnd(st, 0, 2)};
     if (p.T * p.k % 32) p.T = 256;
@@ -187,7 +194,10 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     if (f == F_TR1 || swiglu) out = other, in = coded_dim;
     else if (f == F_TR0 || f == F_TR0I) out = coded_dim, in = other * rnd(st, 1, 3);
     else out = other, in = rnd(st, 1, 300);
-    if (swiglu && f == F_TR0I) return;
+    if (swiglu && f == F_TR0I) {
+        if (novnni) unsetenv("TCQ_AVX2_NO_VNNI");
+        return;
+    }
     wbuf g, up;
     make_weight(st, f, out, in, p, &g);
     if (swiglu) {
@@ -226,8 +236,8 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     tcq_status s2 = swiglu ? tcq_linear_swiglu(&g.w, &up.w, x, y, M, c2) : tcq_linear(&g.w, x, y, M, c2);
     tcq_status s1 = swiglu ? tcq_linear_swiglu(&g.w, &up.w, x, y1, M, c1) : tcq_linear(&g.w, x, y1, M, c1);
     char label[256];
-    snprintf(label, sizeof label, "%s %s isa=%s path=%s regime=%s kernel=%s L=%d k=%d T=%d M=%lld out=%lld in=%lld",
-             swiglu ? "swiglu" : "linear", fnames[f], tcq_isa_name((tcq_isa)isa), path ? "fast" : "exact",
+    snprintf(label, sizeof label, "%s %s isa=%s%s path=%s regime=%s kernel=%s L=%d k=%d T=%d M=%lld out=%lld in=%lld",
+             swiglu ? "swiglu" : "linear", fnames[f], tcq_isa_name((tcq_isa)isa), novnni ? "-novnni" : "", path ? "fast" : "exact",
              tcq_kregime_name(reg), tcq_kctx_last_kernel(c2), p.L, p.k, p.T, (long long)M, (long long)O,
              (long long)I);
     CHECK(s2 == TCQ_OK && s1 == TCQ_OK, "%s: %s", label, tcq_last_error());
@@ -268,6 +278,7 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     wfree(&g);
     if (swiglu) wfree(&up);
     g_cases++;
+    if (novnni) unsetenv("TCQ_AVX2_NO_VNNI");
 }
 
 /* Bad shapes and mismatched buffers return errors, never crash. */
@@ -335,6 +346,7 @@ int main(void)
         if (tcq_isa_set((tcq_isa)i) == TCQ_OK) g_isas[g_nisa++] = i;
         tcq_isa_set(keep);
     }
+    if (g_nisa > TCQ_ISA_AVX2) g_isas[g_nisa++] = ISA_AVX2_NOVNNI;
     bad_inputs(&st);
     /* every op x format x ISA x path x regime once (regimes and paths only where they differ),
      * plus random extra cases */

@@ -33,6 +33,7 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_kl(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 int cmd_codec(int argc, char **argv);
 
 #endif

@@ -15,8 +15,10 @@ static const cli_command commands[] = {
     {"kl", "KL(ref || model), its 95th percentile and top-1 agreement over a text file", cmd_kl},
     {"inspect", "list the tensors of a safetensors file or model directory, with quantization", cmd_inspect},
     {"tokenize", "print the token ids of a text (--json, --pieces)", cmd_tokenize},
+    {"quantize", "rotate and trellis-code a llama/qwen3 model directory", cmd_quantize},
     {"codec", "codec MSE on N(0,1) samples vs the rate-distortion bound, encoder speed", cmd_codec},
     {"bench", "benchmarks: tcq bench encode|model|...", cmd_bench},
+    {"bench", "benchmarks: tcq bench encode|kernels|model", cmd_bench},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -107,9 +107,9 @@ static void decode_rows(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb,
 {
     dec d;
     dec_init(&d, w->p);
-    const __m512 scale = _mm512_set1_ps(tcq_f16_to_f32(w->scales[r]));
+    const __m512 scale = _mm512_set1_ps(_cvtsh_ss(w->scales[r]));
     for (int64_t b = 0; b < nb; b++) {
-        const blk bl = blk_load(&d, tcq_trellis_block(w, r, b0 + b));
+        const blk bl = blk_load(&d, kblock(w, r, b0 + b));
         for (int g = 0; g < d.ng; g++) _mm512_storeu_ps(out + b * w->p.T + g * 16, dec_w(&d, bl, g, scale));
     }
 }
@@ -127,12 +127,12 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
         __m512 facc[4];
         for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(d, tcq_trellis_block(w, r, b));
+            const blk bl = blk_load(d, kblock(w, r, b));
             for (int qb = 0; qb < T / QB; qb++) {
                 const int64_t kb = b * (T / QB) + qb;
                 __m512i iacc[4];
                 for (int m = 0; m < MC; m++)
-                    iacc[m] = _mm512_castsi128_si512(_mm_cvtsi32_si128(qa->corr[(m0 + m) * qa->nblk + kb]));
+                    iacc[m] = _mm512_zextsi128_si512(_mm_cvtsi32_si128(qa->corr[(m0 + m) * qa->nblk + kb]));
                 for (int gg = 0; gg < GPQ; gg++) {
                     const int g = qb * GPQ + gg;
                     const __m512i x = dec_x(d, bl, g);
@@ -145,7 +145,7 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
                                               _mm512_set1_ps(qa->d[(m0 + m) * qa->nblk + kb]), facc[m]);
             }
         }
-        const float f = tcq_f16_to_f32(w->scales[r]) * TCQ_RMAD_RINV;
+        const float f = _cvtsh_ss(w->scales[r]) * TCQ_RMAD_RINV;
         for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]) * f;
     }
 }
@@ -156,11 +156,11 @@ AI void reduce_exact_body(const kr_args *a, const dec *d, const int MC, int64_t 
     const int T = w->p.T;
     const int64_t nb = w->cols / T, C = w->cols;
     for (int64_t r = a->r0; r < a->r1; r++) {
-        const __m512 scale = _mm512_set1_ps(tcq_f16_to_f32(w->scales[r]));
+        const __m512 scale = _mm512_set1_ps(_cvtsh_ss(w->scales[r]));
         __m512 facc[4];
         for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(d, tcq_trellis_block(w, r, b));
+            const blk bl = blk_load(d, kblock(w, r, b));
             for (int g = 0; g < d->ng; g++) {
                 const __m512 wv = dec_w(d, bl, g, scale);
                 for (int m = 0; m < MC; m++)
@@ -202,7 +202,7 @@ AI void reduce_fast_tile_rows(const kr_args *a, const __m512i *xr, int64_t r, co
     for (int64_t kb = 0; kb < qa->nblk; kb++) {
         __m512i iacc[8];
         for (int m = 0; m < MC; m++)
-            iacc[m] = _mm512_castsi128_si512(_mm_cvtsi32_si128(qa->corr[(m0 + m) * qa->nblk + kb]));
+            iacc[m] = _mm512_zextsi128_si512(_mm_cvtsi32_si128(qa->corr[(m0 + m) * qa->nblk + kb]));
         for (int gg = 0; gg < GPQ; gg++) {
             const __m512i x = _mm512_load_si512(xr + kb * GPQ + gg);
             for (int m = 0; m < MC; m++)
@@ -213,7 +213,7 @@ AI void reduce_fast_tile_rows(const kr_args *a, const __m512i *xr, int64_t r, co
             facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m]), _mm512_set1_ps(qa->d[(m0 + m) * qa->nblk + kb]),
                                       facc[m]);
     }
-    const float f = tcq_f16_to_f32(a->w->scales[r]) * TCQ_RMAD_RINV;
+    const float f = _cvtsh_ss(a->w->scales[r]) * TCQ_RMAD_RINV;
     for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]) * f;
 }
 
@@ -226,7 +226,7 @@ static void reduce_fast_tile(const kr_args *a)
     const int64_t nb = w->cols / w->p.T;
     for (int64_t r = a->r0; r < a->r1; r++) {
         for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(&d, tcq_trellis_block(w, r, b));
+            const blk bl = blk_load(&d, kblock(w, r, b));
             for (int g = 0; g < d.ng; g++) _mm512_store_si512(xr + b * d.ng + g, dec_x(&d, bl, g));
         }
         for (int64_t m0 = 0; m0 < a->M; m0 += 8) {
@@ -286,9 +286,9 @@ AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const in
         for (int m = 0; m < MC; m++)
             for (int g = 0; g < G; g++) iacc[m * G + g] = _mm512_set1_epi32(qa->corr[(m0 + m) * qa->nblk + kb]);
         for (int64_t i = ic; i < ie; i++) {
-            const blk bl = blk_load(d, tcq_trellis_block(w, i, a->b));
+            const blk bl = blk_load(d, kblock(w, i, a->b));
             if (i + 8 < ie) {
-                const char *pf = (const char *)tcq_trellis_block(w, i + 8, a->b);
+                const char *pf = (const char *)kblock(w, i + 8, a->b);
                 _mm_prefetch(pf, _MM_HINT_T0);
                 _mm_prefetch(pf + 64, _MM_HINT_T0);
             }
@@ -317,13 +317,13 @@ AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const i
     __m512 facc[16];
     for (int j = 0; j < MC * G; j++) facc[j] = _mm512_setzero_ps();
     for (int64_t i = a->i0; i < a->i1; i++) {
-        const blk bl = blk_load(d, tcq_trellis_block(w, i, a->b));
+        const blk bl = blk_load(d, kblock(w, i, a->b));
         if (i + 8 < a->i1) {
-            const char *pf = (const char *)tcq_trellis_block(w, i + 8, a->b);
+            const char *pf = (const char *)kblock(w, i + 8, a->b);
             _mm_prefetch(pf, _MM_HINT_T0);
             _mm_prefetch(pf + 64, _MM_HINT_T0);
         }
-        const __m512 scale = _mm512_set1_ps(tcq_f16_to_f32(w->scales[i]));
+        const __m512 scale = _mm512_set1_ps(_cvtsh_ss(w->scales[i]));
         __m512 xv[4];
         for (int m = 0; m < MC; m++) xv[m] = _mm512_set1_ps(a->x[(m0 + m) * in + i]);
         for (int g = 0; g < G; g++) {
@@ -416,7 +416,7 @@ static void scatter_fast_tile(const ks_args *a)
     for (int64_t ic = a->i0; ic < a->i1; ic += QB) {
         const int64_t n = TCQ_MIN(a->i1, ic + QB) - ic;
         for (int64_t i = 0; i < n; i++) {
-            const blk bl = blk_load(&d, tcq_trellis_block(w, ic + i, a->b));
+            const blk bl = blk_load(&d, kblock(w, ic + i, a->b));
             for (int g = 0; g < d.ng; g++) _mm512_store_si512(xb + i * d.ng + g, dec_x(&d, bl, g));
         }
         for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
