@@ -42,6 +42,11 @@ check "logits bad token" "[ $? -eq 1 ] && grep -q 'vocabulary' \"$t/err\""
 "$TCQ" run "$D/nonexistent" -p hi >/dev/null 2>"$t/err"
 check "missing model" "[ $? -eq 1 ] && grep -q 'nonexistent' \"$t/err\""
 
+"$TCQ" run "$D/tinyqwen" --chat -p "What is a kernel module?" -n 8 --temp 0 >"$t/c.txt" 2>"$t/err"
+check "run --chat" "[ $? -eq 0 ] && [ -s \"$t/c.txt\" ] && ! grep -q 'im_start' \"$t/c.txt\""
+printf 'What is Linux?\nAnd Python?\n' | "$TCQ" chat "$D/tinyqwen" -n 6 --temp 0 >"$t/chat.txt" 2>"$t/err"
+check "chat: two turns, the second reuses the KV cache" "[ $? -eq 0 ] && [ \$(grep -c '^\[prefill' \"$t/err\") -eq 2 ] && grep -q '([1-9][0-9]* reused)' \"$t/err\""
+
 head -c 60000 "$D/tinyqwen/valid.txt" >"$t/v.txt"
 "$TCQ" perplexity "$D/tinyqwen" "$t/v.txt" --ctx 128 --windows 4 --json >"$t/ppl.json" 2>/dev/null
 check "perplexity json" "grep -q '\"windows\": 4' \"$t/ppl.json\""
