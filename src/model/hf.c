@@ -250,6 +250,8 @@ static void describe(tcq_model *m)
         }
         if (p >= end) break;
     }
+    if (p < end)
+        snprintf(p, (size_t)(end - p), "; embeddings %s%s", names[m->emb.fmt], m->cfg.tied_embeddings ? " (tied)" : "");
 }
 
 tcq_status tcq_model_load_hf(tcq_model *m, const char *path)

@@ -98,7 +98,7 @@ static void test_good(void)
                   c->head_dim == 64 && c->vocab_size == 8192 && c->tied_embeddings && c->rope_theta == 1e6 &&
                   c->n_eos == 1 && c->eos_ids[0] == 2 && c->bos_id == -1,
               "tinyqwen config");
-        CHECK(strcmp(tcq_model_describe(m), "bf16") == 0, "describe: %s", tcq_model_describe(m));
+        CHECK(strcmp(tcq_model_describe(m), "bf16; embeddings bf16 (tied)") == 0, "describe: %s", tcq_model_describe(m));
         /* embeddings 8192x512 + 8 layers of (4*512*512 + 2*512*256... ) in bf16: ~29.4M params */
         size_t wb = tcq_model_weight_bytes(m);
         CHECK(wb > 58000000 && wb < 60000000, "weight bytes %zu", wb);
