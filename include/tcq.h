@@ -698,6 +698,9 @@ typedef struct tcq_model_opts {
     /* Optional load progress: frac in [0, 1], what names the current step. */
     void (*progress)(void *arg, double frac, const char *what);
     void *progress_arg;
+    /* 1: read every mapped weight page once at load (with progress), so the first forward does
+     * not pay the page faults.  0: pages come in on first use. */
+    int prefault;
 } tcq_model_opts;
 
 typedef struct tcq_model tcq_model;

@@ -386,7 +386,7 @@ int main(void)
     test_attention();
     test_h2f();
     tcq_model *m1, *m2;
-    tcq_model_opts o1 = {1, TCQ_PATH_AUTO, NULL, NULL}, o2 = {2, TCQ_PATH_AUTO, NULL, NULL};
+    tcq_model_opts o1 = {.n_threads = 1}, o2 = {.n_threads = 2, .prefault = 1};
     tcq_status s = tcq_model_load(BIN, &o1, &m1);
     CHECK(s == TCQ_OK, "load: %s", tcq_last_error());
     if (s != TCQ_OK) return test_done("test_model_gen");
