@@ -80,7 +80,7 @@ int bench_model(int argc, char **argv)
         c.rope_theta = 1e6;
         c.norm_eps = 1e-6f;
         c.bos_id = -1;
-        tcq_model_opts o = {(int)threads, TCQ_PATH_AUTO, NULL, NULL};
+        tcq_model_opts o = {.n_threads = (int)threads};
         double t0 = cli_now();
         tcq_status s = tcq_model_synthetic(&c, (int)bits, 1234, &o, &m);
         if (s != TCQ_OK) return cli_fail(s, "synthetic model");

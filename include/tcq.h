@@ -704,7 +704,9 @@ typedef struct tcq_model_config {
     int rope_llama3;          /* rope_type "llama3" with the four parameters below */
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_orig_max_pos;
-    int tied_embeddings;      /* lm_head is the embedding table */
+    int tied_embeddings;      /* lm_head is the embedding table; from config_parse -1 when
+                               * config.json does not say (a loaded model has 0 or 1: tied iff
+                               * the checkpoint has no lm_head.weight) */
     int bos_id;               /* -1 if none */
     int n_eos;
     int eos_ids[TCQ_MAX_EOS];
@@ -719,6 +721,9 @@ typedef struct tcq_model_opts {
     /* Optional load progress: frac in [0, 1], what names the current step. */
     void (*progress)(void *arg, double frac, const char *what);
     void *progress_arg;
+    /* 1: read every mapped weight page once at load (with progress), so the first forward does
+     * not pay the page faults.  0: pages come in on first use. */
+    int prefault;
 } tcq_model_opts;
 
 typedef struct tcq_model tcq_model;

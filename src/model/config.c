@@ -114,8 +114,8 @@ static tcq_status parse_root(json_t *root, const char *label, tcq_model_config *
     json_t *tie = json_object_get(root, "tie_word_embeddings");
     if (tie && !json_is_boolean(tie) && !json_is_null(tie))
         return tcq_fail(TCQ_ERR_FORMAT, "%s: tie_word_embeddings is not a boolean", label);
-    /* transformers' default: Llama unties, Qwen3 ties unless told. */
-    c->tied_embeddings = json_is_boolean(tie) ? json_is_true(tie) : (c->arch == TCQ_ARCH_QWEN3);
+    /* Unsaid: the loader ties iff the checkpoint has no lm_head.weight. */
+    c->tied_embeddings = json_is_boolean(tie) ? json_is_true(tie) : -1;
     json_t *act = json_object_get(root, "hidden_act");
     if (json_is_string(act) && strcmp(json_string_value(act), "silu") != 0)
         return tcq_fail(TCQ_ERR_UNSUPPORTED, "%s: hidden_act \"%s\" is not supported (silu)", label, json_string_value(act));

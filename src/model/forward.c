@@ -10,17 +10,6 @@
 #include <math.h>
 #include <string.h>
 
-/* Sum of a[i]*b[i] in eight fixed lanes combined in a fixed order: vectorizable, deterministic. */
-static float dot(const float *a, const float *b, int n)
-{
-    float acc[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int u = 0; u < 8; u++) acc[u] += a[i + u] * b[i + u];
-    for (; i < n; i++) acc[0] += a[i] * b[i];
-    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
 /* out = w * (x / sqrt(mean(x^2) + eps)), as transformers' RMSNorm in f32 (sum in double). */
 static void rmsnorm(float *out, const float *x, const float *w, int n, float eps)
 {
@@ -68,57 +57,34 @@ typedef struct att_job {
     int layer;
 } att_job;
 
-/* One (row, head): att[r, h] = sum_t softmax_t(q . k_t / sqrt(hd)) v_t over t in [0, pos]. */
+/* One (row, kv head) group: the attention core on its cache rows. */
 static void att_item(void *arg, int64_t item, int thread)
 {
     const att_job *J = arg;
     tcq_model *m = J->m;
     const tcq_model_config *c = &m->cfg;
-    const int hd = c->head_dim, r = (int)(item / c->n_heads), h = (int)(item % c->n_heads);
-    const int kvh = h / (c->n_heads / c->n_kv_heads), n = J->pos[r] + 1;
+    const int hd = c->head_dim, G = c->n_heads / c->n_kv_heads;
+    const int r = (int)(item / c->n_kv_heads), kvh = (int)(item % c->n_kv_heads);
     const tcq_session *s = J->sess[r];
-    const float *q = m->q + ((size_t)r * c->n_heads + h) * hd;
-    float *out = m->att + ((size_t)r * c->n_heads + h) * hd;
-    float *sc = m->att_scores + (size_t)thread * m->att_cap;
-    float *kt = sc + s->ctx;   /* [hd] conversion scratch for f16 caches */
-    const float scale = 1.0f / sqrtf((float)hd);
-    const size_t base = (size_t)J->layer * s->ctx * s->kv_dim + (size_t)kvh * hd;
-
-    float mx = -INFINITY;
-    for (int t = 0; t < n; t++) {
-        const float *k;
-        if (s->kv == TCQ_KV_F32) {
-            k = (const float *)s->kcache + base + (size_t)t * s->kv_dim;
-        } else {
-            const uint16_t *k16 = (const uint16_t *)s->kcache + base + (size_t)t * s->kv_dim;
-            for (int i = 0; i < hd; i++) kt[i] = tcq_f16_to_f32(k16[i]);
-            k = kt;
-        }
-        sc[t] = dot(q, k, hd) * scale;
-        if (sc[t] > mx) mx = sc[t];
-    }
-    float sum = 0;
-    for (int t = 0; t < n; t++) {
-        sc[t] = expf(sc[t] - mx);
-        sum += sc[t];
-    }
-    const float inv = 1.0f / sum;
-    memset(out, 0, (size_t)hd * sizeof *out);
-    for (int t = 0; t < n; t++) {
-        const float a = sc[t] * inv;
-        if (s->kv == TCQ_KV_F32) {
-            const float *v = (const float *)s->vcache + base + (size_t)t * s->kv_dim;
-            for (int i = 0; i < hd; i++) out[i] += a * v[i];
-        } else {
-            const uint16_t *v16 = (const uint16_t *)s->vcache + base + (size_t)t * s->kv_dim;
-            for (int i = 0; i < hd; i++) out[i] += a * tcq_f16_to_f32(v16[i]);
-        }
-    }
+    const size_t base = (size_t)J->layer * s->ctx * s->kv_dim + (size_t)kvh * hd, es = s->kv == TCQ_KV_F16 ? 2 : 4;
+    tcq_attn_args a;
+    a.q = m->q + ((size_t)r * c->n_heads + (size_t)kvh * G) * hd;
+    a.out = m->att + ((size_t)r * c->n_heads + (size_t)kvh * G) * hd;
+    a.k = (const char *)s->kcache + base * es;
+    a.v = (const char *)s->vcache + base * es;
+    a.kv_f16 = s->kv == TCQ_KV_F16;
+    a.kv_dim = s->kv_dim;
+    a.hd = hd;
+    a.G = G;
+    a.n = J->pos[r] + 1;
+    a.scores = m->att_scores + (size_t)thread * m->att_cap;
+    a.buf = a.scores + (size_t)G * s->ctx;
+    m->attn(&a);
 }
 
 static tcq_status ensure_att_scratch(tcq_model *m, int ctx)
 {
-    int need = ctx + m->cfg.head_dim;
+    int need = ctx * (m->cfg.n_heads / m->cfg.n_kv_heads) + m->cfg.head_dim;
     if (m->att_cap >= need) return TCQ_OK;
     tcq_afree(m->att_scores);
     m->att_scores = tcq_amalloc((size_t)tcq_pool_size(m->pool) * need * sizeof(float));
@@ -154,7 +120,7 @@ static tcq_status forward_rows(tcq_model *m, tcq_session *const *sess, const int
             kv_store(sess[r], l, pos[r], k, m->v + (size_t)r * kvd);
         }
         att_job J = {m, sess, pos, l};
-        tcq_pool_run(m->pool, (int64_t)M * c->n_heads, att_item, &J);       /* att [M, qd] */
+        tcq_pool_run(m->pool, (int64_t)M * c->n_kv_heads, att_item, &J);    /* att [M, qd] */
         TCQ_TRY(tcq_linear(&L->wo, m->att, m->xb2, M, m->kctx));          /* xb2 [M, d] */
         for (size_t i = 0; i < (size_t)M * d; i++) m->x[i] += m->xb2[i];
         for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, m->x + (size_t)r * d, L->ffn_norm, d, c->norm_eps);

@@ -218,6 +218,7 @@ static tcq_status bind_all(hf_ctx *h)
     }
     TCQ_TRY(bind_norm(h, "model.norm.weight", d, &m->final_norm));
     if (m->opts.progress) m->opts.progress(m->opts.progress_arg, 1.0, "done");
+    if (m->cfg.tied_embeddings < 0) m->cfg.tied_embeddings = find(h, "lm_head.weight") == NULL;
     if (c->tied_embeddings) m->lm_head = m->emb;
     else TCQ_TRY(bind_linear(h, "lm_head", c->vocab_size, d, &m->lm_head));
     return TCQ_OK;
@@ -249,6 +250,8 @@ static void describe(tcq_model *m)
         }
         if (p >= end) break;
     }
+    if (p < end)
+        snprintf(p, (size_t)(end - p), "; embeddings %s%s", names[m->emb.fmt], m->cfg.tied_embeddings ? " (tied)" : "");
 }
 
 tcq_status tcq_model_load_hf(tcq_model *m, const char *path)

@@ -63,6 +63,7 @@ tcq_status tcq_model_finish(tcq_model *m, const tcq_model_opts *opts)
 {
     const tcq_model_config *c = &m->cfg;
     TCQ_TRY(rope_tables(m));
+    m->attn = tcq_attn_select(tcq_isa_active());
     TCQ_TRY(tcq_pool_create(opts ? opts->n_threads : 0, &m->pool));
     TCQ_TRY(tcq_kctx_create(m->pool, opts ? opts->path : TCQ_PATH_AUTO, &m->kctx));
     size_t R = TCQ_PREFILL_CHUNK;
@@ -75,6 +76,36 @@ tcq_status tcq_model_finish(tcq_model *m, const tcq_model_opts *opts)
         TCQ_TRY(tcq_model_own(m, *bufs[i]));
     }
     return TCQ_OK;
+}
+
+/* Touch one byte per page of every mapped tensor (the sum keeps the reads). */
+static void prefault(tcq_model *m)
+{
+    size_t total = m->map ? m->map_len : 0, done = 0, next = 0;
+    int64_t n = m->st ? tcq_st_set_count(m->st) : 0;
+    for (int64_t i = 0; i < n; i++) total += tcq_st_set_tensor(m->st, i)->nbytes;
+    volatile unsigned char sink = 0;
+    for (int64_t i = -1; i < n; i++) {
+        const unsigned char *p;
+        size_t len;
+        if (i < 0) {
+            p = m->map;
+            len = m->map ? m->map_len : 0;
+        } else {
+            p = tcq_st_set_tensor(m->st, i)->data;
+            len = tcq_st_set_tensor(m->st, i)->nbytes;
+        }
+        for (size_t o = 0; o < len; o += 4096) {
+            sink ^= p[o];
+            if (m->opts.progress && done + o >= next) {
+                m->opts.progress(m->opts.progress_arg, total ? (double)(done + o) / total : 1.0, "reading weights");
+                next += total / 100 + 1;
+            }
+        }
+        done += len;
+    }
+    (void)sink;
+    if (m->opts.progress) m->opts.progress(m->opts.progress_arg, 1.0, "reading weights");
 }
 
 tcq_status tcq_model_load(const char *path, const tcq_model_opts *opts, tcq_model **out)
@@ -90,6 +121,7 @@ tcq_status tcq_model_load(const char *path, const tcq_model_opts *opts, tcq_mode
     else if (!S_ISDIR(st.st_mode) && ends_with(path, ".bin")) s = tcq_model_load_llama2c(m, path);
     else s = tcq_model_load_hf(m, path);
     if (s == TCQ_OK) s = tcq_model_finish(m, opts);
+    if (s == TCQ_OK && m->opts.prefault) prefault(m);
     if (s != TCQ_OK) {
         tcq_model_free(m);
         return s;

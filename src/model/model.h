@@ -4,6 +4,33 @@
 
 #include "core/internal.h"
 
+/* f16 -> f32 inline (exact, subnormals included: the shifted bits times 2^112 rebias the
+ * exponent), so the KV-cache conversion loops vectorize.  Equal to tcq_f16_to_f32. */
+static inline float tcq_model_h2f(uint16_t h)
+{
+    union { uint32_t u; float f; } o;
+    o.u = (uint32_t)(h & 0x7fffu) << 13;
+    o.f *= 0x1p112f;
+    if ((h & 0x7c00u) == 0x7c00u) o.u |= 0x7f800000u;   /* inf / nan keep their payload */
+    o.u |= (uint32_t)(h & 0x8000u) << 16;
+    return o.f;
+}
+
+/* Attention of one (row, kv head): its G query heads over cache positions [0, n). */
+typedef struct tcq_attn_args {
+    const float *q;           /* [G, hd] */
+    float *out;               /* [G, hd] */
+    const void *k, *v;        /* cache row 0 of this layer and kv head; row t at + t * kv_dim */
+    int kv_f16;               /* cache dtype: f16 (1) or f32 (0) */
+    int kv_dim, hd, G, n;
+    float *scores;            /* scratch [G, n] */
+    float *buf;               /* scratch [hd] */
+} tcq_attn_args;
+typedef void (*tcq_attn_fn)(const tcq_attn_args *a);
+void tcq_attn_generic(const tcq_attn_args *a);
+/* The build for an ISA (all give bit-identical results). */
+tcq_attn_fn tcq_attn_select(tcq_isa isa);
+
 typedef struct tcq_layer {
     const float *attn_norm;   /* [dim] */
     const float *ffn_norm;    /* [dim] */
@@ -39,6 +66,7 @@ struct tcq_model {
 
     /* Scratch for up to TCQ_PREFILL_CHUNK rows. */
     float *x, *xb, *q, *k, *v, *att, *hb, *xb2; /* [chunk, ...] */
+    tcq_attn_fn attn;         /* chosen at load from tcq_isa_active() */
     float *att_scores;        /* [pool threads, att_cap] */
     int att_cap;
 };

@@ -1,6 +1,7 @@
 /* Generation on stories260K.bin: context overflow, sampler determinism, chunked prefill and
  * batched decode against one-at-a-time, thread-count independence; sampler statistics. */
 #include "test.h"
+#include "model/model.h"
 
 #define BIN TCQ_SHARED_DATA "/stories260K/stories260K.bin"
 
@@ -311,10 +312,81 @@ static void test_generate_batch(tcq_model *m)
     CHECK(got.n[3] == 19 && got.n[0] == 40, "lengths %d %d", got.n[0], got.n[3]);
 }
 
+static void test_h2f(void)
+{
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float a = tcq_model_h2f((uint16_t)h), b = tcq_f16_to_f32((uint16_t)h);
+        uint32_t ua, ub;
+        memcpy(&ua, &a, 4);
+        memcpy(&ub, &b, 4);
+        bad += ua != ub && !(isnan(a) && isnan(b));
+    }
+    CHECK(bad == 0, "inline f16 conversion differs on %d values", bad);
+}
+
+/* The attention core: every ISA build bit-identical to the generic one, which is within 1e-5 of
+ * float64; f32 and f16 caches, head sizes with and without a tail. */
+static void test_attention(void)
+{
+    uint64_t st = test_seed();
+    const int hds[2] = {128, 36}, Gs[2] = {5, 1}, ns[3] = {1, 17, 300};
+    for (int c = 0; c < 2; c++)
+        for (int ni = 0; ni < 3; ni++)
+            for (int f16 = 0; f16 < 2; f16++) {
+                const int hd = hds[c], G = Gs[c], n = ns[ni], kvd = hd * 3;
+                float *q = malloc(sizeof(float) * G * hd), *kf = malloc(sizeof(float) * n * kvd);
+                float *vf = malloc(sizeof(float) * n * kvd), *ref = malloc(sizeof(float) * G * hd);
+                float *out = malloc(sizeof(float) * G * hd), *sc = malloc(sizeof(float) * (G * n + hd));
+                uint16_t *kh = malloc(2 * (size_t)n * kvd), *vh = malloc(2 * (size_t)n * kvd);
+                for (int i = 0; i < G * hd; i++) q[i] = (float)test_gauss(&st);
+                for (int i = 0; i < n * kvd; i++) {
+                    kh[i] = tcq_f32_to_f16((float)test_gauss(&st));
+                    vh[i] = tcq_f32_to_f16((float)test_gauss(&st));
+                    kf[i] = f16 ? tcq_f16_to_f32(kh[i]) : (float)test_gauss(&st);
+                    vf[i] = f16 ? tcq_f16_to_f32(vh[i]) : (float)test_gauss(&st);
+                }
+                tcq_attn_args a = {q, ref, f16 ? (const void *)kh : kf, f16 ? (const void *)vh : vf, f16, kvd, hd, G, n,
+                                   sc, sc + G * n};
+                tcq_attn_generic(&a);
+                double worst = 0;
+                for (int g = 0; g < G; g++) {   /* float64 */
+                    double *p = malloc(sizeof(double) * n), mx = -1e300, z = 0;
+                    for (int t = 0; t < n; t++) {
+                        double d = 0;
+                        for (int i = 0; i < hd; i++) d += (double)q[g * hd + i] * kf[t * kvd + i];
+                        p[t] = d / sqrt((double)hd);
+                        mx = fmax(mx, p[t]);
+                    }
+                    for (int t = 0; t < n; t++) z += (p[t] = exp(p[t] - mx));
+                    for (int i = 0; i < hd; i++) {
+                        double o = 0;
+                        for (int t = 0; t < n; t++) o += p[t] / z * vf[t * kvd + i];
+                        worst = fmax(worst, fabs(o - ref[g * hd + i]));
+                    }
+                    free(p);
+                }
+                CHECK(worst < 1e-5, "attention hd %d G %d n %d f16 %d: %g from float64", hd, G, n, f16, worst);
+                const tcq_isa keep = tcq_isa_active();
+                for (int isa = 1; isa < TCQ_ISA_COUNT; isa++) {
+                    if (tcq_isa_set((tcq_isa)isa) != TCQ_OK) continue;
+                    tcq_isa_set(keep);
+                    a.out = out;
+                    tcq_attn_select((tcq_isa)isa)(&a);
+                    a.out = ref;
+                    CHECK(memcmp(out, ref, sizeof(float) * G * hd) == 0, "attention %s differs from generic (hd %d n %d)",
+                          tcq_isa_name((tcq_isa)isa), hd, n);
+                }
+                free(q), free(kf), free(vf), free(ref), free(out), free(sc), free(kh), free(vh);
+            }
+}
+
 int main(void)
 {
+    test_attention();
+    test_h2f();
     tcq_model *m1, *m2;
-    tcq_model_opts o1 = {1, TCQ_PATH_AUTO, NULL, NULL}, o2 = {2, TCQ_PATH_AUTO, NULL, NULL};
+    tcq_model_opts o1 = {.n_threads = 1}, o2 = {.n_threads = 2, .prefault = 1};
     tcq_status s = tcq_model_load(BIN, &o1, &m1);
     CHECK(s == TCQ_OK, "load: %s", tcq_last_error());
     if (s != TCQ_OK) return test_done("test_model_gen");

@@ -98,7 +98,7 @@ static void test_good(void)
                   c->head_dim == 64 && c->vocab_size == 8192 && c->tied_embeddings && c->rope_theta == 1e6 &&
                   c->n_eos == 1 && c->eos_ids[0] == 2 && c->bos_id == -1,
               "tinyqwen config");
-        CHECK(strcmp(tcq_model_describe(m), "bf16") == 0, "describe: %s", tcq_model_describe(m));
+        CHECK(strcmp(tcq_model_describe(m), "bf16; embeddings bf16 (tied)") == 0, "describe: %s", tcq_model_describe(m));
         /* embeddings 8192x512 + 8 layers of (4*512*512 + 2*512*256... ) in bf16: ~29.4M params */
         size_t wb = tcq_model_weight_bytes(m);
         CHECK(wb > 58000000 && wb < 60000000, "weight bytes %zu", wb);
@@ -120,13 +120,13 @@ static void test_config(void)
                      "\"original_max_position_embeddings\":8192}}";
     CHECK_OK(tcq_model_config_parse(t5, strlen(t5), "t5", &c));
     CHECK(c.head_dim == 64 && c.rope_theta == 500000.0 && c.rope_llama3 && c.rope_factor == 32.0 &&
-              c.rope_orig_max_pos == 8192 && c.n_eos == 2 && c.eos_ids[1] == 7 && c.bos_id == 1 && !c.tied_embeddings,
+              c.rope_orig_max_pos == 8192 && c.n_eos == 2 && c.eos_ids[1] == 7 && c.bos_id == 1 && c.tied_embeddings == -1,
           "transformers-5 llama3 config");
     const char *t4 = "{\"model_type\":\"qwen3\",\"hidden_size\":256,\"intermediate_size\":512,\"num_hidden_layers\":2,"
                      "\"num_attention_heads\":4,\"head_dim\":128,\"vocab_size\":300,\"rope_theta\":1000.0,"
                      "\"rope_scaling\":null}";
     CHECK_OK(tcq_model_config_parse(t4, strlen(t4), "t4", &c));
-    CHECK(c.head_dim == 128 && c.n_kv_heads == 4 && c.rope_theta == 1000.0 && !c.rope_llama3 && c.tied_embeddings,
+    CHECK(c.head_dim == 128 && c.n_kv_heads == 4 && c.rope_theta == 1000.0 && !c.rope_llama3 && c.tied_embeddings == -1,
           "qwen3 config with rope_theta at top level");
     const char *bad[] = {
         "{\"model_type\":\"gpt2\"}", "{\"model_type\":\"llama\"}", "[1,2]",

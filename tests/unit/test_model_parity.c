@@ -84,7 +84,7 @@ static void perplexity(int windows)
 static void threads_identical(const char *model)
 {
     tcq_model *a = NULL, *b = NULL;
-    tcq_model_opts o1 = {1, TCQ_PATH_AUTO, NULL, NULL}, o2 = {2, TCQ_PATH_AUTO, NULL, NULL};
+    tcq_model_opts o1 = {.n_threads = 1}, o2 = {.n_threads = 2, .prefault = 1};
     CHECK_OK(tcq_model_load(model, &o1, &a));
     CHECK_OK(tcq_model_load(model, &o2, &b));
     if (!a || !b) goto out;

@@ -116,7 +116,7 @@ static void make_affine(tcq_st_writer *q, tcq_st_writer *d, const char *mod, con
 static double run(const char *dir, tcq_kpath path, const int32_t *toks, int n, float *lg, char *desc)
 {
     tcq_model *m = NULL;
-    tcq_model_opts o = {0, path, NULL, NULL};
+    tcq_model_opts o = {.path = path};
     tcq_status s = tcq_model_load(dir, &o, &m);
     CHECK(s == TCQ_OK, "load %s: %s", dir, tcq_last_error());
     if (!m) return -1;

@@ -27,7 +27,7 @@ static void progress(void *arg, double frac, const char *what)
 int cli_model_load(const char *path, int threads, tcq_model **out)
 {
     const int tty = isatty(2);
-    tcq_model_opts o = {threads, TCQ_PATH_AUTO, tty ? progress : NULL, NULL};
+    tcq_model_opts o = {.n_threads = threads, .progress = tty ? progress : NULL, .prefault = 1};
     double t0 = cli_now();
     tcq_status s = tcq_model_load(path, &o, out);
     if (tty) fprintf(stderr, "\r%60s\r", "");

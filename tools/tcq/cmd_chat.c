@@ -124,7 +124,7 @@ int cmd_chat(int argc, char **argv)
         int32_t *ids = NULL;
         size_t n_ids = 0;
         tcq_chat_opts co = {.add_generation_prompt = 1, .enable_thinking = think};
-        st = tcq_chat_render(tpl, msgs, (size_t)nm, &co, &text);
+        st = tcq_tokenizer_apply_chat(tok, msgs, (size_t)nm, &co, &text);
         if (st == TCQ_OK) st = tcq_tokenizer_encode_alloc(tok, text, strlen(text), 0, &ids, &n_ids);
         free(text);
         if (st == TCQ_OK && (int)n_ids >= tcq_session_ctx(s))

@@ -147,11 +147,9 @@ int cmd_run(int argc, char **argv)
     const char *text = prompt;
     unsigned flags = TCQ_TOK_ADD_SPECIAL;
     if (chat) {
-        const char *tpl = tcq_tokenizer_chat_template(tok);
-        if (!tpl) st = tcq_fail(TCQ_ERR_NOT_FOUND, "%s: no chat template", model);
         tcq_chat_message msg = {.role = "user", .content = prompt};
         tcq_chat_opts co = {.add_generation_prompt = 1, .enable_thinking = think};
-        if (st == TCQ_OK) st = tcq_chat_render(tpl, &msg, 1, &co, &rendered);
+        st = tcq_tokenizer_apply_chat(tok, &msg, 1, &co, &rendered);
         text = rendered;
         flags = 0;   /* the template writes its own special tokens */
     }
