@@ -25,5 +25,6 @@ int cli_parse_double(const char *flag, const char *s, double *out);
 double cli_now(void);
 
 int cmd_demo(int argc, char **argv);
+int bench_kernels_cuda(int argc, char **argv);   /* bench/bench_kernels_cuda.c */
 
 #endif

@@ -8,6 +8,7 @@
 
 static const cli_command commands[] = {
     {"demo", "code a synthetic Gaussian matrix, decode it, print error and speed", cmd_demo},
+    {"cuda-bench", "CUDA kernels and GPU encoder vs copy bandwidth and cuBLAS (needs -DTCQ_CUDA=ON)", bench_kernels_cuda},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
