@@ -22,8 +22,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 step test "${TCQ_TEST_TIMEOUT:-300}" "$bin/test_cuda"
 grep -E "CHECK|worst|device" "$out/test.log" | head -30
 if command -v compute-sanitizer >/dev/null 2>&1; then
-  TCQ_CUDA_TEST_QUICK=1 step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/test_cuda"
-  TCQ_CUDA_TEST_QUICK=1 step racecheck 300 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/test_cuda"
+  TCQ_CUDA_TEST_QUICK=1 step memcheck "${TCQ_MEMCHECK_TIMEOUT:-240}" compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/test_cuda"
+  TCQ_CUDA_TEST_QUICK=1 step racecheck "${TCQ_RACECHECK_TIMEOUT:-300}" compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/test_cuda"
 else
   summary+=("compute-sanitizer: not found")
 fi
