@@ -36,7 +36,7 @@ constexpr int kTargetItems = 8192;   /* fixed: the split must not depend on the 
 struct Out {
     const uint2 *xf;      /* [nkt][NTt][32] B fragments */
     int NTt;
-    const float *rs;      /* [4 NTt] 2^-e per activation row */
+    const float *rs;      /* [S][4 NTt] 2^-e per chunk and activation row */
     float *y;             /* [M, out] */
     int M;
     int64_t out;
@@ -150,8 +150,8 @@ __global__ void __launch_bounds__(kThreadsR, 1) k_reduce(Geo g, Out o)
                 for (int h = 0; h < 2; h++) {
                     const int d = 2 * rt + h;
                     if (!ok[d]) continue;
-                    float v = acc[rt][nt][2 * h] + acc[rt][nt][2 * h + 1];
-                    if (direct) v = (v * o.rs[m]) * (__half2float(__ushort_as_half(g.scales[row[d]])) / kD);
+                    float v = (acc[rt][nt][2 * h] + acc[rt][nt][2 * h + 1]) * o.rs[s * 4 * o.NTt + m];
+                    if (direct) v *= __half2float(__ushort_as_half(g.scales[row[d]])) / kD;
                     put(o, s, m, row[d], v);
                 }
             }
@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(kThreadsR, 1) k_reduce(Geo g, Out o)
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
                     const int m = 4 * nt + q;
-                    if (m < o.M) o.y[(int64_t)m * o.out + row[d]] = (sum_parts(o, m, row[d]) * o.rs[m]) * f;
+                    if (m < o.M) o.y[(int64_t)m * o.out + row[d]] = sum_parts(o, m, row[d]) * f;
                 }
             }
         }
@@ -234,8 +234,8 @@ __global__ void __launch_bounds__(kThreadsS, 1) k_scatter(Geo g, Out o)
                     for (int u = 0; u < 8; u++)
 #pragma unroll
                         for (int h = 0; h < 2; h++) {
-                            float v = acc[u][nt][2 * h] + acc[u][nt][2 * h + 1];
-                            if (o.S == 1) v = (v * o.rs[m]) / kD;
+                            float v = (acc[u][nt][2 * h] + acc[u][nt][2 * h + 1]) * o.rs[s * 4 * o.NTt + m];
+                            if (o.S == 1) v = v / kD;
                             put(o, s, m, P + 2 * u + h, v);
                         }
                 }
@@ -244,21 +244,24 @@ __global__ void __launch_bounds__(kThreadsS, 1) k_scatter(Geo g, Out o)
         if (tile_last(o, tile) && pok) {
             for (int m = q; m < o.M; m += 4)
 #pragma unroll
-                for (int e = 0; e < 16; e++) o.y[(int64_t)m * o.out + P + e] = (sum_parts(o, m, P + e) * o.rs[m]) / kD;
+                for (int e = 0; e < 16; e++) o.y[(int64_t)m * o.out + P + e] = sum_parts(o, m, P + e) / kD;
         }
     }
 }
 
-/* x [M, in] -> B fragments (f16 hi / lo of x * colscale * 2^e), one block per activation row
- * (rows M..4NTt-1 write zeros). */
+/* x [M, in] -> B fragments (f16 hi / lo of x * colscale * 2^e); block (m, s) does activation row
+ * m over reduction chunk s (rows M..4NTt-1 write zeros).  The exponent is per (chunk, row): each
+ * chunk's partial sum is scaled back on its own, and no block waits for a whole-row maximum. */
 __global__ void k_xprep(const float *__restrict__ x, int M, int64_t in, const uint16_t *__restrict__ colscale,
-                        int64_t nkt, int NTt, uint2 *__restrict__ xf, float *__restrict__ rs)
+                        int64_t nkt, int NTt, int chunk, uint2 *__restrict__ xf, float *__restrict__ rs)
 {
-    const int m = blockIdx.x;
+    const int m = blockIdx.x, s = blockIdx.y;
+    const int64_t kt0 = 4 * (int64_t)s * chunk, kt1 = min(kt0 + 4 * (int64_t)chunk, nkt);
+    const int64_t i0 = kt0 * 16, i1 = min(kt1 * 16, in);
     __shared__ float red[32];
     float mx = 0.0f;
     if (m < M)
-        for (int64_t i = threadIdx.x; i < in; i += blockDim.x) {
+        for (int64_t i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
             float v = x[(int64_t)m * in + i];
             if (colscale) v *= __half2float(__ushort_as_half(colscale[i]));
             mx = fmaxf(mx, fabsf(v));
@@ -281,9 +284,9 @@ __global__ void k_xprep(const float *__restrict__ x, int M, int64_t in, const ui
         e = max(-100, min(100, e));
     }
     const float mul = ldexpf(1.0f, e);
-    if (threadIdx.x == 0) rs[m] = ldexpf(1.0f, -e);
+    if (threadIdx.x == 0) rs[s * 4 * NTt + m] = ldexpf(1.0f, -e);
     const int nt = m >> 2;
-    for (int64_t idx = threadIdx.x; idx < nkt * 8; idx += blockDim.x) {
+    for (int64_t idx = kt0 * 8 + threadIdx.x; idx < kt1 * 8; idx += blockDim.x) {
         const int64_t kt = idx >> 3;
         const int part = (int)((idx >> 2) & 1), q = (int)(idx & 3);
         const int lane = (2 * (m & 3) + part) * 4 + q;
@@ -381,7 +384,7 @@ tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const flo
     o.chunk = (int)((groups + S - 1) / S);
     o.S = (int)((groups + o.chunk - 1) / o.chunk);
     o.n_items = o.ntiles * o.S;
-    const size_t xf_bytes = tcq_align256((size_t)nkt * nt * 32 * 8), rs_bytes = tcq_align256((size_t)4 * nt * 4);
+    const size_t xf_bytes = tcq_align256((size_t)nkt * nt * 32 * 8), rs_bytes = tcq_align256((size_t)o.S * 4 * nt * 4);
     const size_t part_bytes = o.S > 1 ? (size_t)o.S * M * out * 4 : 0;
     void *scr;
     TCQ_TRY(tcq_cuda_scratch(ctx, xf_bytes + rs_bytes + part_bytes, &scr));
@@ -390,8 +393,8 @@ tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const flo
     o.part = o.S > 1 ? (float *)((char *)scr + xf_bytes + rs_bytes) : NULL;
     o.cnt = NULL;
     if (o.S > 1) TCQ_TRY(tcq_cuda_counters(ctx, (size_t)o.ntiles, &o.cnt));
-    k_xprep<<<4 * nt, 256, 0, ctx->stream>>>(x, (int)M, in, w->axis ? NULL : w->scales, nkt, nt, (uint2 *)o.xf,
-                                             (float *)o.rs);
+    k_xprep<<<dim3(4 * nt, o.S), 128, 0, ctx->stream>>>(x, (int)M, in, w->axis ? NULL : w->scales, nkt, nt, o.chunk,
+                                                        (uint2 *)o.xf, (float *)o.rs);
     CU_LAUNCHED("cuda linear: activation prep");
     switch (K) {
     case 1: return pair ? launch_k<1, true>(ctx, w->axis, g, o) : launch_k<1, false>(ctx, w->axis, g, o);
