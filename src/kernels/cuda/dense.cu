@@ -10,7 +10,8 @@
 
 using namespace tcq_tc;
 
-tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M);
+tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
+                              int64_t M);
 tcq_status tcq_cuda_swiglu_combine(tcq_cuda_ctx *ctx, const float *g, const float *u, float *y, int64_t n);
 
 namespace {
@@ -118,7 +119,7 @@ tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w,
 tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M, tcq_kpath path)
 {
     TCQ_TRY(check_call(ctx, w, x, y, M, path));
-    if (M <= kTcMaxM) return tcq_cuda_linear_tc(ctx, w, x, y, M);
+    if (M <= kTcMaxM) return tcq_cuda_linear_tc(ctx, w, NULL, x, y, M);
     const int64_t out = tcq_trellis_out(w), in = tcq_trellis_in(w);
     const size_t wb = tcq_align256((size_t)out * in * 2), xb = tcq_align256((size_t)M * in * 2);
     void *scr;
@@ -140,7 +141,11 @@ tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, co
         return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda swiglu: gate [%lld, %lld] and up [%lld, %lld] differ",
                         (long long)tcq_trellis_out(gate), (long long)tcq_trellis_in(gate),
                         (long long)tcq_trellis_out(up), (long long)tcq_trellis_in(up));
-    /* gate and up results live in their own buffer (the linear kernels own the context scratch) */
+    if (M <= kTcMaxM && gate->axis == 1 && up->axis == 1 && gate->p.L == up->p.L && gate->p.k == up->p.k &&
+        gate->p.T == up->p.T && gate->rows == up->rows && gate->cols == up->cols)
+        return tcq_cuda_linear_tc(ctx, gate, up, x, y, M);   /* one fused launch (+ x prep) */
+    /* otherwise: both products into a temporary, then the combine (the linear kernels own the
+     * context scratch) */
     const size_t n = (size_t)M * tcq_trellis_out(gate);
     float *tmp = NULL;
     CU_TRY(cudaMallocAsync((void **)&tmp, 2 * n * sizeof(float), ctx->stream), "cuda swiglu: temporaries");

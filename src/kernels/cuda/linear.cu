@@ -46,48 +46,53 @@ struct Out {
     int64_t groups;       /* reduction length in 64s */
 };
 
-/* Store one output value (or its partial). */
-__device__ __forceinline__ void put(const Out &o, int s, int m, int64_t oi, float v)
+/* Store one output value (direct) or its partial: chunk s (up's chunks follow gate's). */
+__device__ __forceinline__ void put(const Out &o, bool direct, int s, int m, int64_t oi, float v)
 {
-    if (o.S == 1) o.y[(int64_t)m * o.out + oi] = v;
+    if (direct) o.y[(int64_t)m * o.out + oi] = v;
     else o.part[((int64_t)s * o.M + m) * o.out + oi] = v;
 }
 
 /* Called by a whole warp after its put()s: the last chunk of a tile sums the partials in order.
  * fin(m, oi, sum) maps the sum to y. */
-__device__ __forceinline__ bool tile_last(const Out &o, int tile)
+__device__ __forceinline__ bool tile_last(const Out &o, int tile, int arrivals)
 {
-    if (o.S == 1) return false;
+    if (arrivals == 1) return false;
     __threadfence();
     __syncwarp();
     int old = 0;
     if ((threadIdx.x & 31) == 0) old = atomicAdd(&o.cnt[tile], 1);
     old = __shfl_sync(0xffffffffu, old, 0);
-    if (old != o.S - 1) return false;
+    if (old != arrivals - 1) return false;
     __threadfence();
     if ((threadIdx.x & 31) == 0) o.cnt[tile] = 0;   /* ready for the next launch */
     return true;
 }
 
-__device__ __forceinline__ float sum_parts(const Out &o, int m, int64_t oi)
+__device__ __forceinline__ float sum_parts(const Out &o, int m, int64_t oi, int first = 0)
 {
     float s = 0.0f;
-    for (int k = 0; k < o.S; k++) s += __ldcg(&o.part[((int64_t)k * o.M + m) * o.out + oi]);
+    for (int k = first; k < first + o.S; k++) s += __ldcg(&o.part[((int64_t)k * o.M + m) * o.out + oi]);
     return s;
 }
 
-/* ---------------------------------------------------------------- axis 1: reduce, 32 rows/item */
-template <int K, bool PAIR, int NT>
-__global__ void __launch_bounds__(kThreadsR, 1) k_reduce(Geo g, Out o)
+/* ---------------------------------------------------------------- axis 1: reduce, 32 rows/item
+ * SW: fused gate/up + SwiGLU: g is gate, gu is up (same geometry); the items of a tile cover
+ * both matrices and its last warp writes silu(gate) * up. */
+template <int K, bool PAIR, int NT, bool SW>
+__global__ void __launch_bounds__(kThreadsR, 1) k_reduce(Geo g0, Geo gu, Out o)
 {
+    const Geo &g = g0;
     extern __shared__ __align__(16) uint8_t smem[];
     build_table<K, PAIR>(smem, g.L);
     __syncthreads();
     const int lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
     const int wpb_ = g.wpb;
     const int nw = gridDim.x * (blockDim.x >> 5);
+    const int per = SW ? 2 * o.S : o.S;
     for (int item = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); item < o.n_items; item += nw) {
-        const int tile = item / o.S, s = item % o.S;
+        const int tile = item / per, sw = item % per, s = sw % o.S;
+        const Geo &gm = (SW && sw >= o.S) ? gu : g0;
         const int64_t r0 = (int64_t)tile * 32;
         const int64_t c0 = (int64_t)s * o.chunk, c1 = min(c0 + o.chunk, o.groups);
         int64_t row[4];
@@ -113,7 +118,7 @@ __global__ void __launch_bounds__(kThreadsR, 1) k_reduce(Geo g, Out o)
             b_lo = (g.T - Pb - 16) * K;
 #pragma unroll
             for (int d = 0; d < 4; d++) {
-                if (ok[d]) load16<K>(block_ptr(g, row[d], blk), wpb_, b_lo, w[d]);
+                if (ok[d]) load16<K>(block_ptr(gm, row[d], blk), wpb_, b_lo, w[d]);
                 else
 #pragma unroll
                     for (int j = 0; j < Dec<K>::NL; j++) w[d][j] = 0;
@@ -139,7 +144,7 @@ __global__ void __launch_bounds__(kThreadsR, 1) k_reduce(Geo g, Out o)
             }
         }
         /* lane owns rows row[2rt], row[2rt+1] for m = 4nt + q */
-        const bool direct = o.S == 1;
+        const bool direct = !SW && o.S == 1;
 #pragma unroll
         for (int rt = 0; rt < 2; rt++)
 #pragma unroll
@@ -152,18 +157,22 @@ __global__ void __launch_bounds__(kThreadsR, 1) k_reduce(Geo g, Out o)
                     if (!ok[d]) continue;
                     float v = (acc[rt][nt][2 * h] + acc[rt][nt][2 * h + 1]) * o.rs[s * 4 * o.NTt + m];
                     if (direct) v *= __half2float(__ushort_as_half(g.scales[row[d]])) / kD;
-                    put(o, s, m, row[d], v);
+                    put(o, direct, sw, m, row[d], v);
                 }
             }
-        if (tile_last(o, tile)) {
+        if (tile_last(o, tile, direct ? 1 : per)) {
 #pragma unroll
             for (int d = 0; d < 4; d++) {
                 if (!ok[d]) continue;
                 const float f = __half2float(__ushort_as_half(g.scales[row[d]])) / kD;
+                const float fu = SW ? __half2float(__ushort_as_half(gu.scales[row[d]])) / kD : 0.0f;
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
                     const int m = 4 * nt + q;
-                    if (m < o.M) o.y[(int64_t)m * o.out + row[d]] = sum_parts(o, m, row[d]) * f;
+                    if (m >= o.M) continue;
+                    float v = sum_parts(o, m, row[d]) * f;
+                    if (SW) v = __fdiv_rn(v, __fadd_rn(1.0f, expf(-v))) * (sum_parts(o, m, row[d], o.S) * fu);
+                    o.y[(int64_t)m * o.out + row[d]] = v;
                 }
             }
         }
@@ -172,8 +181,9 @@ __global__ void __launch_bounds__(kThreadsR, 1) k_reduce(Geo g, Out o)
 
 /* --------------------------------------------------------------- axis 0: scatter, 128 outputs/item */
 template <int K, bool PAIR, int NTG>
-__global__ void __launch_bounds__(kThreadsS, 1) k_scatter(Geo g, Out o)
+__global__ void __launch_bounds__(kThreadsS, 1) k_scatter(Geo g, Geo unused, Out o)
 {
+    (void)unused;
     extern __shared__ __align__(16) uint8_t smem[];
     build_table<K, PAIR>(smem, g.L);
     __syncthreads();
@@ -236,12 +246,12 @@ __global__ void __launch_bounds__(kThreadsS, 1) k_scatter(Geo g, Out o)
                         for (int h = 0; h < 2; h++) {
                             float v = (acc[u][nt][2 * h] + acc[u][nt][2 * h + 1]) * o.rs[s * 4 * o.NTt + m];
                             if (o.S == 1) v = v / kD;
-                            put(o, s, m, P + 2 * u + h, v);
+                            put(o, o.S == 1, s, m, P + 2 * u + h, v);
                         }
                 }
             }
         }
-        if (tile_last(o, tile) && pok) {
+        if (tile_last(o, tile, o.S) && pok) {
             for (int m = q; m < o.M; m += 4)
 #pragma unroll
                 for (int e = 0; e < 16; e++) o.y[(int64_t)m * o.out + P + e] = sum_parts(o, m, P + e) / kD;
@@ -317,7 +327,8 @@ __global__ void k_swiglu(const float *__restrict__ g, const float *__restrict__ 
 }
 
 template <typename F>
-tcq_status launch_persistent(tcq_cuda_ctx *ctx, F kern, int threads, size_t smem, const Geo &g, const Out &o, const char *what)
+tcq_status launch_persistent(tcq_cuda_ctx *ctx, F kern, int threads, size_t smem, const Geo &g, const Geo &gu, const Out &o,
+                             const char *what)
 {
     if (smem > 48 * 1024) CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), what);
     int per_sm = 0;
@@ -325,31 +336,37 @@ tcq_status launch_persistent(tcq_cuda_ctx *ctx, F kern, int threads, size_t smem
     if (per_sm < 1) return tcq_fail(TCQ_ERR_DEVICE, "%s: kernel does not fit an SM (%zu bytes shared)", what, smem);
     const int want = (o.n_items + threads / 32 - 1) / (threads / 32);
     const int grid = min(ctx->n_sm * per_sm, want);
-    kern<<<grid, threads, smem, ctx->stream>>>(g, o);
+    kern<<<grid, threads, smem, ctx->stream>>>(g, gu, o);
     CU_LAUNCHED(what);
     return TCQ_OK;
 }
 
+template <int K, bool PAIR, bool SW>
+tcq_status launch_r(tcq_cuda_ctx *ctx, size_t smem, const Geo &g, const Geo &gu, const Out &o)
+{
+    switch (o.NTt) {
+    case 1: return launch_persistent(ctx, k_reduce<K, PAIR, 1, SW>, kThreadsR, smem, g, gu, o, "cuda reduce kernel");
+    case 2: return launch_persistent(ctx, k_reduce<K, PAIR, 2, SW>, kThreadsR, smem, g, gu, o, "cuda reduce kernel");
+    case 4: return launch_persistent(ctx, k_reduce<K, PAIR, 4, SW>, kThreadsR, smem, g, gu, o, "cuda reduce kernel");
+    default: return launch_persistent(ctx, k_reduce<K, PAIR, 8, SW>, kThreadsR, smem, g, gu, o, "cuda reduce kernel");
+    }
+}
+
 template <int K, bool PAIR>
-tcq_status launch_k(tcq_cuda_ctx *ctx, int axis, const Geo &g, const Out &o)
+tcq_status launch_k(tcq_cuda_ctx *ctx, int axis, bool sw, const Geo &g, const Geo &gu, const Out &o)
 {
     const size_t smem = PAIR ? ((size_t)4 << (g.L + K)) : ((size_t)2 << g.L);
-    if (axis == 1) {
-        switch (o.NTt) {
-        case 1: return launch_persistent(ctx, k_reduce<K, PAIR, 1>, kThreadsR, smem, g, o, "cuda reduce kernel");
-        case 2: return launch_persistent(ctx, k_reduce<K, PAIR, 2>, kThreadsR, smem, g, o, "cuda reduce kernel");
-        case 4: return launch_persistent(ctx, k_reduce<K, PAIR, 4>, kThreadsR, smem, g, o, "cuda reduce kernel");
-        default: return launch_persistent(ctx, k_reduce<K, PAIR, 8>, kThreadsR, smem, g, o, "cuda reduce kernel");
-        }
-    }
-    if (o.NTt == 1) return launch_persistent(ctx, k_scatter<K, PAIR, 1>, kThreadsS, smem, g, o, "cuda scatter kernel");
-    return launch_persistent(ctx, k_scatter<K, PAIR, 2>, kThreadsS, smem, g, o, "cuda scatter kernel");
+    if (axis == 1) return sw ? launch_r<K, PAIR, true>(ctx, smem, g, gu, o) : launch_r<K, PAIR, false>(ctx, smem, g, gu, o);
+    if (o.NTt == 1) return launch_persistent(ctx, k_scatter<K, PAIR, 1>, kThreadsS, smem, g, gu, o, "cuda scatter kernel");
+    return launch_persistent(ctx, k_scatter<K, PAIR, 2>, kThreadsS, smem, g, gu, o, "cuda scatter kernel");
 }
 
 }  // namespace
 
-/* The M <= 32 path (used by tcq_cuda_linear in dense.cu's dispatcher). */
-tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M)
+/* The M <= 32 path (used by dense.cu's dispatcher).  up != NULL: fused SwiGLU with w as gate
+ * (both axis 1, same parameters and shape: checked by the caller). */
+tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
+                              int64_t M)
 {
     const int K = w->p.k, L = w->p.L;
     const bool pair = L + K <= 15;
@@ -383,24 +400,32 @@ tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const flo
     if (S < 1) S = 1;
     o.chunk = (int)((groups + S - 1) / S);
     o.S = (int)((groups + o.chunk - 1) / o.chunk);
-    o.n_items = o.ntiles * o.S;
+    o.n_items = o.ntiles * o.S * (up ? 2 : 1);
     const size_t xf_bytes = tcq_align256((size_t)nkt * nt * 32 * 8), rs_bytes = tcq_align256((size_t)o.S * 4 * nt * 4);
-    const size_t part_bytes = o.S > 1 ? (size_t)o.S * M * out * 4 : 0;
+    const bool parts = up || o.S > 1;
+    const size_t part_bytes = parts ? (size_t)o.S * (up ? 2 : 1) * M * out * 4 : 0;
     void *scr;
     TCQ_TRY(tcq_cuda_scratch(ctx, xf_bytes + rs_bytes + part_bytes, &scr));
     o.xf = (const uint2 *)scr;
     o.rs = (const float *)((char *)scr + xf_bytes);
-    o.part = o.S > 1 ? (float *)((char *)scr + xf_bytes + rs_bytes) : NULL;
+    o.part = parts ? (float *)((char *)scr + xf_bytes + rs_bytes) : NULL;
     o.cnt = NULL;
-    if (o.S > 1) TCQ_TRY(tcq_cuda_counters(ctx, (size_t)o.ntiles, &o.cnt));
+    if (parts) TCQ_TRY(tcq_cuda_counters(ctx, (size_t)o.ntiles, &o.cnt));
     k_xprep<<<dim3(4 * nt, o.S), 128, 0, ctx->stream>>>(x, (int)M, in, w->axis ? NULL : w->scales, nkt, nt, o.chunk,
                                                         (uint2 *)o.xf, (float *)o.rs);
     CU_LAUNCHED("cuda linear: activation prep");
+    Geo gu = g;
+    if (up) {
+        gu.codes = up->codes;
+        gu.scales = up->scales;
+    }
+    const int ax = w->axis;
+    const bool sw = up != NULL;
     switch (K) {
-    case 1: return pair ? launch_k<1, true>(ctx, w->axis, g, o) : launch_k<1, false>(ctx, w->axis, g, o);
-    case 2: return pair ? launch_k<2, true>(ctx, w->axis, g, o) : launch_k<2, false>(ctx, w->axis, g, o);
-    case 3: return pair ? launch_k<3, true>(ctx, w->axis, g, o) : launch_k<3, false>(ctx, w->axis, g, o);
-    default: return pair ? launch_k<4, true>(ctx, w->axis, g, o) : launch_k<4, false>(ctx, w->axis, g, o);
+    case 1: return pair ? launch_k<1, true>(ctx, ax, sw, g, gu, o) : launch_k<1, false>(ctx, ax, sw, g, gu, o);
+    case 2: return pair ? launch_k<2, true>(ctx, ax, sw, g, gu, o) : launch_k<2, false>(ctx, ax, sw, g, gu, o);
+    case 3: return pair ? launch_k<3, true>(ctx, ax, sw, g, gu, o) : launch_k<3, false>(ctx, ax, sw, g, gu, o);
+    default: return pair ? launch_k<4, true>(ctx, ax, sw, g, gu, o) : launch_k<4, false>(ctx, ax, sw, g, gu, o);
     }
 }
 
