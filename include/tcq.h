@@ -932,6 +932,85 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  * CUDA (built with -DTCQ_CUDA=ON)
  * ========================================================================================== */
 
+/* Always declared; a build without CUDA returns TCQ_ERR_UNSUPPORTED from every function (and
+ * tcq_cuda_available() returns 0).  Device pointers are plain CUDA device pointers owned by the
+ * caller; every call on a context is asynchronous on that context's stream unless it says it
+ * synchronizes.  Failures return TCQ_ERR_DEVICE with the CUDA / cuBLAS error string; an error
+ * raised by an earlier asynchronous launch surfaces at the next tcq_cuda_sync().
+ *
+ * Kernels (docs in bench/NOTES.md, "CUDA (H200)"):
+ *   M <= 32: tensor-core kernel.  Pairs of states are looked up in a shared-memory table of
+ *     (y_t, y_t+1) as two exact f16 integers (y the 1MAD byte sum minus 510), fed to
+ *     mma.m16n8k16 against the activations split into f16 hi + lo parts (x' = x*2^e, e per row
+ *     so x' fits f16), accumulated in f32; y = acc * 2^-e * scale / 147.800537109375.  The
+ *     factored contract of FORMAT.md; relative error against float64 ~1e-6.
+ *   M > 32: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch, then a
+ *     cuBLAS bf16 GEMM with f32 accumulation (x rounded to bf16).                             */
+
+/* 1 if this build has CUDA and a device is present. */
+int tcq_cuda_available(void);
+
+/* A context: device, stream, cuBLAS handle, scratch (grown on demand, owned by the context).
+ * One context per host thread / stream. */
+typedef struct tcq_cuda_ctx tcq_cuda_ctx;
+tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out);
+void tcq_cuda_ctx_free(tcq_cuda_ctx *ctx);
+/* The context's cudaStream_t (as void *), for callers mixing in their own kernels. */
+void *tcq_cuda_ctx_stream(tcq_cuda_ctx *ctx);
+/* Wait for all work queued on the context's stream; reports asynchronous errors. */
+tcq_status tcq_cuda_sync(tcq_cuda_ctx *ctx);
+/* "NVIDIA H200, 132 SMs, 60 MB L2, cc 9.0" */
+tcq_status tcq_cuda_describe(tcq_cuda_ctx *ctx, char *buf, size_t len);
+
+/* Device memory (cudaMalloc / cudaFree) and copies on the context's stream. */
+tcq_status tcq_cuda_malloc(void **ptr, size_t bytes);
+void tcq_cuda_free(void *ptr);
+tcq_status tcq_cuda_copy_to_device(tcq_cuda_ctx *ctx, void *dst, const void *src, size_t bytes);
+tcq_status tcq_cuda_copy_to_host(tcq_cuda_ctx *ctx, void *dst, const void *src, size_t bytes); /* syncs */
+tcq_status tcq_cuda_memset(tcq_cuda_ctx *ctx, void *dst, int byte, size_t bytes);
+
+/* Upload a packed tensor: dev_buf (caller-owned device memory of at least
+ * tcq_cuda_trellis_bytes(host) bytes, 256-byte aligned as cudaMalloc gives) receives the codes
+ * then the scales; *dev becomes the same view with device pointers. */
+size_t tcq_cuda_trellis_bytes(const tcq_trellis *host);
+tcq_status tcq_cuda_trellis_upload(tcq_cuda_ctx *ctx, const tcq_trellis *host, void *dev_buf,
+                                   size_t dev_bytes, tcq_trellis *dev);
+
+/* y = x W^T on the device: w a device view (tcq_cuda_trellis_upload), x [M, in] and y [M, out]
+ * device f32.  Any M >= 1.  path: AUTO or EXACT (FAST: not built yet, returns UNSUPPORTED). */
+tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x /* [M, in] */,
+                           float *y /* [M, out] */, int64_t M, tcq_kpath path);
+/* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T); gate and up axis 1, same shape. */
+tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, const tcq_trellis *up,
+                                  const float *x /* [M, in] */, float *y /* [M, out] */, int64_t M,
+                                  tcq_kpath path);
+/* Decode a device tensor to dense bf16 W [out, in] in device memory (the bf16 contract). */
+tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w, uint16_t *W /* [out, in] */);
+
+/* GPU encoder: the same contract and output as tcq_encode_rows (bit-identical codes and
+ * scales), host buffers in and out, every block of the matrix coded in parallel on the device.
+ * Two-pass search, L <= 12 (the path memory of a block lives in shared memory); weights w
+ * optional.  Synchronizes. */
+tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq_encode_opts *opts,
+                                const float *src /* [R, C] */, const float *w /* [R, C] or NULL */,
+                                int64_t R, int64_t C, uint32_t *codes /* [R, C*k/32] */,
+                                uint16_t *scales /* [R] */, double *sq_err);
+
+/* Benchmark helpers (used by bench/bench_kernels_cuda.c): median microseconds per call of a
+ * CUDA graph of `reps` back-to-back calls, cycling through n_w weights (so the bytes read exceed
+ * the L2), repeated `trials` times. */
+tcq_status tcq_cuda_time_linear(tcq_cuda_ctx *ctx, const tcq_trellis *const *w, int n_w, const float *x,
+                                float *y, int64_t M, tcq_kpath path, int reps, int trials, double *us);
+tcq_status tcq_cuda_time_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *const *gate, const tcq_trellis *const *up,
+                                int n_w, const float *x, float *y, int64_t M, int reps, int trials, double *us);
+/* cuBLAS bf16 GEMM y[M,out] = x[M,in] W^T (f32 accumulate, bf16 out), n_w weight copies. */
+tcq_status tcq_cuda_time_dense_bf16(tcq_cuda_ctx *ctx, int64_t out, int64_t in, int64_t M, int n_w,
+                                    int reps, int trials, double *us);
+/* Device-to-device copy of `bytes`: GB/s counting bytes read plus written. */
+tcq_status tcq_cuda_time_copy(tcq_cuda_ctx *ctx, size_t bytes, int reps, int trials, double *gbps);
+/* GPU encoder throughput on R x C Gaussian rows: weights per second. */
+tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R, int64_t C, double *wps);
+
 #ifdef __cplusplus
 }
 #endif
