@@ -529,8 +529,16 @@ typedef enum tcq_kregime {
     TCQ_KR_AUTO = 0, TCQ_KR_M1, TCQ_KR_SHARED, TCQ_KR_TILE, TCQ_KR_GEMM, TCQ_KR_COUNT
 } tcq_kregime;
 
-/* Fast path activation quantization: int8 per block of TCQ_FAST_QB values along the reduced
- * dimension, f32 scale amax/127 per block. */
+/* Fast path (TCQ_PATH_FAST, also what AUTO runs for trellis weights below the GEMM regime):
+ * the activation a (axis 1: x; axis 0: x[i] * scale[i], the stored row's scale folded in) is
+ * quantized per block of TCQ_FAST_QB positions along the reduced dimension: d = amax/127 (f32),
+ * q = nearbyintf(a * (127/amax)) in [-127, 127].  Per block the integer sum of y(s) * q (y the
+ * integer code value) is exact; blocks combine in f32 with d; scale / 147.8 once per output.
+ * Error bound per output, against the exact weights (bench/NOTES.md derives it):
+ *     |y_fast - y| <= sum_i |v_i| d_i / 2 (1 + 1e-4) + (nblk + 4) 2^-24 sum_i |v_i| (|a_i| + d_i)
+ * with v_i the weight without the activation-side factor (axis 1: value*scale; axis 0: value).
+ * For Gaussian activations the relative RMS error is about amax/(127 sqrt(12) sigma) ~ 0.5%.
+ * In the GEMM regime both paths multiply the exact f32 weights. */
 #define TCQ_FAST_QB 64
 
 /* Pin the ISA and/or the regime for one context (tests, benchmarks).  isa < 0: the active ISA;
@@ -552,8 +560,16 @@ const char *tcq_kregime_name(tcq_kregime r);
 typedef struct tcq_tokenizer tcq_tokenizer;
 
 /* path: a model directory (reads tokenizer.json, and if present tokenizer_config.json for
- * add_bos_token/bos/eos and the chat template, and chat_template.jinja), a tokenizer.json file,
- * or a llama2.c tokenizer.bin (a name ending in ".bin": vocabulary size read to end of file). */
+ * bos/eos, add_bos_token/add_eos_token (which override the post-processor, as transformers'
+ * Llama tokenizer does) and the chat template, and chat_template.jinja, which wins over the
+ * config's), a tokenizer.json file (the same files beside it are read), or a llama2.c
+ * tokenizer.bin (a name ending in ".bin": vocabulary size read to end of file).
+ * tokenizer.json support: model BPE (merges as "a b" or ["a", "b"], byte_fallback, unk/fuse_unk,
+ * ignore_merges); normalizers NFC/NFD/NFKC/NFKD, Lowercase, Strip, Prepend, Replace (string),
+ * Sequence; pre-tokenizers ByteLevel, Split (regex through PCRE2 with Unicode properties, or
+ * string; all behaviors, invert), Metaspace, Digits, Whitespace, WhitespaceSplit, Sequence;
+ * post-processor TemplateProcessing/ByteLevel; decoders ByteLevel, Metaspace, Replace,
+ * ByteFallback, Fuse, Strip.  Anything else fails with TCQ_ERR_UNSUPPORTED naming it. */
 tcq_status tcq_tokenizer_load(const char *path, tcq_tokenizer **out);
 /* llama2.c tokenizer.bin: int32 max_token_length, then per token float score, int32 len, bytes.
  * vocab_size <= 0 reads tokens until end of file.  BOS = 1, EOS = 2, add_bos on. */
@@ -583,11 +599,14 @@ enum {
     TCQ_TOK_NO_PARSE_SPECIAL = 2, /* do not match special added tokens in the text (as plain text) */
 };
 
-/* Encode len bytes of UTF-8 text.  ids may be NULL; *n_ids receives the number of tokens.  When
- * cap is too small, returns TCQ_ERR_RANGE with *n_ids set to the count needed. */
+/* Encode len bytes of UTF-8 text (invalid UTF-8 is encoded byte for byte by byte-level and
+ * byte-fallback vocabularies).  Added tokens are matched in the raw text, longest first, before
+ * normalization (also those marked "normalized").  *n_ids receives the number of tokens; when
+ * cap is too small (ids NULL and cap 0 asks for the count), returns TCQ_ERR_RANGE with *n_ids
+ * set to the count needed. */
 tcq_status tcq_tokenizer_encode(const tcq_tokenizer *tok, const char *text, size_t len, unsigned flags,
                                 int32_t *ids /* [cap] */, size_t cap, size_t *n_ids);
-/* As tcq_tokenizer_encode into a malloc'd array (free() it). */
+/* As tcq_tokenizer_encode, into a malloc'd array (release it with free). */
 tcq_status tcq_tokenizer_encode_alloc(const tcq_tokenizer *tok, const char *text, size_t len,
                                       unsigned flags, int32_t **ids, size_t *n_ids);
 
@@ -606,8 +625,10 @@ tcq_status tcq_tokenizer_decode(const tcq_tokenizer *tok, const int32_t *ids, si
                                 char **text, size_t *len);
 
 /* Streaming decoder: text comes out only as complete UTF-8 characters; a character split across
- * tokens is held until its last byte arrives.  The leading-space strip (Llama) applies to the
- * first text of the stream. */
+ * tokens is held until its last byte arrives.  The leading-space strip of SentencePiece-style
+ * decoders (Llama's "Strip", Metaspace, llama2.c) applies to the first text of the stream: with
+ * TCQ_DETOK_SKIP_SPECIAL a leading BOS produces nothing and " Once" comes out as "Once".
+ * Concatenating a stream's outputs equals tcq_tokenizer_decode of the same ids. */
 typedef struct tcq_detok tcq_detok;
 tcq_status tcq_detok_create(const tcq_tokenizer *tok, unsigned flags, tcq_detok **out);
 void tcq_detok_free(tcq_detok *d);
@@ -619,12 +640,19 @@ tcq_status tcq_detok_flush(tcq_detok *d, const char **text, size_t *len);
 /* Start a new stream (the leading-space strip applies again). */
 void tcq_detok_reset(tcq_detok *d);
 
-/* Chat templates: a Jinja subset interpreter (what transformers' apply_chat_template does, with
- * trim_blocks and lstrip_blocks): {{ }}, {% if/elif/else %}, {% for %} with loop.*, {% set %}
- * and namespace(), filters, tests, string methods, slicing, raise_exception. */
+/* Chat templates: a Jinja subset interpreter rendering as transformers' apply_chat_template
+ * (jinja2 sandbox, trim_blocks, lstrip_blocks, loop controls): {{ }}, {% if/elif/else %},
+ * {% for %} with loop.* and else, {% set %} (also blocks and namespace() attributes), macros,
+ * {% raw %}, filters (trim, tojson, length, default, join, map, select(attr), sort, ...), tests,
+ * Python string and dict methods, slicing, ~ and +, |safe Markup semantics.  Variables: messages,
+ * tools, documents (None), add_generation_prompt, enable_thinking (when given), bos_token,
+ * eos_token; functions raise_exception, namespace, range, dict, strftime_now.  Not supported:
+ * include/import/extends/block, filters outside that list (an error names them). */
 typedef struct tcq_chat_message {
     const char *role;           /* "system", "user", "assistant", "tool" */
-    const char *content;
+    const char *content;        /* NULL: None */
+    const char *extra_json;     /* NULL, or a JSON object of more fields ("tool_calls",
+                                 * "reasoning_content", ...) merged into the message */
 } tcq_chat_message;
 
 typedef struct tcq_chat_opts {
@@ -632,16 +660,205 @@ typedef struct tcq_chat_opts {
     int enable_thinking;        /* -1: not passed (template default), 0: false, 1: true */
     const char *bos_token;      /* bos_token / eos_token variables (NULL: undefined) */
     const char *eos_token;
+    const char *tools_json;     /* NULL (tools = None), or a JSON array of tool schemas */
 } tcq_chat_opts;
 
-/* Render template_text with messages[n] into a malloc'd NUL-terminated string.  A syntax error,
- * an unsupported construct, or raise_exception() fails with TCQ_ERR_FORMAT naming the line. */
+/* Render template_text with messages[n] into a malloc'd NUL-terminated string.  opts may be
+ * NULL (no generation prompt, enable_thinking not passed).  A syntax error or an unsupported
+ * construct fails with TCQ_ERR_FORMAT naming the template line; raise_exception() in the
+ * template (a conversation the template rejects) with TCQ_ERR_INVALID_ARG and its message. */
 tcq_status tcq_chat_render(const char *template_text, const tcq_chat_message *messages, size_t n,
                            const tcq_chat_opts *opts, char **out);
+/* tcq_chat_render with the tokenizer's template, and its BOS/EOS strings where opts leaves them
+ * NULL.  TCQ_ERR_NOT_FOUND if the tokenizer has no chat template. */
+tcq_status tcq_tokenizer_apply_chat(const tcq_tokenizer *tok, const tcq_chat_message *messages, size_t n,
+                                    const tcq_chat_opts *opts, char **out);
 
 /* ============================================================================================
  * Model: loading, forward, generation, evaluation
+ *
+ * A model is loaded from a Hugging Face style directory (config.json + safetensors, single or
+ * sharded; dense f32/f16/bf16, trellis and MLX affine tensors through the quantization entries)
+ * or from a llama2.c checkpoint file (*.bin).  Architectures: "llama" and "qwen3" (dense).
+ * Weights stay mmapped; only norm gains are converted (to f32) at load.  Every linear layer goes
+ * through tcq_linear / tcq_linear_swiglu.
+ *
+ * A session holds one sequence's KV cache and position.  A model may serve several sessions, but
+ * the forward functions of one model must not run concurrently (the model owns the scratch).
  * ========================================================================================== */
+
+typedef enum tcq_arch { TCQ_ARCH_LLAMA = 0, TCQ_ARCH_QWEN3, TCQ_ARCH_COUNT } tcq_arch;
+
+#define TCQ_MAX_EOS 8
+
+typedef struct tcq_model_config {
+    tcq_arch arch;
+    int dim;                  /* hidden_size */
+    int hidden_dim;           /* intermediate_size */
+    int n_layers, n_heads, n_kv_heads, head_dim;
+    int vocab_size;
+    int max_seq;              /* max_position_embeddings */
+    float norm_eps;           /* rms_norm_eps */
+    double rope_theta;
+    int rope_interleaved;     /* 1: llama2.c pairs (2i, 2i+1); 0: HF rotate-half (i, i+d/2) */
+    int rope_llama3;          /* rope_type "llama3" with the four parameters below */
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_orig_max_pos;
+    int tied_embeddings;      /* lm_head is the embedding table; from config_parse -1 when
+                               * config.json does not say (a loaded model has 0 or 1: tied iff
+                               * the checkpoint has no lm_head.weight) */
+    int bos_id;               /* -1 if none */
+    int n_eos;
+    int eos_ids[TCQ_MAX_EOS];
+} tcq_model_config;
+
+/* Parse a config.json text (label names it in messages). Rejects unknown model_type. */
+tcq_status tcq_model_config_parse(const char *json, size_t len, const char *label, tcq_model_config *out);
+
+typedef struct tcq_model_opts {
+    int n_threads;            /* <= 0: one per online CPU */
+    tcq_kpath path;           /* trellis numerical path (TCQ_PATH_AUTO) */
+    /* Optional load progress: frac in [0, 1], what names the current step. */
+    void (*progress)(void *arg, double frac, const char *what);
+    void *progress_arg;
+    /* 1: read every mapped weight page once at load (with progress), so the first forward does
+     * not pay the page faults.  0: pages come in on first use. */
+    int prefault;
+} tcq_model_opts;
+
+typedef struct tcq_model tcq_model;
+
+/* path: a model directory, a .safetensors file next to its config.json, or a llama2.c .bin.
+ * opts may be NULL (defaults). */
+tcq_status tcq_model_load(const char *path, const tcq_model_opts *opts, tcq_model **out);
+void tcq_model_free(tcq_model *m);
+const tcq_model_config *tcq_model_get_config(const tcq_model *m);
+/* Bytes of weight data the model reads (mapped tensors + converted norms). */
+size_t tcq_model_weight_bytes(const tcq_model *m);
+/* Human-readable weight format summary, e.g. "bf16" or "trellis k=3 + bf16" (static storage
+ * owned by the model). */
+const char *tcq_model_describe(const tcq_model *m);
+
+/* A model of the given geometry with random weights (benchmarks, tests): bits 0 gives dense bf16
+ * layers, 1..4 trellis layers (L=12, T=256, random codes); embeddings are bf16 and tied.
+ * cfg->max_seq / rope_theta / norm_eps <= 0 take defaults (4096, 1e6, 1e-6). */
+tcq_status tcq_model_synthetic(const tcq_model_config *cfg, int bits, uint64_t seed, const tcq_model_opts *opts,
+                               tcq_model **out);
+
+typedef enum tcq_kv_dtype { TCQ_KV_F32 = 0, TCQ_KV_F16 } tcq_kv_dtype;
+
+/* One sequence: KV cache of ctx positions and the current position. */
+typedef struct tcq_session tcq_session;
+
+/* ctx <= 0: the model's max_seq. */
+tcq_status tcq_session_create(const tcq_model *m, int ctx, tcq_kv_dtype kv, tcq_session **out);
+void tcq_session_free(tcq_session *s);
+int tcq_session_pos(const tcq_session *s);           /* tokens already in the cache */
+int tcq_session_ctx(const tcq_session *s);
+size_t tcq_session_kv_bytes(const tcq_session *s);
+/* Forget positions >= pos (pos <= current position). */
+tcq_status tcq_session_rewind(tcq_session *s, int pos);
+/* KV cache bytes for a session of ctx positions (for reporting before allocating). */
+size_t tcq_model_kv_bytes(const tcq_model *m, int ctx, tcq_kv_dtype kv);
+
+/* Rows per prefill chunk: the prompt is processed in chunks of up to this many rows. */
+#define TCQ_PREFILL_CHUNK 64
+
+/* Append n tokens to the session and run them.  logits [n, vocab] receives every position's
+ * logits, or NULL for none.  TCQ_ERR_RANGE (session unchanged) if pos + n > ctx; tokens outside
+ * [0, vocab) are TCQ_ERR_INVALID_ARG. */
+tcq_status tcq_model_forward(tcq_model *m, tcq_session *s, const int32_t *tokens /* [n] */, int n,
+                             float *logits /* [n, vocab] or NULL */);
+/* As tcq_model_forward but computes only the last position's logits (the lm_head is the
+ * largest matrix; a prompt does not need it per row). */
+tcq_status tcq_model_prefill(tcq_model *m, tcq_session *s, const int32_t *tokens /* [n] */, int n,
+                             float *last_logits /* [vocab] or NULL */);
+/* One token for each of nb (1..TCQ_MAX_BATCH) independent sessions, run as nb rows through
+ * the same linear calls.  Sessions must be distinct.  Equal to nb separate forwards. */
+#define TCQ_MAX_BATCH 4
+tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *sess /* [nb] */,
+                                   const int32_t *tokens /* [nb] */, int nb,
+                                   float *logits /* [nb, vocab] */);
+
+/* Sampling.  Order: repetition penalty, then greedy if temperature <= 0, else temperature,
+ * top-k, top-p, min-p, and a draw from the deterministic PRNG (xoshiro256** seeded by
+ * splitmix64(seed)). */
+typedef struct tcq_sampler_params {
+    float temperature;        /* <= 0: greedy (argmax, lowest id among ties) */
+    int top_k;                /* <= 0: off */
+    float top_p;              /* >= 1: off */
+    float min_p;              /* <= 0: off */
+    float repeat_penalty;     /* 1: off; llama.cpp rule: logit > 0 ? l / r : l * r */
+    int repeat_last_n;        /* window of recent tokens the penalty looks at (0: 64) */
+    uint64_t seed;
+} tcq_sampler_params;
+
+/* Defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalty, seed 0. */
+tcq_sampler_params tcq_sampler_defaults(void);
+
+typedef struct tcq_sampler tcq_sampler;
+tcq_status tcq_sampler_create(const tcq_sampler_params *p, int vocab, tcq_sampler **out);
+void tcq_sampler_free(tcq_sampler *s);
+/* Choose a token from logits [vocab] (read-only) given the history the sampler was told of. */
+int tcq_sampler_sample(tcq_sampler *s, const float *logits /* [vocab] */);
+/* Record a token in the history (prompt and generated tokens) for the repetition penalty. */
+void tcq_sampler_accept(tcq_sampler *s, int32_t token);
+void tcq_sampler_reset(tcq_sampler *s);
+
+/* Stop strings over streamed text: text is fed piece by piece; what can be emitted without
+ * risking that it starts a stop string is released, the rest held back. */
+typedef struct tcq_stopper tcq_stopper;
+tcq_status tcq_stopper_create(const char *const *stops, int n_stops, tcq_stopper **out);
+void tcq_stopper_free(tcq_stopper *st);
+/* Feed len bytes.  *emit / *emit_len: bytes safe to print now (valid until the next call).
+ * Returns 1 when a stop string was completed (emit then ends just before it), else 0. */
+int tcq_stopper_feed(tcq_stopper *st, const char *text, size_t len, const char **emit, size_t *emit_len);
+/* The held-back tail, at the end of generation. */
+void tcq_stopper_flush(tcq_stopper *st, const char **emit, size_t *emit_len);
+
+/* Generation: prefill the prompt, then sample and decode until EOS, max_new tokens, the
+ * callback returning nonzero, or the context filling (TCQ_ERR_RANGE after the tokens that
+ * fitted were delivered). */
+typedef struct tcq_gen_stats {
+    int n_prompt, n_generated;
+    double prefill_s, decode_s;   /* wall seconds */
+    int stopped_eos;              /* 1 if an EOS token ended it */
+} tcq_gen_stats;
+typedef int (*tcq_token_fn)(void *arg, int32_t token);
+tcq_status tcq_generate(tcq_model *m, tcq_session *s, tcq_sampler *smp, const int32_t *prompt /* [n] */,
+                        int n_prompt, int max_new, tcq_token_fn on_token, void *arg, tcq_gen_stats *stats);
+
+/* nb (1..TCQ_MAX_BATCH) independent generations decoded together: each sequence is prefilled on
+ * its own, then the live ones advance one token per step through tcq_model_forward_batch.  Each
+ * has its own session, sampler, prompt and stats[b]; on_token(arg, b, token) returning nonzero
+ * ends sequence b.  Gives the tokens nb separate tcq_generate calls give.  TCQ_ERR_RANGE if a
+ * sequence ran out of context (the others still finish). */
+typedef int (*tcq_batch_token_fn)(void *arg, int seq, int32_t token);
+tcq_status tcq_generate_batch(tcq_model *m, tcq_session *const *sess /* [nb] */, tcq_sampler *const *smp /* [nb] */,
+                              const int32_t *const *prompts /* [nb][n_prompt[b]] */, const int *n_prompt /* [nb] */,
+                              int nb, int max_new, tcq_batch_token_fn on_token, void *arg,
+                              tcq_gen_stats *stats /* [nb] or NULL */);
+
+/* Evaluation over a token stream cut into non-overlapping windows of ctx tokens (a fresh KV
+ * cache each); in each window the NLL of tokens 1..ctx-1 given their prefix is scored (ctx-1
+ * predictions per window; the last partial window is dropped).  max_windows <= 0: all. */
+typedef struct tcq_eval_result {
+    int windows;
+    int64_t predictions;
+    double mean_nll;          /* perplexity = exp(mean_nll) */
+    double perplexity;
+    /* KL only: */
+    double mean_kl;           /* mean KL(ref || model) in nats */
+    double kl_p95;            /* 95th percentile of per-position KL */
+    double top1_agree;        /* fraction where argmax agrees */
+    double ref_mean_nll, ref_perplexity;
+} tcq_eval_result;
+
+tcq_status tcq_eval_perplexity(tcq_model *m, const int32_t *tokens, int64_t n, int ctx, int max_windows,
+                               tcq_eval_result *out);
+/* KL(ref || model) position by position; both models run window by window. */
+tcq_status tcq_eval_kl(tcq_model *m, tcq_model *ref, const int32_t *tokens, int64_t n, int ctx,
+                       int max_windows, tcq_eval_result *out);
 
 /* ============================================================================================
  * Quantize
@@ -714,6 +931,85 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
 /* ============================================================================================
  * CUDA (built with -DTCQ_CUDA=ON)
  * ========================================================================================== */
+
+/* Always declared; a build without CUDA returns TCQ_ERR_UNSUPPORTED from every function (and
+ * tcq_cuda_available() returns 0).  Device pointers are plain CUDA device pointers owned by the
+ * caller; every call on a context is asynchronous on that context's stream unless it says it
+ * synchronizes.  Failures return TCQ_ERR_DEVICE with the CUDA / cuBLAS error string; an error
+ * raised by an earlier asynchronous launch surfaces at the next tcq_cuda_sync().
+ *
+ * Kernels (docs in bench/NOTES.md, "CUDA (H200)"):
+ *   M <= 32: tensor-core kernel.  Pairs of states are looked up in a shared-memory table of
+ *     (y_t, y_t+1) as two exact f16 integers (y the 1MAD byte sum minus 510), fed to
+ *     mma.m16n8k16 against the activations split into f16 hi + lo parts (x' = x*2^e, e per row
+ *     so x' fits f16), accumulated in f32; y = acc * 2^-e * scale / 147.800537109375.  The
+ *     factored contract of FORMAT.md; relative error against float64 ~1e-6.
+ *   M > 32: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch, then a
+ *     cuBLAS bf16 GEMM with f32 accumulation (x rounded to bf16).                             */
+
+/* 1 if this build has CUDA and a device is present. */
+int tcq_cuda_available(void);
+
+/* A context: device, stream, cuBLAS handle, scratch (grown on demand, owned by the context).
+ * One context per host thread / stream. */
+typedef struct tcq_cuda_ctx tcq_cuda_ctx;
+tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out);
+void tcq_cuda_ctx_free(tcq_cuda_ctx *ctx);
+/* The context's cudaStream_t (as void *), for callers mixing in their own kernels. */
+void *tcq_cuda_ctx_stream(tcq_cuda_ctx *ctx);
+/* Wait for all work queued on the context's stream; reports asynchronous errors. */
+tcq_status tcq_cuda_sync(tcq_cuda_ctx *ctx);
+/* "NVIDIA H200, 132 SMs, 60 MB L2, cc 9.0" */
+tcq_status tcq_cuda_describe(tcq_cuda_ctx *ctx, char *buf, size_t len);
+
+/* Device memory (cudaMalloc / cudaFree) and copies on the context's stream. */
+tcq_status tcq_cuda_malloc(void **ptr, size_t bytes);
+void tcq_cuda_free(void *ptr);
+tcq_status tcq_cuda_copy_to_device(tcq_cuda_ctx *ctx, void *dst, const void *src, size_t bytes);
+tcq_status tcq_cuda_copy_to_host(tcq_cuda_ctx *ctx, void *dst, const void *src, size_t bytes); /* syncs */
+tcq_status tcq_cuda_memset(tcq_cuda_ctx *ctx, void *dst, int byte, size_t bytes);
+
+/* Upload a packed tensor: dev_buf (caller-owned device memory of at least
+ * tcq_cuda_trellis_bytes(host) bytes, 256-byte aligned as cudaMalloc gives) receives the codes
+ * then the scales; *dev becomes the same view with device pointers. */
+size_t tcq_cuda_trellis_bytes(const tcq_trellis *host);
+tcq_status tcq_cuda_trellis_upload(tcq_cuda_ctx *ctx, const tcq_trellis *host, void *dev_buf,
+                                   size_t dev_bytes, tcq_trellis *dev);
+
+/* y = x W^T on the device: w a device view (tcq_cuda_trellis_upload), x [M, in] and y [M, out]
+ * device f32.  Any M >= 1.  path: AUTO or EXACT (FAST: not built yet, returns UNSUPPORTED). */
+tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x /* [M, in] */,
+                           float *y /* [M, out] */, int64_t M, tcq_kpath path);
+/* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T); gate and up axis 1, same shape. */
+tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, const tcq_trellis *up,
+                                  const float *x /* [M, in] */, float *y /* [M, out] */, int64_t M,
+                                  tcq_kpath path);
+/* Decode a device tensor to dense bf16 W [out, in] in device memory (the bf16 contract). */
+tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w, uint16_t *W /* [out, in] */);
+
+/* GPU encoder: the same contract and output as tcq_encode_rows (bit-identical codes and
+ * scales), host buffers in and out, every block of the matrix coded in parallel on the device.
+ * Two-pass search, L <= 12 (the path memory of a block lives in shared memory); weights w
+ * optional.  Synchronizes. */
+tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq_encode_opts *opts,
+                                const float *src /* [R, C] */, const float *w /* [R, C] or NULL */,
+                                int64_t R, int64_t C, uint32_t *codes /* [R, C*k/32] */,
+                                uint16_t *scales /* [R] */, double *sq_err);
+
+/* Benchmark helpers (used by bench/bench_kernels_cuda.c): median microseconds per call of a
+ * CUDA graph of `reps` back-to-back calls, cycling through n_w weights (so the bytes read exceed
+ * the L2), repeated `trials` times. */
+tcq_status tcq_cuda_time_linear(tcq_cuda_ctx *ctx, const tcq_trellis *const *w, int n_w, const float *x,
+                                float *y, int64_t M, tcq_kpath path, int reps, int trials, double *us);
+tcq_status tcq_cuda_time_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *const *gate, const tcq_trellis *const *up,
+                                int n_w, const float *x, float *y, int64_t M, int reps, int trials, double *us);
+/* cuBLAS bf16 GEMM y[M,out] = x[M,in] W^T (f32 accumulate, bf16 out), n_w weight copies. */
+tcq_status tcq_cuda_time_dense_bf16(tcq_cuda_ctx *ctx, int64_t out, int64_t in, int64_t M, int n_w,
+                                    int reps, int trials, double *us);
+/* Device-to-device copy of `bytes`: GB/s counting bytes read plus written. */
+tcq_status tcq_cuda_time_copy(tcq_cuda_ctx *ctx, size_t bytes, int reps, int trials, double *gbps);
+/* GPU encoder throughput on R x C Gaussian rows: weights per second. */
+tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R, int64_t C, double *wps);
 
 #ifdef __cplusplus
 }

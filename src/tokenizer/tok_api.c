@@ -12,10 +12,41 @@ static int cmp_added(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+static uint32_t next_cp(const char *p, uint32_t n, uint32_t *i)
+{
+    unsigned char c = (unsigned char)p[*i];
+    uint32_t len = (uint32_t)tok_utf8_len(c), cp = c;
+    if (*i + len > n) len = 1;
+    if (len > 1) {
+        cp = c & (0x7Fu >> len);
+        for (uint32_t k = 1; k < len; k++) cp = (cp << 6) | ((unsigned char)p[*i + k] & 63u);
+    }
+    *i += len;
+    return cp;
+}
+
+static tcq_status build_adjacent(tcq_tokenizer *t)
+{
+    TCQ_TRY(tok_pairmap_init(&t->adjacent, (uint32_t)t->n_vocab * 4));
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        const char *p = t->pieces[id];
+        uint32_t n = p ? t->piece_len[id] : 0, i = 0;
+        if (n == 0) continue;
+        uint32_t prev = next_cp(p, n, &i);
+        while (i < n) {
+            uint32_t cp = next_cp(p, n, &i);
+            TCQ_TRY(tok_pairmap_put(&t->adjacent, (int32_t)prev, (int32_t)cp, 0, 0));
+            prev = cp;
+        }
+    }
+    return TCQ_OK;
+}
+
 tcq_status tok_finish(tcq_tokenizer *t)
 {
     if (t->n_added) qsort(t->added, (size_t)t->n_added, sizeof *t->added, cmp_added);
     for (int i = 0; i < t->n_added; i++) t->added_first[(unsigned char)t->added[i].content[0]] = 1;
+    if (t->kind == TOK_KIND_LLAMA2C || t->n_pres == 0) TCQ_TRY(build_adjacent(t));
     for (int b = 0; b < 256; b++) {
         char name[8];
         snprintf(name, sizeof name, "<0x%02X>", b);
@@ -56,6 +87,7 @@ void tcq_tokenizer_free(tcq_tokenizer *t)
     for (int i = 0; i < t->n_pres; i++) tok_pre_free(&t->pres[i]);
     tok_strmap_free(&t->vocab);
     tok_pairmap_free(&t->merges);
+    tok_pairmap_free(&t->adjacent);
     free(t->chat_template);
     free(t);
 }

@@ -11,6 +11,7 @@ typedef struct sym {
     int32_t id;
     int prev, next;             /* -1 at the ends */
     int alive;
+    int64_t cp;                 /* code point of an initial character symbol, -1 for byte/unk */
 } sym;
 
 typedef struct cand {
@@ -115,41 +116,66 @@ tcq_status tok_bpe_word(const tcq_tokenizer *t, const char *w, size_t len, tok_b
             if (((unsigned char)w[i + k] & 0xC0) != 0x80) { cl = k; break; }
         int32_t id = tok_strmap_get(&t->vocab, w + i, (uint32_t)cl);
         if (id >= 0) {
+            uint32_t cp = (unsigned char)w[i];
+            if (cl > 1) {
+                cp &= 0x7Fu >> cl;
+                for (size_t k = 1; k < cl; k++) cp = (cp << 6) | ((unsigned char)w[i + k] & 63u);
+            }
+            s[n].cp = cp;
             s[n++].id = id;
         } else {
             int all_bytes = t->byte_fallback;
             for (size_t k = 0; k < cl && all_bytes; k++) all_bytes = t->byte_id[(unsigned char)w[i + k]] >= 0;
             if (all_bytes) {
-                for (size_t k = 0; k < cl; k++) s[n++].id = t->byte_id[(unsigned char)w[i + k]];
+                for (size_t k = 0; k < cl; k++) {
+                    s[n].cp = -1;
+                    s[n++].id = t->byte_id[(unsigned char)w[i + k]];
+                }
             } else if (t->unk >= 0) {
-                if (!(t->fuse_unk && n > 0 && s[n - 1].id == t->unk)) s[n++].id = t->unk;
+                if (!(t->fuse_unk && n > 0 && s[n - 1].id == t->unk)) {
+                    s[n].cp = -1;
+                    s[n++].id = t->unk;
+                }
             }
             /* no unk token: the character is dropped, as tokenizers does */
         }
         i += cl;
     }
-    for (int i = 0; i < n; i++) {
-        s[i].prev = i - 1;
-        s[i].next = i + 1 < n ? i + 1 : -1;
-        s[i].alive = 1;
-    }
     heap h = {0};
     tok_buf tmp = {0};
     tcq_status st = TCQ_OK;
-    for (int i = 0; i + 1 < n && st == TCQ_OK; i++) st = push_pair(t, &h, s, i, &tmp);
-    while (h.n && st == TCQ_OK) {
-        cand c = heap_pop(&h);
-        if (!s[c.left].alive || !s[c.right].alive || s[c.left].next != c.right || s[c.left].id != c.idl ||
-            s[c.right].id != c.idr)
-            continue;
-        s[c.left].id = c.merged;
-        s[c.right].alive = 0;
-        s[c.left].next = s[c.right].next;
-        if (s[c.right].next >= 0) s[s[c.right].next].prev = c.left;
-        if (s[c.left].prev >= 0) st = push_pair(t, &h, s, s[c.left].prev, &tmp);
-        if (st == TCQ_OK) st = push_pair(t, &h, s, c.left, &tmp);
+    /* Segments between boundaries no vocabulary piece spans merge independently. */
+    for (int a = 0; a < n && st == TCQ_OK;) {
+        int b = a + 1;
+        int32_t r_, m_;
+        if (t->adjacent.keys)
+            while (b < n && !(s[b - 1].cp >= 0 && s[b].cp >= 0 &&
+                              !tok_pairmap_get(&t->adjacent, (int32_t)s[b - 1].cp, (int32_t)s[b].cp, &r_, &m_)))
+                b++;
+        else
+            b = n;
+        for (int i = a; i < b; i++) {
+            s[i].prev = i > a ? i - 1 : -1;
+            s[i].next = i + 1 < b ? i + 1 : -1;
+            s[i].alive = 1;
+        }
+        h.n = 0;
+        for (int i = a; i + 1 < b && st == TCQ_OK; i++) st = push_pair(t, &h, s, i, &tmp);
+        while (h.n && st == TCQ_OK) {
+            cand c = heap_pop(&h);
+            if (!s[c.left].alive || !s[c.right].alive || s[c.left].next != c.right || s[c.left].id != c.idl ||
+                s[c.right].id != c.idr)
+                continue;
+            s[c.left].id = c.merged;
+            s[c.right].alive = 0;
+            s[c.left].next = s[c.right].next;
+            if (s[c.right].next >= 0) s[s[c.right].next].prev = c.left;
+            if (s[c.left].prev >= 0) st = push_pair(t, &h, s, s[c.left].prev, &tmp);
+            if (st == TCQ_OK) st = push_pair(t, &h, s, c.left, &tmp);
+        }
+        for (int i = a; i >= 0 && st == TCQ_OK; i = s[i].next) st = push_id(out, s[i].id);
+        a = b;
     }
-    for (int i = 0; i >= 0 && i < n && st == TCQ_OK; i = s[i].next) st = push_id(out, s[i].id);
     free(h.c);
     tok_buf_free(&tmp);
     free(s);

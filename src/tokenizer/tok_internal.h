@@ -90,6 +90,10 @@ struct tcq_tokenizer {
     unsigned char *special;     /* [n_vocab] */
     tok_strmap vocab;           /* piece -> id, model vocabulary and added tokens */
     tok_pairmap merges;
+    /* Adjacent code point pairs found inside vocabulary pieces, built where words are long (no
+     * pre-tokenizer): BPE cannot merge across a boundary whose pair is absent, so long words are
+     * cut there first, which changes nothing but the cost. */
+    tok_pairmap adjacent;
 
     tok_added *added;           /* sorted longest first (longest match wins) */
     int n_added;
@@ -158,7 +162,7 @@ typedef struct tok_decoder_desc {
 } tok_decoder_desc;
 tcq_status tok_build_decoded(tcq_tokenizer *t, const tok_decoder_desc *d);
 
-/* Shared tail of both loaders: added-token index, byte ids. */
+/* Shared tail of both loaders: added-token index, byte ids, the adjacency set. */
 tcq_status tok_finish(tcq_tokenizer *t);
 
 /* tokenizer.json into t (tok_load.c); tokenizer_config.json on top of it. */
