@@ -911,6 +911,8 @@ typedef struct tcq_quantize_opts {
     uint64_t seed;            /* Hadamard sign seed */
     int threads;              /* <= 0: one per CPU */
     tcq_encode_opts enc;      /* search options */
+    int interleave;           /* k=3: store axis-0 codes as the two-block interleave [C/512, R, 48]
+                                 (entry "interleave": true) where C % 512 == 0 */
 } tcq_quantize_opts;
 
 typedef struct tcq_quantize_progress {

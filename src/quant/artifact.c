@@ -66,10 +66,15 @@ tcq_status tcq_quant_load_f32(const tcq_tensor_info *t, float **out)
     return TCQ_OK;
 }
 
-json_t *tcq_quant_entry(int k, int T, int L, int axis)
+json_t *tcq_quant_entry(int k, int T, int L, int axis, int interleave)
 {
-    return json_pack("{s:i, s:i, s:s, s:{s:i, s:s, s:i}}", "bits", k, "group_size", T, "mode", "trellis",
-                     "trellis", "L", L, "code", "1mad", "axis", axis);
+    json_t *e = json_pack("{s:i, s:i, s:s, s:{s:i, s:s, s:i}}", "bits", k, "group_size", T, "mode", "trellis",
+                          "trellis", "L", L, "code", "1mad", "axis", axis);
+    if (e && interleave && json_object_set_new(json_object_get(e, "trellis"), "interleave", json_true())) {
+        json_decref(e);
+        return NULL;
+    }
+    return e;
 }
 
 tcq_status tcq_quant_write_config(const json_t *in_config, json_t *qobj, const char *path)

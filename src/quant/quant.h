@@ -29,8 +29,9 @@ tcq_status tcq_quant_load_f32(const tcq_tensor_info *t, float **out);
 /* out_dir/config.json: the input config with tie_word_embeddings false and the quantization
  * object (mirrored as quantization_config; qobj NULL: neither, a plain dense model). */
 tcq_status tcq_quant_write_config(const json_t *in_config, json_t *qobj, const char *path);
-/* A trellis entry {"bits":k,"group_size":T,"mode":"trellis","trellis":{"L":L,"code":"1mad","axis":a}}. */
-json_t *tcq_quant_entry(int k, int T, int L, int axis);
+/* A trellis entry {"bits":k,"group_size":T,"mode":"trellis","trellis":{"L":L,"code":"1mad","axis":a}}
+ * (plus "interleave": true in "trellis" when interleave is set). */
+json_t *tcq_quant_entry(int k, int T, int L, int axis, int interleave);
 /* Copy the tokenizer files that exist in in_dir to out_dir. */
 tcq_status tcq_quant_copy_tokenizer(const char *in_dir, const char *out_dir);
 

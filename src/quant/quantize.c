@@ -13,7 +13,7 @@ typedef struct out_tensor {
     char *name;
     tcq_dtype dt;
     int ndim;
-    int64_t shape[2];
+    int64_t shape[3];
     void *data;
     size_t nbytes;
 } out_tensor;
@@ -112,17 +112,30 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
     c->pr.sq_ref += ref;
     c->pr.coded_weights += R * C;
     c->pr.done += R * C;
+    /* The two-block interleave: [R, C*3/32] -> [C/512, R, 48], same words, other order. */
+    const int il = c->o->interleave && c->p.k == 3 && c->p.T == 256 && axis == 0 && C % 512 == 0;
+    if (il) {
+        uint32_t *ic = malloc((size_t)words * 4);
+        s = ic ? tcq_interleave(R, C, codes, ic) : tcq_fail(TCQ_ERR_NOMEM, "module %s: interleave", mod);
+        free(codes);
+        codes = ic;
+        if (s != TCQ_OK) {
+            free(codes);
+            free(scales);
+            return s;
+        }
+    }
     char name[512];
-    const int64_t cshape[2] = {R, C * c->p.k / 32}, sshape[1] = {R};
+    const int64_t cshape[3] = {il ? C / 512 : R, il ? R : C * c->p.k / 32, 48}, sshape[1] = {R};
     snprintf(name, sizeof name, "%s.weight", mod);
-    s = add_out(c, name, TCQ_DTYPE_U32, 2, cshape, codes, (size_t)words * 4);
+    s = add_out(c, name, TCQ_DTYPE_U32, il ? 3 : 2, cshape, codes, (size_t)words * 4);
     if (s != TCQ_OK) {
         free(scales);
         return s;
     }
     snprintf(name, sizeof name, "%s.scales", mod);
     TCQ_TRY(add_out(c, name, TCQ_DTYPE_F16, 1, sshape, scales, (size_t)R * 2));
-    json_t *e = tcq_quant_entry(c->p.k, c->p.T, c->p.L, axis);
+    json_t *e = tcq_quant_entry(c->p.k, c->p.T, c->p.L, axis, il);
     if (!e || json_object_set_new(c->qobj, mod, e)) return tcq_fail(TCQ_ERR_NOMEM, "module %s: entry", mod);
     return TCQ_OK;
 }

@@ -199,7 +199,7 @@ static void on_progress(const tcq_quantize_progress *p, void *user)
 }
 
 /* Check a quantized artifact against the model; coded 1: projections must be trellis at k. */
-static void verify(const model *m, const char *dir, int k, int coded, uint64_t seed)
+static void verify(const model *m, const char *dir, int k, int coded, int il, uint64_t seed)
 {
     static const double codec_mse[5] = {0, 0, 0.0745, 0.0199, 0.0055};
     char path[512];
@@ -221,8 +221,9 @@ static void verify(const model *m, const char *dir, int k, int coded, uint64_t s
         const int64_t out = src->shape[0], in = src->shape[1];
         float *W = malloc((size_t)(out * in) * sizeof *W);
         if (coded) {
+            const int want_il = il && writer;
             CHECK(e.mode == TCQ_QMODE_TRELLIS && e.bits == k && e.group_size == 256 && e.L == 12 &&
-                      e.axis == (writer ? 0 : 1) && !e.interleaved,
+                      e.axis == (writer ? 0 : 1) && e.interleaved == want_il,
                   "%s: entry mode %d bits %d T %d L %d axis %d", modules[i], e.mode, e.bits, e.group_size, e.L, e.axis);
             tcq_trellis tr;
             snprintf(name, sizeof name, "%s.scales", modules[i]);
@@ -231,8 +232,12 @@ static void verify(const model *m, const char *dir, int k, int coded, uint64_t s
             const tcq_tensor_info *wt = tcq_st_set_find(s, name);
             CHECK(wt && sc && wt->dtype == TCQ_DTYPE_U32 && sc->dtype == TCQ_DTYPE_F16, "%s: stored tensors", modules[i]);
             if (!wt || !sc) continue;
-            CHECK(wt->shape[0] == (writer ? in : out) && wt->shape[1] == (writer ? out : in) * k / 32,
-                  "%s: codes shape [%lld, %lld]", modules[i], (long long)wt->shape[0], (long long)wt->shape[1]);
+            if (want_il)
+                CHECK(wt->ndim == 3 && wt->shape[0] == out / 512 && wt->shape[1] == in && wt->shape[2] == 48,
+                      "%s: interleaved codes shape", modules[i]);
+            else
+                CHECK(wt->ndim == 2 && wt->shape[0] == (writer ? in : out) && wt->shape[1] == (writer ? out : in) * k / 32,
+                      "%s: codes shape [%lld, %lld]", modules[i], (long long)wt->shape[0], (long long)wt->shape[1]);
             CHECK_OK(tcq_trellis_from_tensors(modules[i], &e, wt, sc, &tr));
             CHECK(tcq_trellis_out(&tr) == out && tcq_trellis_in(&tr) == in, "%s: trellis shape", modules[i]);
             CHECK_OK(tcq_trellis_decode(&tr, W));
@@ -380,7 +385,7 @@ int main(void)
         notes n = {0};
         CHECK_OK(tcq_quantize_model(in, out, &o, on_progress, &n));
         CHECK(n.count == 0, "k=%d: unexpected warning '%s'", k, n.last);
-        verify(&m, out, k, 1, SEED);
+        verify(&m, out, k, 1, 0, SEED);
     }
     /* One thread gives the same bytes as two. */
     snprintf(out1, sizeof out1, "%s/q2t1", tmp);
@@ -403,6 +408,18 @@ int main(void)
     verify_rotated(&m, out1, SEED);
     free_model(&m);
 
+    /* Hidden 512, k=3 with the two-block interleave for o/down (C = 512). */
+    snprintf(in, sizeof in, "%s/wide", tmp);
+    snprintf(out, sizeof out, "%s/w3", tmp);
+    build(&m, 512, 256, 1, 1, TCQ_DTYPE_BF16, &st);
+    save(&m, in, "qwen3", TCQ_DTYPE_BF16, 0);
+    {
+        tcq_quantize_opts o = {.bits = 3, .seed = 4, .threads = 2, .interleave = 1};
+        CHECK_OK(tcq_quantize_model(in, out, &o, NULL, NULL));
+        verify(&m, out, 3, 1, 1, 4);
+    }
+    free_model(&m);
+
     /* Llama, f16, untied, hidden 320 = 20 x 16: nothing codable, everything dense and rotated. */
     snprintf(in, sizeof in, "%s/llama", tmp);
     snprintf(out, sizeof out, "%s/l2", tmp);
@@ -413,7 +430,7 @@ int main(void)
         notes n = {0};
         CHECK_OK(tcq_quantize_model(in, out, &o, on_progress, &n));
         CHECK(n.count == N_MODULES && strstr(n.last, "not a multiple of 256"), "%d warnings, last '%s'", n.count, n.last);
-        verify(&m, out, 2, 0, 3);
+        verify(&m, out, 2, 0, 0, 3);
     }
     free_model(&m);
 
