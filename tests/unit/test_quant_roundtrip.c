@@ -291,11 +291,18 @@ static void verify(const model *m, const char *dir, int k, int coded, int il, ui
         const tcq_tensor_info *o = tcq_st_set_find(s, t->name);
         CHECK(o && o->dtype == TCQ_DTYPE_BF16 && o->numel == t->shape[0], "%s: bf16 norm", t->name);
         if (!o) continue;
-        const int head = strstr(t->name, "q_norm") || strstr(t->name, "k_norm");
+        /* q/k norms and reader biases are copied; writer biases live in the residual stream
+         * (b -> R^T b); the folded norms become 1. */
+        const int copied = strstr(t->name, "q_norm") || strstr(t->name, "k_norm") || strstr(t->name, "q_proj.bias");
+        const int rotated = strstr(t->name, "o_proj.bias") != NULL;
+        float *want = malloc((size_t)t->shape[0] * sizeof *want);
+        for (int64_t j = 0; j < t->shape[0]; j++) want[j] = copied || rotated ? t->f[j] : 1.0f;
+        if (rotated) CHECK_OK(tcq_hadamard_rows(h, want, 1, 0, NULL));
         int bad = 0;
         for (int64_t j = 0; j < t->shape[0]; j++)
-            bad += tcq_bf16_to_f32(((const uint16_t *)o->data)[j]) != (head ? t->f[j] : 1.0f);
-        CHECK(bad == 0, "%s: %d values not %s", t->name, bad, head ? "copied" : "1");
+            bad += tcq_bf16_to_f32(((const uint16_t *)o->data)[j]) != tcq_bf16_to_f32(tcq_f32_to_bf16(want[j]));
+        CHECK(bad == 0, "%s: %d values not %s", t->name, bad, rotated ? "R^T b" : copied ? "copied" : "1");
+        free(want);
     }
     CHECK(tcq_st_set_count(s) == m->count + (m->tied ? 1 : 0) + (coded ? N_MODULES : 0),
           "artifact holds %lld tensors", (long long)tcq_st_set_count(s));
@@ -424,6 +431,8 @@ int main(void)
     snprintf(in, sizeof in, "%s/llama", tmp);
     snprintf(out, sizeof out, "%s/l2", tmp);
     build(&m, 320, 64, 0, 0, TCQ_DTYPE_F16, &st);
+    add(&m, "model.layers.0.self_attn.q_proj.bias", NHEAD * HD, 0, 0.1, 0, &st, TCQ_DTYPE_F16);
+    add(&m, "model.layers.0.self_attn.o_proj.bias", 320, 0, 0.1, 0, &st, TCQ_DTYPE_F16);
     save(&m, in, "llama", TCQ_DTYPE_F16, 0);
     {
         tcq_quantize_opts o = {.bits = 2, .seed = 3, .threads = 2};
