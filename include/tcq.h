@@ -913,6 +913,8 @@ typedef struct tcq_quantize_opts {
     tcq_encode_opts enc;      /* search options */
     int interleave;           /* k=3: store axis-0 codes as the two-block interleave [C/512, R, 48]
                                  (entry "interleave": true) where C % 512 == 0 */
+    int refit_scales;         /* after coding, replace each row's RMS scale by the least-squares
+                                 one where that lowers the error (same format, decoders unchanged) */
 } tcq_quantize_opts;
 
 typedef struct tcq_quantize_progress {

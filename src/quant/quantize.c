@@ -4,6 +4,7 @@
 #include "quant.h"
 
 #include <errno.h>
+#include <math.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -88,6 +89,41 @@ static void module_of(const char *name, char *mod, size_t size)
     if (dot) *dot = 0;
 }
 
+/* Least-squares scales for the chosen codes: scale = <w, v> / <v, v> per row (v the code values),
+ * kept only where its fp16 rounding lowers the row's squared error.  The codes were chosen for
+ * the RMS scale, so this is one step of alternating minimisation, not the joint optimum.
+ * *err becomes the squared error with the final scales. */
+static tcq_status refit_scales(tcq_block_params p, const float *rows, int64_t R, int64_t C, const uint32_t *codes,
+                               uint16_t *scales, double *err)
+{
+    float *v = malloc((size_t)C * sizeof *v);
+    if (!v) return tcq_fail(TCQ_ERR_NOMEM, "refit scales: row of %lld", (long long)C);
+    const int64_t row_words = C * p.k / 32;
+    double total = 0;
+    for (int64_t r = 0; r < R; r++) {
+        const float *w = rows + r * C;
+        for (int64_t b = 0; b < C / p.T; b++)
+            tcq_block_decode_f32(p, codes + r * row_words + b * tcq_block_words(p), 1.0f, v + b * p.T);
+        double wv = 0, vv = 0;
+        for (int64_t t = 0; t < C; t++) wv += (double)w[t] * v[t], vv += (double)v[t] * v[t];
+        const uint16_t cand[2] = {scales[r], vv > 0 && wv > 0 ? tcq_f32_to_f16((float)(wv / vv)) : scales[r]};
+        double best = INFINITY;
+        for (int i = 0; i < 2; i++) {
+            const float sc = tcq_f16_to_f32(cand[i]);
+            double e = 0;
+            for (int64_t t = 0; t < C; t++) {
+                const double d = (double)w[t] - (double)(v[t] * sc);
+                e += d * d;
+            }
+            if (e < best) best = e, scales[r] = cand[i];
+        }
+        total += best;
+    }
+    free(v);
+    *err = total;
+    return TCQ_OK;
+}
+
 /* Code rows [R, C] as module `mod` (P.weight U32 [R, C*k/32], P.scales F16 [R]). */
 static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t R, int64_t C, int axis)
 {
@@ -108,6 +144,15 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
         return s;
     }
     for (int64_t i = 0; i < R * C; i++) ref += (double)rows[i] * rows[i];
+    if (c->o->refit_scales) {
+        s = refit_scales(c->p, rows, R, C, codes, scales, &err);
+        if (s != TCQ_OK) {
+            free(codes);
+            free(scales);
+            tcq_error_prefix("module %s", mod);
+            return s;
+        }
+    }
     c->pr.sq_err += err;
     c->pr.sq_ref += ref;
     c->pr.coded_weights += R * C;

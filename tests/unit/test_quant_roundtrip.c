@@ -186,12 +186,13 @@ static const char *modules[] = {"model.layers.0.self_attn.q_proj", "model.layers
                                 "model.layers.0.mlp.down_proj"};
 enum { N_MODULES = sizeof modules / sizeof modules[0] };
 
-typedef struct notes { int count; char last[512]; } notes;
+typedef struct notes { int count; char last[512]; double sq_err; } notes;
 static void on_progress(const tcq_quantize_progress *p, void *user)
 {
     notes *n = user;
     CHECK(p->done <= p->total && p->tensor_index <= p->tensor_count, "progress %lld/%lld", (long long)p->done,
           (long long)p->total);
+    n->sq_err = p->sq_err;
     if (p->note) {
         n->count++;
         snprintf(n->last, sizeof n->last, "%s", p->note);
@@ -393,6 +394,19 @@ int main(void)
         CHECK_OK(tcq_quantize_model(in, out, &o, on_progress, &n));
         CHECK(n.count == 0, "k=%d: unexpected warning '%s'", k, n.last);
         verify(&m, out, k, 1, 0, SEED);
+    }
+    /* Refitted scales: still a valid artifact, and no more error than the RMS scales. */
+    {
+        tcq_quantize_opts o = {.bits = 2, .seed = SEED, .threads = 2}, orf = o;
+        orf.refit_scales = 1;
+        notes a = {0}, b = {0};
+        snprintf(out, sizeof out, "%s/q2r", tmp);
+        CHECK_OK(tcq_quantize_model(in, out, &orf, on_progress, &b));
+        verify(&m, out, 2, 1, 0, SEED);
+        snprintf(out, sizeof out, "%s/q2n", tmp);
+        CHECK_OK(tcq_quantize_model(in, out, &o, on_progress, &a));
+        fprintf(stderr, "refit scales: squared error %.6g -> %.6g\n", a.sq_err, b.sq_err);
+        CHECK(b.sq_err < a.sq_err && b.sq_err > 0.95 * a.sq_err, "refit: %g vs %g", b.sq_err, a.sq_err);
     }
     /* One thread gives the same bytes as two. */
     snprintf(out1, sizeof out1, "%s/q2t1", tmp);

@@ -9,7 +9,7 @@
 static void quantize_usage(FILE *f)
 {
     fprintf(f, "usage: tcq quantize IN_DIR OUT_DIR --bits 2|3|4 [--L 12] [--seed S] [--threads N]\n"
-               "                    [--search default|seams] [--seams N] [--interleave]\n"
+               "                    [--search default|seams] [--seams N] [--interleave] [--refit-scales]\n"
                "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
                "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
                "  transform, codes every attention and MLP projection with the bitshift trellis\n"
@@ -20,6 +20,7 @@ static void quantize_usage(FILE *f)
                "  --search seams: the encoder tries N more tail-biting seams per block (default 8;\n"
                "  2 + N Viterbi passes instead of 2): lower error, slower.\n"
                "  --interleave: at k=3, store o/down codes in the two-block interleave (FORMAT.md).\n"
+               "  --refit-scales: least-squares row scales for the chosen codes (lower error).\n"
                "  --rotate-only: fold and rotate, code nothing, write f32 (an equivalent dense model).\n");
 }
 
@@ -66,7 +67,7 @@ int cmd_quantize(int argc, char **argv)
     const char *in = NULL, *out = NULL;
     long long bits = 0, L = 12, seed = 1, threads = 0, seams = 0;
     tcq_search search = TCQ_SEARCH_TWO_PASS;
-    int rotate_only = 0, interleave = 0;
+    int rotate_only = 0, interleave = 0, refit = 0;
     for (int i = 1; i < argc; i++) {
         long long *dst = NULL;
         if (cli_is_help(argv[i])) {
@@ -84,6 +85,10 @@ int cmd_quantize(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--rotate-only")) {
             rotate_only = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--refit-scales")) {
+            refit = 1;
             continue;
         }
         if (!strcmp(argv[i], "--interleave")) {
@@ -128,7 +133,8 @@ int cmd_quantize(int argc, char **argv)
         return 2;
     }
     tcq_quantize_opts o = {.bits = (int)bits, .L = (int)L, .T = 256, .seed = (uint64_t)seed, .threads = (int)threads,
-                           .enc = {.search = search, .seams = (int)seams}, .interleave = interleave};
+                           .enc = {.search = search, .seams = (int)seams}, .interleave = interleave,
+                           .refit_scales = refit};
     bar b = {cli_now(), 0, isatty(2), {0}};
     if (rotate_only) fprintf(stderr, "tcq quantize: %s -> %s, rotate only, seed=%lld\n", in, out, seed);
     else fprintf(stderr, "tcq quantize: %s -> %s, k=%lld L=%lld T=256 seed=%lld search=%s\n", in, out, bits, L, seed,
