@@ -529,8 +529,16 @@ typedef enum tcq_kregime {
     TCQ_KR_AUTO = 0, TCQ_KR_M1, TCQ_KR_SHARED, TCQ_KR_TILE, TCQ_KR_GEMM, TCQ_KR_COUNT
 } tcq_kregime;
 
-/* Fast path activation quantization: int8 per block of TCQ_FAST_QB values along the reduced
- * dimension, f32 scale amax/127 per block. */
+/* Fast path (TCQ_PATH_FAST, also what AUTO runs for trellis weights below the GEMM regime):
+ * the activation a (axis 1: x; axis 0: x[i] * scale[i], the stored row's scale folded in) is
+ * quantized per block of TCQ_FAST_QB positions along the reduced dimension: d = amax/127 (f32),
+ * q = nearbyintf(a * (127/amax)) in [-127, 127].  Per block the integer sum of y(s) * q (y the
+ * integer code value) is exact; blocks combine in f32 with d; scale / 147.8 once per output.
+ * Error bound per output, against the exact weights (bench/NOTES.md derives it):
+ *     |y_fast - y| <= sum_i |v_i| d_i / 2 (1 + 1e-4) + (nblk + 4) 2^-24 sum_i |v_i| (|a_i| + d_i)
+ * with v_i the weight without the activation-side factor (axis 1: value*scale; axis 0: value).
+ * For Gaussian activations the relative RMS error is about amax/(127 sqrt(12) sigma) ~ 0.5%.
+ * In the GEMM regime both paths multiply the exact f32 weights. */
 #define TCQ_FAST_QB 64
 
 /* Pin the ISA and/or the regime for one context (tests, benchmarks).  isa < 0: the active ISA;
@@ -552,8 +560,16 @@ const char *tcq_kregime_name(tcq_kregime r);
 typedef struct tcq_tokenizer tcq_tokenizer;
 
 /* path: a model directory (reads tokenizer.json, and if present tokenizer_config.json for
- * add_bos_token/bos/eos and the chat template, and chat_template.jinja), a tokenizer.json file,
- * or a llama2.c tokenizer.bin (a name ending in ".bin": vocabulary size read to end of file). */
+ * bos/eos, add_bos_token/add_eos_token (which override the post-processor, as transformers'
+ * Llama tokenizer does) and the chat template, and chat_template.jinja, which wins over the
+ * config's), a tokenizer.json file (the same files beside it are read), or a llama2.c
+ * tokenizer.bin (a name ending in ".bin": vocabulary size read to end of file).
+ * tokenizer.json support: model BPE (merges as "a b" or ["a", "b"], byte_fallback, unk/fuse_unk,
+ * ignore_merges); normalizers NFC/NFD/NFKC/NFKD, Lowercase, Strip, Prepend, Replace (string),
+ * Sequence; pre-tokenizers ByteLevel, Split (regex through PCRE2 with Unicode properties, or
+ * string; all behaviors, invert), Metaspace, Digits, Whitespace, WhitespaceSplit, Sequence;
+ * post-processor TemplateProcessing/ByteLevel; decoders ByteLevel, Metaspace, Replace,
+ * ByteFallback, Fuse, Strip.  Anything else fails with TCQ_ERR_UNSUPPORTED naming it. */
 tcq_status tcq_tokenizer_load(const char *path, tcq_tokenizer **out);
 /* llama2.c tokenizer.bin: int32 max_token_length, then per token float score, int32 len, bytes.
  * vocab_size <= 0 reads tokens until end of file.  BOS = 1, EOS = 2, add_bos on. */
@@ -590,7 +606,7 @@ enum {
  * set to the count needed. */
 tcq_status tcq_tokenizer_encode(const tcq_tokenizer *tok, const char *text, size_t len, unsigned flags,
                                 int32_t *ids /* [cap] */, size_t cap, size_t *n_ids);
-/* As tcq_tokenizer_encode into a malloc'd array (free() it). */
+/* As tcq_tokenizer_encode, into a malloc'd array (release it with free). */
 tcq_status tcq_tokenizer_encode_alloc(const tcq_tokenizer *tok, const char *text, size_t len,
                                       unsigned flags, int32_t **ids, size_t *n_ids);
 
@@ -609,8 +625,10 @@ tcq_status tcq_tokenizer_decode(const tcq_tokenizer *tok, const int32_t *ids, si
                                 char **text, size_t *len);
 
 /* Streaming decoder: text comes out only as complete UTF-8 characters; a character split across
- * tokens is held until its last byte arrives.  The leading-space strip (Llama) applies to the
- * first text of the stream. */
+ * tokens is held until its last byte arrives.  The leading-space strip of SentencePiece-style
+ * decoders (Llama's "Strip", Metaspace, llama2.c) applies to the first text of the stream: with
+ * TCQ_DETOK_SKIP_SPECIAL a leading BOS produces nothing and " Once" comes out as "Once".
+ * Concatenating a stream's outputs equals tcq_tokenizer_decode of the same ids. */
 typedef struct tcq_detok tcq_detok;
 tcq_status tcq_detok_create(const tcq_tokenizer *tok, unsigned flags, tcq_detok **out);
 void tcq_detok_free(tcq_detok *d);
@@ -622,9 +640,14 @@ tcq_status tcq_detok_flush(tcq_detok *d, const char **text, size_t *len);
 /* Start a new stream (the leading-space strip applies again). */
 void tcq_detok_reset(tcq_detok *d);
 
-/* Chat templates: a Jinja subset interpreter (what transformers' apply_chat_template does, with
- * trim_blocks and lstrip_blocks): {{ }}, {% if/elif/else %}, {% for %} with loop.*, {% set %}
- * and namespace(), filters, tests, string methods, slicing, raise_exception. */
+/* Chat templates: a Jinja subset interpreter rendering as transformers' apply_chat_template
+ * (jinja2 sandbox, trim_blocks, lstrip_blocks, loop controls): {{ }}, {% if/elif/else %},
+ * {% for %} with loop.* and else, {% set %} (also blocks and namespace() attributes), macros,
+ * {% raw %}, filters (trim, tojson, length, default, join, map, select(attr), sort, ...), tests,
+ * Python string and dict methods, slicing, ~ and +, |safe Markup semantics.  Variables: messages,
+ * tools, documents (None), add_generation_prompt, enable_thinking (when given), bos_token,
+ * eos_token; functions raise_exception, namespace, range, dict, strftime_now.  Not supported:
+ * include/import/extends/block, filters outside that list (an error names them). */
 typedef struct tcq_chat_message {
     const char *role;           /* "system", "user", "assistant", "tool" */
     const char *content;        /* NULL: None */
@@ -908,6 +931,85 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
 /* ============================================================================================
  * CUDA (built with -DTCQ_CUDA=ON)
  * ========================================================================================== */
+
+/* Always declared; a build without CUDA returns TCQ_ERR_UNSUPPORTED from every function (and
+ * tcq_cuda_available() returns 0).  Device pointers are plain CUDA device pointers owned by the
+ * caller; every call on a context is asynchronous on that context's stream unless it says it
+ * synchronizes.  Failures return TCQ_ERR_DEVICE with the CUDA / cuBLAS error string; an error
+ * raised by an earlier asynchronous launch surfaces at the next tcq_cuda_sync().
+ *
+ * Kernels (docs in bench/NOTES.md, "CUDA (H200)"):
+ *   M <= 32: tensor-core kernel.  Pairs of states are looked up in a shared-memory table of
+ *     (y_t, y_t+1) as two exact f16 integers (y the 1MAD byte sum minus 510), fed to
+ *     mma.m16n8k16 against the activations split into f16 hi + lo parts (x' = x*2^e, e per row
+ *     so x' fits f16), accumulated in f32; y = acc * 2^-e * scale / 147.800537109375.  The
+ *     factored contract of FORMAT.md; relative error against float64 ~1e-6.
+ *   M > 32: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch, then a
+ *     cuBLAS bf16 GEMM with f32 accumulation (x rounded to bf16).                             */
+
+/* 1 if this build has CUDA and a device is present. */
+int tcq_cuda_available(void);
+
+/* A context: device, stream, cuBLAS handle, scratch (grown on demand, owned by the context).
+ * One context per host thread / stream. */
+typedef struct tcq_cuda_ctx tcq_cuda_ctx;
+tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out);
+void tcq_cuda_ctx_free(tcq_cuda_ctx *ctx);
+/* The context's cudaStream_t (as void *), for callers mixing in their own kernels. */
+void *tcq_cuda_ctx_stream(tcq_cuda_ctx *ctx);
+/* Wait for all work queued on the context's stream; reports asynchronous errors. */
+tcq_status tcq_cuda_sync(tcq_cuda_ctx *ctx);
+/* "NVIDIA H200, 132 SMs, 60 MB L2, cc 9.0" */
+tcq_status tcq_cuda_describe(tcq_cuda_ctx *ctx, char *buf, size_t len);
+
+/* Device memory (cudaMalloc / cudaFree) and copies on the context's stream. */
+tcq_status tcq_cuda_malloc(void **ptr, size_t bytes);
+void tcq_cuda_free(void *ptr);
+tcq_status tcq_cuda_copy_to_device(tcq_cuda_ctx *ctx, void *dst, const void *src, size_t bytes);
+tcq_status tcq_cuda_copy_to_host(tcq_cuda_ctx *ctx, void *dst, const void *src, size_t bytes); /* syncs */
+tcq_status tcq_cuda_memset(tcq_cuda_ctx *ctx, void *dst, int byte, size_t bytes);
+
+/* Upload a packed tensor: dev_buf (caller-owned device memory of at least
+ * tcq_cuda_trellis_bytes(host) bytes, 256-byte aligned as cudaMalloc gives) receives the codes
+ * then the scales; *dev becomes the same view with device pointers. */
+size_t tcq_cuda_trellis_bytes(const tcq_trellis *host);
+tcq_status tcq_cuda_trellis_upload(tcq_cuda_ctx *ctx, const tcq_trellis *host, void *dev_buf,
+                                   size_t dev_bytes, tcq_trellis *dev);
+
+/* y = x W^T on the device: w a device view (tcq_cuda_trellis_upload), x [M, in] and y [M, out]
+ * device f32.  Any M >= 1.  path: AUTO or EXACT (FAST: not built yet, returns UNSUPPORTED). */
+tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x /* [M, in] */,
+                           float *y /* [M, out] */, int64_t M, tcq_kpath path);
+/* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T); gate and up axis 1, same shape. */
+tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, const tcq_trellis *up,
+                                  const float *x /* [M, in] */, float *y /* [M, out] */, int64_t M,
+                                  tcq_kpath path);
+/* Decode a device tensor to dense bf16 W [out, in] in device memory (the bf16 contract). */
+tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w, uint16_t *W /* [out, in] */);
+
+/* GPU encoder: the same contract and output as tcq_encode_rows (bit-identical codes and
+ * scales), host buffers in and out, every block of the matrix coded in parallel on the device.
+ * Two-pass search, L <= 12 (the path memory of a block lives in shared memory); weights w
+ * optional.  Synchronizes. */
+tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq_encode_opts *opts,
+                                const float *src /* [R, C] */, const float *w /* [R, C] or NULL */,
+                                int64_t R, int64_t C, uint32_t *codes /* [R, C*k/32] */,
+                                uint16_t *scales /* [R] */, double *sq_err);
+
+/* Benchmark helpers (used by bench/bench_kernels_cuda.c): median microseconds per call of a
+ * CUDA graph of `reps` back-to-back calls, cycling through n_w weights (so the bytes read exceed
+ * the L2), repeated `trials` times. */
+tcq_status tcq_cuda_time_linear(tcq_cuda_ctx *ctx, const tcq_trellis *const *w, int n_w, const float *x,
+                                float *y, int64_t M, tcq_kpath path, int reps, int trials, double *us);
+tcq_status tcq_cuda_time_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *const *gate, const tcq_trellis *const *up,
+                                int n_w, const float *x, float *y, int64_t M, int reps, int trials, double *us);
+/* cuBLAS bf16 GEMM y[M,out] = x[M,in] W^T (f32 accumulate, bf16 out), n_w weight copies. */
+tcq_status tcq_cuda_time_dense_bf16(tcq_cuda_ctx *ctx, int64_t out, int64_t in, int64_t M, int n_w,
+                                    int reps, int trials, double *us);
+/* Device-to-device copy of `bytes`: GB/s counting bytes read plus written. */
+tcq_status tcq_cuda_time_copy(tcq_cuda_ctx *ctx, size_t bytes, int reps, int trials, double *gbps);
+/* GPU encoder throughput on R x C Gaussian rows: weights per second. */
+tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R, int64_t C, double *wps);
 
 #ifdef __cplusplus
 }

@@ -34,6 +34,8 @@ tcq_status vit_scratch_reserve(vit_scratch *sc, tcq_block_params p)
         tcq_afree(sc->base);
         tcq_afree(sc->P);
         tcq_afree(sc->order);
+        tcq_afree(sc->rev);
+        tcq_afree(sc->vp);
         /* v, vr and D in one block with D 2 KiB away from the tables modulo 4 KiB: phase 2
          * stores D[s] while loading v a few vectors ahead, and at some offsets those loads
          * falsely depend on the stores (4K aliasing), which cost 3x at L=12 */
@@ -44,6 +46,9 @@ tcq_status vit_scratch_reserve(vit_scratch *sc, tcq_block_params p)
         sc->D = sc->base ? (float *)((char *)sc->base + 2 * tab + gap) : NULL;
         sc->P = tcq_amalloc(N * sizeof(float));
         sc->order = tcq_amalloc(N * sizeof(uint32_t));
+        sc->rev = tcq_amalloc(N * sizeof(uint32_t));
+        sc->vp = tcq_amalloc(N * sizeof(float));
+        sc->vp_key = 0;
         sc->cap_N = N;
         sc->tab_L = 0;
     }
@@ -52,13 +57,17 @@ tcq_status vit_scratch_reserve(vit_scratch *sc, tcq_block_params p)
         sc->M = vit_alloc_rows(Mn);
         sc->cap_M = Mn;
     }
-    if (!sc->v || !sc->vr || !sc->D || !sc->P || !sc->order || !sc->M) {
+    if (!sc->v || !sc->vr || !sc->D || !sc->P || !sc->order || !sc->rev || !sc->vp || !sc->M) {
         vit_scratch_release(sc);
         return tcq_fail(TCQ_ERR_NOMEM, "encode: scratch for L=%d k=%d T=%d", p.L, p.k, p.T);
     }
     if (sc->tab_L != p.L) {
+        sc->vp_key = 0;
         for (uint32_t s = 0; s < (uint32_t)N; s++) sc->v[s] = tcq_code_value(s);
-        for (uint32_t s = 0; s < (uint32_t)N; s++) sc->vr[s] = sc->v[vit_rev(s, p.L)];
+        for (uint32_t s = 0; s < (uint32_t)N; s++) {
+            sc->rev[s] = vit_rev(s, p.L);
+            sc->vr[s] = sc->v[sc->rev[s]];
+        }
         sc->tab_L = p.L;
     }
     return TCQ_OK;
@@ -69,10 +78,14 @@ void vit_scratch_release(vit_scratch *sc)
     tcq_afree(sc->base);
     tcq_afree(sc->P);
     tcq_afree(sc->order);
+    tcq_afree(sc->rev);
+    tcq_afree(sc->vp);
     vit_free_rows(sc->M, sc->cap_M);
     sc->v = sc->vr = sc->D = sc->P = sc->M = NULL;
     sc->base = NULL;
-    sc->order = NULL;
+    sc->order = sc->rev = NULL;
+    sc->vp = NULL;
+    sc->vp_key = 0;
     sc->cap_N = sc->cap_M = 0;
     sc->tab_L = 0;
 }
@@ -108,19 +121,32 @@ uint32_t vit_rev(uint32_t s, int L)
     return r;
 }
 
-void vit_seam_order(uint32_t G, const float *P, uint32_t *order)
+static int seam_before(const float *P, uint32_t a, uint32_t b) { return P[a] < P[b] || (P[a] == P[b] && a < b); }
+
+void vit_seam_order(uint32_t G, const float *P, uint32_t *order, uint32_t m)
 {
-    for (uint32_t i = 0; i < G; i++) order[i] = i;
+    if (m > G) m = G;
+    if (m <= 64) {
+        /* the m first by (P, overlap), kept sorted by insertion: O(G m), m is small */
+        uint32_t n = 0;
+        for (uint32_t o = 0; o < G; o++) {
+            if (n == m && !seam_before(P, o, order[n - 1])) continue;
+            uint32_t i = n < m ? n++ : n - 1;
+            while (i > 0 && seam_before(P, o, order[i - 1])) {
+                order[i] = order[i - 1];
+                i--;
+            }
+            order[i] = o;
+        }
+        return;
+    }
     /* bottom-up merge sort by (P, overlap): a total order, so the result is unique */
+    for (uint32_t i = 0; i < G; i++) order[i] = i;
     uint32_t *tmp = order + G;   /* the caller provides [2G] */
     for (uint32_t width = 1; width < G; width *= 2) {
         for (uint32_t lo = 0; lo < G; lo += 2 * width) {
             uint32_t mid = TCQ_MIN(lo + width, G), hi = TCQ_MIN(lo + 2 * width, G), i = lo, j = mid, o = lo;
-            while (i < mid && j < hi) {
-                const uint32_t a = order[i], b = order[j];
-                const int a_first = P[a] < P[b] || (P[a] == P[b] && a < b);
-                tmp[o++] = a_first ? order[i++] : order[j++];
-            }
+            while (i < mid && j < hi) tmp[o++] = seam_before(P, order[j], order[i]) ? order[j++] : order[i++];
             while (i < mid) tmp[o++] = order[i++];
             while (j < hi) tmp[o++] = order[j++];
         }
@@ -149,11 +175,11 @@ tcq_status vit_encode(tcq_block_params p, const tcq_encode_opts *opts, vit_scrat
         sc->xr[i] = x[(i + half) % T];
         if (w) sc->wr[i] = w[(i + half) % T];
     }
-    kr->pass(p, sc, sc->xr, w ? sc->wr : NULL, -1, -1, sc->st);
+    kr->pass(p, sc, sc->xr, w ? sc->wr : NULL, -1, -1, sc->st, half);
     const int ov = (int)(sc->st[half] >> p.k);
     if (vit_seam_count(opts)) /* A(o) for the seams search below, before pass 2 reuses M */
         memcpy(sc->P, sc->M + (size_t)half * ((size_t)1 << (p.L - p.k)), sizeof(float) << (p.L - p.k));
-    kr->pass(p, sc, x, w, ov, ov, sc->best);
+    kr->pass(p, sc, x, w, ov, ov, sc->best, 0);
     const int n = vit_seam_count(opts);
     if (n == 0) return TCQ_OK;
     /* Seams.  Rank every overlap o at position 0 by the best free-ended path of the rolled
@@ -174,21 +200,21 @@ tcq_status vit_encode(tcq_block_params p, const tcq_encode_opts *opts, vit_scrat
     const float *Db = kr->fwd(pb, sc, xb, w ? wb : NULL, -1);
     sc->v = v;
     for (uint32_t o = 0; o < G; o++) {
-        float b = Db[vit_rev(o * J, p.L)];
+        float b = Db[sc->rev[o * J]];
         for (uint32_t i = 1; i < J; i++) {
-            const float c = Db[vit_rev(o * J + i, p.L)];
+            const float c = Db[sc->rev[o * J + i]];
             b = c < b ? c : b;
         }
         sc->P[o] += b;
     }
-    vit_seam_order(G, sc->P, sc->order);
+    vit_seam_order(G, sc->P, sc->order, (uint32_t)n + 1);
     double best_err = vit_err(T, x, w, sc->best);
     uint32_t cand[256];
-    for (uint32_t i = 0, tried = 0; i < G && tried < (uint32_t)n; i++) {
+    for (uint32_t i = 0, tried = 0; i < TCQ_MIN(G, (uint32_t)n + 1) && tried < (uint32_t)n; i++) {
         const int o = (int)sc->order[i];
         if (o == ov) continue;
         tried++;
-        kr->pass(p, sc, x, w, o, o, cand);
+        kr->pass(p, sc, x, w, o, o, cand, 0);
         const double e = vit_err(T, x, w, cand);
         if (e < best_err) {
             best_err = e;

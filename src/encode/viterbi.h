@@ -1,9 +1,11 @@
 /* Internal to the encoder: the forward pass every ISA implements, and the scratch it works in.
  *
- * Each step runs in two phases over one cost array, in place: the group minima M_t (read from
- * D_{t-1}), then D_t(s) = fma(e, d, M_t(s >> k)) with d = x_t - v(s), e = d or w_t d.  The
- * working set is D and the value table (2 x 16 KiB at L = 12) plus one row of M, which fits
- * in L1; a second cost array and a second table did not, and ran three times slower.
+ * The vector passes never store the costs D_t: for each vector of groups of step t+1 they
+ * build the 2^k predecessor cost vectors D_t(g + j 2^(L-k)) = fma(e, d, M_t(.)) in registers
+ * (d = x_t - v(s), e = d or w_t d) and reduce them into M_{t+1}, the only store; only D_{T-1}
+ * is written, for the end-state choice.  The working set is the value table (16 KiB at
+ * L = 12) and two rows of M.  (Storing D and reading it back, in place or ping-pong, was 1.4x
+ * and 3x slower.)  The generic pass keeps the two-phase form in plain loops.
  *
  * The fast passes store no backpointers.  They keep, for every step t >= 1, the 2^(L-k) group
  * minima M_t(g) = min_j D_{t-1}(g + j 2^(L-k)) that D_t(s) = M_t(s >> k) + c_t(s) was built
@@ -21,10 +23,14 @@ typedef struct vit_scratch {
     void *base;            /* one allocation holding v, vr and D */
     float *v;              /* [2^L] the canonical values v(s) */
     float *vr;             /* [2^L] v(rev_L(r)): the table of the time-reversed trellis */
+    float *vp;             /* [2^L] v in a vector pass's lane order (built by that pass) */
+    int vp_key;            /* what vp holds (0: nothing) ... */
+    const float *vp_src;   /* ... and from which table */
     float *D;              /* [2^L] path costs, updated in place */
     float *M;              /* [T, 2^(L-k)] group minima; row 0 unused */
     float *P;              /* [2^(L-k)] seam proxy costs */
-    uint32_t *order;       /* [2^(L-k)] overlaps sorted by proxy cost */
+    uint32_t *order;       /* [2 * 2^(L-k)] overlaps sorted by proxy cost (and merge space) */
+    uint32_t *rev;         /* [2^L] L-bit reversal */
     float xr[256], wr[256];
     uint32_t st[256], best[256];
 } vit_scratch;
@@ -38,16 +44,20 @@ void vit_scratch_release(vit_scratch *sc);
  * it returns. */
 typedef const float *(*vit_fwd_fn)(tcq_block_params p, vit_scratch *sc, const float *x,
                                    const float *w, int start_ov);
-/* One tail-biting or free pass: forward, end state, traceback into states [T]. */
+/* One tail-biting or free pass: forward, end state, traceback into states[t_stop..T-1]
+ * (t_stop 0: all; the two-pass search's first pass needs only states[T/2]). */
 typedef void (*vit_pass_fn)(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov,
-                            int end_ov, uint32_t *states);
+                            int end_ov, uint32_t *states, int t_stop);
 typedef struct vit_kernel {
     vit_fwd_fn fwd;
     vit_pass_fn pass;
 } vit_kernel;
-void vit_pass_scalar(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov, int end_ov, uint32_t *states);
-void vit_pass_avx2(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov, int end_ov, uint32_t *states);
-void vit_pass_avx512(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov, int end_ov, uint32_t *states);
+void vit_pass_scalar(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov, int end_ov,
+                   uint32_t *states, int t_stop);
+void vit_pass_avx2(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov, int end_ov,
+                   uint32_t *states, int t_stop);
+void vit_pass_avx512(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov, int end_ov,
+                   uint32_t *states, int t_stop);
 const float *vit_fwd_scalar(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov);
 const float *vit_fwd_avx2(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov);
 const float *vit_fwd_avx512(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov);
@@ -67,8 +77,9 @@ tcq_status vit_check_args(tcq_block_params p, const tcq_encode_opts *opts, const
 
 /* Number of extra seam candidates TCQ_SEARCH_SEAMS tries (0 for the two-pass search). */
 int vit_seam_count(const tcq_encode_opts *opts);
-/* Order the G overlaps by proxy cost P (then by overlap): order[0..G). Shared by both encoders. */
-void vit_seam_order(uint32_t G, const float *P, uint32_t *order);
+/* The m first of the G overlaps ordered by proxy cost P, then by overlap, into order[0..m)
+ * (order has room for 2G).  Shared by both encoders. */
+void vit_seam_order(uint32_t G, const float *P, uint32_t *order, uint32_t m);
 /* L-bit reversal. */
 uint32_t vit_rev(uint32_t s, int L);
 

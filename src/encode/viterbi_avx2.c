@@ -1,7 +1,9 @@
 /* AVX2 forward pass: the AVX-512 structure (viterbi_avx512.c) on 8 lanes.  The costs D_t live
  * only in registers; for each 8 groups of step t+1 the 2^k predecessor vectors are built from
  * M_t (vpermps for k = 1, 2; a broadcast load for k >= 3, where one group covers whole
- * vectors) and reduced by vminps into M_{t+1}.  Only D_{T-1} is stored. */
+ * vectors) and reduced by vminps into M_{t+1}.  Only D_{T-1} is stored.  (The broadcast lane
+ * order of the AVX-512 pass measured slower here for k = 1: with 256-bit vectors the shuffle
+ * port is not one of the two FMA ports, so vpermps is nearly free.) */
 #include "viterbi_pass.h"
 
 #include <immintrin.h>
@@ -77,6 +79,21 @@ VIT_INLINE const float *fwd(tcq_block_params p, vit_scratch *sc, const float *x,
                     }
                     _mm256_store_ps(Mn + m0 + 8 * q, min_tree(r, J));
                 }
+            }
+            continue;
+        }
+        if (K >= 3) {
+            /* one group covers whole vectors: its minimum is a broadcast load; pointers with
+             * size_t offsets so that j G folds into displacements */
+            for (uint32_t m = 0; m < G; m += 8) {
+                /* (m + j G) >> k = (m >> k) + j (G >> k): m is a multiple of 8, j G of 2^k */
+                const float *vm = v + m, *mm = Mt + (m >> K);
+                __m256 r[16];
+                for (int j = 0; j < J; j++) {
+                    const __m256 d = _mm256_sub_ps(xv, _mm256_load_ps(vm + (size_t)j * G));
+                    r[j] = _mm256_fmadd_ps(W ? _mm256_mul_ps(wv, d) : d, d, _mm256_broadcast_ss(mm + (size_t)j * (G >> K)));
+                }
+                _mm256_store_ps(Mn + m, min_tree(r, J));
             }
             continue;
         }

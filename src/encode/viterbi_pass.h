@@ -27,7 +27,7 @@ static inline __attribute__((always_inline)) float vit_D(tcq_block_params p, con
 /* After the forward pass left D_{T-1} in D: choose the end state (smallest s among equal
  * minima, restricted to (s & (G-1)) == end_ov when end_ov >= 0) and trace back into states. */
 static inline void vit_pass_tail(tcq_block_params p, const vit_scratch *sc, const float *D, const float *x,
-                                 const float *w, int start_ov, int end_ov, uint32_t *states)
+                                 const float *w, int start_ov, int end_ov, uint32_t *states, int t_stop)
 {
     const uint32_t N = 1u << p.L, G = 1u << (p.L - p.k), J = 1u << p.k;
     uint32_t best_s;
@@ -52,7 +52,7 @@ static inline void vit_pass_tail(tcq_block_params p, const vit_scratch *sc, cons
             }
     }
     states[p.T - 1] = best_s;
-    for (int t = p.T - 1; t > 0; t--) {
+    for (int t = p.T - 1; t > t_stop; t--) {
         const uint32_t g = states[t] >> p.k;
         float best = vit_D(p, sc, x, w, start_ov, t - 1, g);
         uint32_t bj = 0;
@@ -70,9 +70,9 @@ static inline void vit_pass_tail(tcq_block_params p, const vit_scratch *sc, cons
 /* One pass with a given forward recursion. */
 #define VIT_DEFINE_PASS(name, fwd)                                                                 \
     void name(tcq_block_params p, vit_scratch *sc, const float *x, const float *w, int start_ov,   \
-              int end_ov, uint32_t *states)                                                        \
+              int end_ov, uint32_t *states, int t_stop)                                            \
     {                                                                                              \
-        vit_pass_tail(p, sc, fwd(p, sc, x, w, start_ov), x, w, start_ov, end_ov, states);          \
+        vit_pass_tail(p, sc, fwd(p, sc, x, w, start_ov), x, w, start_ov, end_ov, states, t_stop);  \
     }
 
 #endif

@@ -151,9 +151,9 @@ tcq_status tcq_encode_block_ref(tcq_block_params p, const tcq_encode_opts *opts,
                 if (beta[o * J + b] < m) m = beta[o * J + b];
             P[o] += m;
         }
-        vit_seam_order(G, P, order);
+        vit_seam_order(G, P, order, (uint32_t)n + 1);
         double best_err = ref_err(T, x, w, best);
-        for (uint32_t i = 0, tried = 0; i < G && tried < (uint32_t)n; i++) {
+        for (uint32_t i = 0, tried = 0; i < TCQ_MIN(G, (uint32_t)n + 1) && tried < (uint32_t)n; i++) {
             const int o = (int)order[i];
             if (o == overlap) continue;
             tried++;

@@ -18,11 +18,22 @@ typedef struct kq_act {
     uint32_t *q2;              /* [M, npad]: q as two int16 (vpmaddwd operand, AVX2 without VNNI) */
     float *d;                  /* [M, nblk] dequantization step amax/127 */
     int32_t *corr;             /* [M, nblk] -510 * sum(q) over the block */
+    /* Axis 1 only (scales == NULL): int16 activations with one step per row for the tile regime
+     * (vpdpwssd against the decoded int16 code values y): d16 = amax/TCQ_Q16_MAX,
+     * q = nearbyintf(x * (TCQ_Q16_MAX/amax)).  Stored per 32 positions in vpackssdw order of a
+     * zmm: element e holds position 4*(e/8) + e%4 + 16*((e%8)/4) of the chunk. */
+    int16_t *q16;              /* [M, npad] */
+    float *d16;                /* [M] */
 } kq_act;
 
+/* |y q| <= 510 * 2047 < 2^20: TCQ_Q16_CHUNK of them sum exactly in int32 before the f32 fold */
+#define TCQ_Q16_MAX 2047
+#define TCQ_Q16_CHUNK 256
+
 /* Argument bundles.  Reduce (axis 1): outputs r in [r0, r1) for all M rows, y[m*ldy + r].
- * Scatter (axis 0): stored rows i in [i0, i1) (a partition, i0 % TCQ_FAST_QB == 0) and one column
- * block b: acc[m*T + c] = sum_i W[b*T + c, i] x[m, i], overwritten. */
+ * Scatter (axis 0): stored rows i in [i0, i1) (a partition, i0 % TCQ_FAST_QB == 0) and column
+ * blocks b..b+nbc-1: acc[(cb*M + m)*T + c] = sum_i W[(b+cb)*T + c, i] x[m, i], overwritten.
+ * Several columns per call let a kernel read each row's neighbouring blocks together. */
 typedef struct kr_args {
     const tcq_trellis *w;
     int64_t M;
@@ -40,7 +51,8 @@ typedef struct ks_args {
     const float *x;            /* exact: [M, in] */
     const kq_act *qa;          /* fast */
     int64_t i0, i1, b;
-    float *acc;                /* [M, T] */
+    int64_t nbc;               /* column blocks b .. b+nbc-1 (tables say how many a kernel takes) */
+    float *acc;                /* [nbc, M, T] */
     void *scratch;
 } ks_args;
 
@@ -60,6 +72,14 @@ static inline const uint32_t *kblock(const tcq_trellis *w, int64_t r, int64_t bl
     return w->codes + (blk >> 1) * w->rows * 48 + r * 48 + (blk & 1) * 24;
 }
 
+/* Block b of every coded row is base + r * stride (also with the interleave): hoists the
+ * address arithmetic out of the scatter kernels' row loops. */
+static inline void kblock_col(const tcq_trellis *w, int64_t b, const uint32_t **base, int64_t *stride)
+{
+    *base = kblock(w, 0, b);
+    *stride = w->interleaved ? 48 : w->cols * w->p.k / 32;
+}
+
 typedef void (*kr_fn)(const kr_args *a);
 typedef void (*ks_fn)(const ks_args *a);
 /* Decode blocks [b0, b0+nb) of coded row r to f32 (value * scale, exact contract). */
@@ -75,6 +95,8 @@ typedef struct tr_table {
     kr_fn reduce[KP_COUNT][KRG_COUNT];
     ks_fn scatter[KP_COUNT][KRG_COUNT];
     kd_fn decode;
+    const char *tag[KP_COUNT][KRG_COUNT];   /* appended to reduce kernel names (NULL: none) */
+    int scatter_nbc[KP_COUNT][KRG_COUNT];   /* column blocks a scatter call takes (0 means 1) */
 } tr_table;
 
 extern const tr_table tcq_tr_ref;          /* ref/trellis_ref.c */

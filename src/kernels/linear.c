@@ -11,11 +11,11 @@
 /* Crossovers, measured by `tcq bench kernels` (bench/NOTES.md, "## CPU kernels"). */
 enum {
     SHARED_MAX_M = 4,      /* M in 2..4: one decode shared by every row, in registers */
-    TILE_MAX_M = 32,       /* M in 5..32: decode a block to a buffer, reuse it across rows */
     REDUCE_ROWS = 16,      /* axis-1 outputs per work item */
     PARTITIONS = 4,        /* axis-0 input-row partitions, summed in order */
-    GEMM_TILE_BYTES = 1 << 20,   /* f32 weight tile decoded per sgemm call */
-    GEMM_KC = 256,         /* axis-0 GEMM: stored rows per sgemm call */
+    SCATTER_COLS = 4,      /* axis-0 column blocks per work item */
+    GEMM_TILE_BYTES = 4 << 20,   /* f32 weight tile decoded per sgemm call (per thread) */
+    GEMM_KC = 512,         /* axis-0 GEMM: stored rows per sgemm call */
     DENSE_ROWS = 64,       /* dense/affine outputs per work item */
 };
 
@@ -205,7 +205,14 @@ static const tr_table *table_for(int isa)
     return t ? t : &tcq_tr_ref;
 }
 
-static tcq_kregime pick_regime(const tcq_kctx *c, int64_t M, int is_trellis)
+/* First M that goes to the GEMM regime, by [axis][exact, fast]: CPU-time medians of
+ * `tcq bench kernels --regime tile|gemm --k 3 --M 16,32,64,128` (bench/NOTES.md). */
+static const int64_t gemm_from_M[2][2] = {
+    {192, 128},   /* axis 0: the tile kernels keep up with sgemm longer (no transposed tile) */
+    {16, 128},    /* axis 1: f32 tile loses to sgemm from 16; the int16 tile holds to ~128 */
+};
+
+static tcq_kregime pick_regime(const tcq_kctx *c, int64_t M, int is_trellis, int axis, int exact)
 {
     tcq_kregime r = c->force_regime;
     if (r == TCQ_KR_M1 && M != 1) r = TCQ_KR_AUTO;
@@ -213,7 +220,7 @@ static tcq_kregime pick_regime(const tcq_kctx *c, int64_t M, int is_trellis)
     if (r != TCQ_KR_AUTO) return r;
     if (M == 1) return TCQ_KR_M1;
     if (M <= SHARED_MAX_M) return TCQ_KR_SHARED;
-    if (M <= TILE_MAX_M) return TCQ_KR_TILE;
+    if (M < gemm_from_M[axis != 0][exact != 0]) return TCQ_KR_TILE;
     return TCQ_KR_GEMM;
 }
 
@@ -232,6 +239,7 @@ typedef struct run_ctx {
     ks_fn sf;
     kd_fn df;
     int64_t nparts, part_rows, nb;
+    int sf_nbc;
     const tcq_weight *up;      /* swiglu */
     kr_fn rf_up;
     const tcq_trellis *wu;
@@ -249,14 +257,28 @@ static void reduce_item(void *arg, int64_t item, int thread)
 static void scatter_item(void *arg, int64_t item, int thread)
 {
     const run_ctx *r = arg;
-    const int64_t p = item / r->nb, b = item % r->nb, T = r->w->p.T, out = r->w->cols;
+    const int64_t ncg = (r->nb + SCATTER_COLS - 1) / SCATTER_COLS;
+    const int64_t p = item / ncg, b0 = (item % ncg) * SCATTER_COLS, T = r->w->p.T, out = r->w->cols;
+    const int64_t nbc = TCQ_MIN(SCATTER_COLS, r->nb - b0);
     const int64_t i0 = p * r->part_rows, i1 = TCQ_MIN(r->w->rows, i0 + r->part_rows);
     float *acc = (float *)((char *)r->c->scratch[thread] + kernel_private_bytes(r->w));
-    ks_args a = {.w = r->w, .M = r->M, .x = r->x, .qa = &r->c->qa, .i0 = i0, .i1 = i1, .b = b,
+    ks_args a = {.w = r->w, .M = r->M, .x = r->x, .qa = &r->c->qa, .i0 = i0, .i1 = i1, .b = b0, .nbc = nbc,
                  .acc = acc, .scratch = r->c->scratch[thread]};
-    r->sf(&a);
+    if (r->sf_nbc >= nbc)
+        r->sf(&a);
+    else
+        /* a kernel that takes one column block per call */
+        for (int64_t cb = 0; cb < nbc; cb++) {
+            ks_args one = a;
+            one.b = b0 + cb;
+            one.nbc = 1;
+            one.acc = acc + cb * r->M * T;
+            r->sf(&one);
+        }
     float *dst = r->c->part + p * r->M * out;
-    for (int64_t m = 0; m < r->M; m++) memcpy(dst + m * out + b * T, acc + m * T, (size_t)T * 4);
+    for (int64_t cb = 0; cb < nbc; cb++)
+        for (int64_t m = 0; m < r->M; m++)
+            memcpy(dst + m * out + (b0 + cb) * T, acc + (cb * r->M + m) * T, (size_t)T * 4);
 }
 
 /* y = sum of the partitions, in partition order; columns split in fixed chunks */
@@ -307,8 +329,8 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
     const tcq_trellis *w = &wt->tr;
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
     const tr_table *tab = table_for(isa);
-    const tcq_kregime reg = pick_regime(c, M, 1);
     const int kp = kpath_of(c);
+    const tcq_kregime reg = pick_regime(c, M, 1, w->axis, kp == KP_EXACT);
     run_ctx r = {.c = c, .w = w, .M = M, .x = x, .y = y, .ldy = wt->out, .df = tab->decode};
     if (!r.df) r.df = tcq_ref_decode;
     const char *op = w->axis ? "reduce" : "scatter";
@@ -326,16 +348,18 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
         return TCQ_OK;
     }
     const int rg = reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE;
-    TCQ_TRY(ensure_scratch(c, kernel_private_bytes(w) + (size_t)(M * w->p.T) * 4));
+    TCQ_TRY(ensure_scratch(c, kernel_private_bytes(w) + (size_t)(SCATTER_COLS * M * w->p.T) * 4));
     if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, wt->in, w->axis ? NULL : w->scales));
     if (w->axis) {
         r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
-        snprintf(c->last, sizeof c->last, "trellis.reduce.%s.%s.%s", path_name(kp), tcq_kregime_name(reg),
-                 tab->reduce[kp][rg] ? tab->isa : "scalar");
+        snprintf(c->last, sizeof c->last, "trellis.reduce.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
+                 tab->reduce[kp][rg] ? tab->isa : "scalar", tab->reduce[kp][rg] && tab->tag[kp][rg] ? "." : "",
+                 tab->reduce[kp][rg] && tab->tag[kp][rg] ? tab->tag[kp][rg] : "");
         tcq_pool_run(c->pool, (w->rows + REDUCE_ROWS - 1) / REDUCE_ROWS, reduce_item, &r);
         return TCQ_OK;
     }
     r.sf = tab->scatter[kp][rg] ? tab->scatter[kp][rg] : tcq_tr_ref.scatter[kp][rg];
+    r.sf_nbc = tab->scatter[kp][rg] ? TCQ_MAX(1, tab->scatter_nbc[kp][rg]) : 1;
     snprintf(c->last, sizeof c->last, "trellis.scatter.%s.%s.%s", path_name(kp), tcq_kregime_name(reg),
              tab->scatter[kp][rg] ? tab->isa : "scalar");
     /* partitions: a fixed count, each a whole number of activation blocks */
@@ -344,7 +368,7 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
     r.nparts = (w->rows + r.part_rows - 1) / r.part_rows;
     r.nb = w->cols / w->p.T;
     TCQ_TRY(ensure_buf(&c->part, &c->part_cap, (size_t)(r.nparts * M * w->cols), "axis-0 partial sums"));
-    tcq_pool_run(c->pool, r.nparts * r.nb, scatter_item, &r);
+    tcq_pool_run(c->pool, r.nparts * ((r.nb + SCATTER_COLS - 1) / SCATTER_COLS), scatter_item, &r);
     tcq_pool_run(c->pool, (M * w->cols + 4095) / 4096, partsum_item, &r);
     return TCQ_OK;
 }
@@ -370,7 +394,7 @@ static tcq_status dense_linear(tcq_kctx *c, const tcq_weight *w, const float *x,
 {
     dense_ctx d = {.c = c, .w = w, .x = x, .y = y, .M = M, .rows = DENSE_ROWS};
     if (w->fmt != TCQ_WF_F32) {
-        d.rows = TCQ_MAX(1, TCQ_MIN(DENSE_ROWS, GEMM_TILE_BYTES / (w->in * 4)));
+        d.rows = TCQ_MAX(1, TCQ_MIN(DENSE_ROWS, (1 << 20) / (w->in * 4)));
         TCQ_TRY(ensure_scratch(c, (size_t)(d.rows * w->in) * 4));
     }
     static const char *const fn[] = {"f32", "f16", "bf16", "trellis", "affine"};
@@ -418,7 +442,7 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
         return tcq_fail(TCQ_ERR_INVALID_ARG, "swiglu: gate [%lld, %lld] and up [%lld, %lld] differ",
                         (long long)gate->out, (long long)gate->in, (long long)up->out, (long long)up->in);
     const int fused = gate->fmt == TCQ_WF_TRELLIS && up->fmt == TCQ_WF_TRELLIS && gate->tr.axis == 1 &&
-                      up->tr.axis == 1 && pick_regime(c, M, 1) != TCQ_KR_GEMM;
+                      up->tr.axis == 1 && pick_regime(c, M, 1, 1, kpath_of(c) == KP_EXACT) != TCQ_KR_GEMM;
     const int64_t out = gate->out;
     if (!fused) {
         /* materialized fallback (dense weights, axis 0, prefill): 2 * M * out floats */
@@ -433,8 +457,8 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
     }
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
     const tr_table *tab = table_for(isa);
-    const tcq_kregime reg = pick_regime(c, M, 1);
     const int kp = kpath_of(c);
+    const tcq_kregime reg = pick_regime(c, M, 1, 1, kp == KP_EXACT);
     const int rg = reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE;
     TCQ_TRY(ensure_scratch(c, TCQ_MAX(kernel_private_bytes(&gate->tr), kernel_private_bytes(&up->tr)) +
                                   (size_t)(2 * M * REDUCE_ROWS) * 4));
@@ -442,8 +466,9 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
     run_ctx r = {.c = c, .w = &gate->tr, .wu = &up->tr, .M = M, .x = x, .y = y, .ldy = out};
     r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
     r.rf_up = r.rf;
-    snprintf(c->last, sizeof c->last, "swiglu.fused.%s.%s.%s", path_name(kp), tcq_kregime_name(reg),
-             tab->reduce[kp][rg] ? tab->isa : "scalar");
+    snprintf(c->last, sizeof c->last, "swiglu.fused.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
+             tab->reduce[kp][rg] ? tab->isa : "scalar", tab->reduce[kp][rg] && tab->tag[kp][rg] ? "." : "",
+             tab->reduce[kp][rg] && tab->tag[kp][rg] ? tab->tag[kp][rg] : "");
     tcq_pool_run(c->pool, (out + REDUCE_ROWS - 1) / REDUCE_ROWS, swiglu_item, &r);
     return TCQ_OK;
 }

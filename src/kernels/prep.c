@@ -13,6 +13,8 @@ void tcq_kq_free(kq_act *qa)
     tcq_afree(qa->q2);
     tcq_afree(qa->d);
     tcq_afree(qa->corr);
+    tcq_afree(qa->q16);
+    tcq_afree(qa->d16);
     memset(qa, 0, sizeof *qa);
 }
 
@@ -27,7 +29,9 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, cons
         qa->q2 = tcq_amalloc((size_t)(M * npad) * 4);
         qa->d = tcq_amalloc((size_t)(M * nblk) * 4);
         qa->corr = tcq_amalloc((size_t)(M * nblk) * 4);
-        if (!qa->q || !qa->q4 || !qa->q2 || !qa->d || !qa->corr) {
+        qa->q16 = tcq_amalloc((size_t)(M * npad) * 2);
+        qa->d16 = tcq_amalloc((size_t)M * 4);
+        if (!qa->q || !qa->q4 || !qa->q2 || !qa->d || !qa->corr || !qa->q16 || !qa->d16) {
             tcq_kq_free(qa);
             return tcq_fail(TCQ_ERR_NOMEM, "fast-path activation buffers (%lld x %lld)", (long long)M,
                             (long long)npad);
@@ -66,6 +70,21 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, cons
             }
             qa->d[m * nblk + blk] = ok ? amax / 127.0f : (amax == 0 ? 0.0f : amax);
             qa->corr[m * nblk + blk] = -510 * sum;
+        }
+        if (!scales && n % 32 == 0) {
+            float amax = 0;
+            for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(xm[i]));
+            const int ok = amax > 0 && amax <= 3.4e38f;
+            const float inv = ok ? (float)TCQ_Q16_MAX / amax : 0.0f;
+            int16_t *q16 = qa->q16 + m * npad;
+            for (int64_t c = 0; c < n; c += 32)
+                for (int e = 0; e < 32; e++) {
+                    const int64_t i = c + 4 * (e / 8) + e % 4 + 16 * ((e % 8) / 4);
+                    int v = ok ? (int)nearbyintf(xm[i] * inv) : 0;
+                    v = v > TCQ_Q16_MAX ? TCQ_Q16_MAX : v < -TCQ_Q16_MAX ? -TCQ_Q16_MAX : v;
+                    q16[c + e] = (int16_t)v;
+                }
+            qa->d16[m] = ok ? amax / (float)TCQ_Q16_MAX : (amax == 0 ? 0.0f : amax);
         }
     }
     return TCQ_OK;

@@ -352,6 +352,12 @@ static tcq_status run(qctx *c, const char *out_dir, json_t *cfg)
     if (s == TCQ_OK) s = tcq_st_writer_write(w, path);
     tcq_st_writer_free(w);
     TCQ_TRY(s);
+    /* The dense tensors' dtype, where the config names one (transformers reads it as the
+     * default compute type). */
+    static const char *dtype_keys[] = {"dtype", "torch_dtype"};
+    for (int i = 0; i < 2; i++)
+        if (json_is_string(json_object_get(cfg, dtype_keys[i])))
+            json_object_set_new(cfg, dtype_keys[i], json_string(c->rotate_only ? "float32" : "bfloat16"));
     snprintf(path, sizeof path, "%s/config.json", out_dir);
     TCQ_TRY(tcq_quant_write_config(cfg, c->rotate_only ? NULL : c->qobj, path));
     return tcq_quant_copy_tokenizer(c->in_dir, out_dir);

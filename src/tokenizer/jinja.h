@@ -97,6 +97,25 @@ void *ja_alloc(jctx *c, size_t n);
 void ja_free_all(jctx *c);
 _Noreturn void jfail(jctx *c, int line, const char *fmt, ...) TCQ_PRINTF(3, 4);
 
+/* Lexer output (jinja_lex.c) for the parser (jinja_parse.c). */
+typedef enum { C_TEXT, C_OUT, C_STMT } ckind;
+typedef struct chunk { ckind k; const char *p; size_t n; int line; } chunk;
+
+typedef enum { K_EOF, K_NAME, K_INT, K_FLOAT, K_STR, K_OP } tkind;
+typedef struct tok { tkind k; const char *p; size_t n; int64_t i; double f; jv s; } tok;
+
+typedef struct parser {
+    jctx *c;
+    chunk *ch;
+    int nch, ci;
+    tok *tk;
+    int ntk, ti, line;
+} parser;
+
+chunk *jinja_lex_template(jctx *c, const char *src, int *n);
+/* Tokens of one {{ }} or {% %} chunk into ps->tk (ending with K_EOF). */
+void jinja_lex_expr(parser *ps, const chunk *k);
+
 /* Parse a template into its statement list. */
 jnode **jinja_parse(jctx *c, const char *src, int *n);
 

@@ -292,7 +292,7 @@ jv jinja_filter(jctx *c, int line, const char *name, jv v, const jargs *a)
         jv pr = jarg(a, 0, "precision", jv_int(0)), meth = jarg(a, 1, "method", jv_cstr(c, "common"));
         double x = v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : 0, m = pow(10, (double)(pr.t == JV_INT ? pr.u.i : 0));
         const char *md = meth.t == JV_STR ? meth.u.s.p : "common";
-        double r = !strcmp(md, "floor") ? floor(x * m) / m : !strcmp(md, "ceil") ? ceil(x * m) / m : round(x * m) / m;
+        double r = !strcmp(md, "floor") ? floor(x * m) / m : !strcmp(md, "ceil") ? ceil(x * m) / m : rint(x * m) / m;   /* Python's round: half to even */
         return jv_float(r);
     }
     if (v.t != JV_STR && (!strcmp(name, "trim") || !strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "title") ||

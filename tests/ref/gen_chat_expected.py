@@ -75,6 +75,32 @@ CASES = [
 ]
 
 
+# Small templates for edge semantics (rendered with messages=MULTI): name, template text.
+MICRO = [
+    ("crlf", "a\r\nb{% if true %}\r\nc{% endif %}\r\n"),
+    ("trailing_newline", "x\n"),
+    ("lstrip_tabs", "line\n\t  {% if true %}\n\tin\n\t{% endif %}\nend"),
+    ("comment_ws", "a\n  {# c #}\nb\n{#- d #}  e"),
+    ("dash_output", "a  {{- 'b' -}}  c {{ 'd' }}\n{{ 'e' }}"),
+    ("nested_loops", "{% for a in [1,2] %}{% for b in 'xy' %}{{ loop.index }}{{ a }}{{ b }}{% endfor %}{{ loop.last }}{% endfor %}"),
+    ("loop_scope", "{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{{ x }}{% endfor %}{{ x }}"),
+    ("if_scope", "{% if true %}{% set y = 5 %}{% endif %}{{ y }}"),
+    ("namespace_loop", "{% set ns = namespace(a=[]) %}{% for i in range(3) %}{% set ns.a = ns.a + [i] %}{% endfor %}{{ ns.a }}"),
+    ("str_methods", "{{ 'Hello World'.lower().split(' ') }}|{{ '  a\tb  '.rstrip() }}|{{ 'x'.join(['a','b']) }}|"
+                    "{{ 'abcabc'.replace('b','B',1) }}|{{ 'abc'.find('c') }}|{{ 'aXbXc'.rsplit('X') }}|{{ 'ab'.upper() }}"),
+    ("numbers", "{{ 10 / 4 }} {{ 10 // 4 }} {{ 2.5 * 2 }} {{ -3 % 5 }} {{ 1 + 2 * 3 ** 2 }} {{ (1 + 2) * 3 }} {{ 1e-5 }} "
+                "{{ 123456789.123 }} {{ 1/3 }} {{ 2**62 }} {{ 0.5|round }} {{ 3.7|int }} {{ '42'|int + 1 }}"),
+    ("compare", "{{ 3 > 2 > 1 }} {{ 1 < 3 < 2 }} {{ 'a' < 'b' }} {{ [1,2] == [1,2] }} {{ none == none }} {{ 1 == 1.0 }} "
+                "{{ true == 1 }} {{ 'a' ~ 'b' == 'ab' }} {{ not 1 == 2 }}"),
+    ("messages_access", "{{ messages[-1].content }}|{{ messages[1:3]|map(attribute='role')|join('+') }}|"
+                        "{{ (messages|selectattr('role', 'equalto', 'assistant')|first).content }}|{{ messages|length }}"),
+    ("loop_vars", "{% for m in messages %}{{ loop.index0 }}{{ loop.revindex }}{{ loop.previtem.role if loop.previtem else '-' }}"
+                  "{{ loop.nextitem.role if loop.nextitem is defined else '-' }};{% endfor %}"),
+    ("ternary_filters", "{{ 'x' if false }}|{{ (none or 'dflt') }}|{{ [] or 'empty' }}|{{ 'abc'|length }}|{{ 'ab'|list }}|"
+                        "{{ {'b': 2, 'a': 1}|tojson(sort_keys=true) }}|{{ ['x', 1, none, 2.0]|tojson }}|{{ 'a\u00e9'|tojson }}"),
+]
+
+
 def main():
     shared, out = sys.argv[1], sys.argv[2]
     templates = {
@@ -98,6 +124,18 @@ def main():
             text = env.from_string(templates[tname]).render(**kw)
             with open(os.path.join(out, name + ".txt"), "w", encoding="utf-8", newline="") as f:
                 f.write(text)
+        except jinja2.exceptions.TemplateError as e:
+            case["error"] = str(e)
+        manifest.append(case)
+    for name, text in MICRO:
+        case = {"name": "micro_" + name, "template_text": text, "messages": MULTI, "add_generation_prompt": False,
+                "enable_thinking": -1}
+        try:
+            rendered = env.from_string(text).render(messages=MULTI, tools=None, documents=None,
+                                                    add_generation_prompt=False, bos_token="<s>",
+                                                    eos_token="<|im_end|>")
+            with open(os.path.join(out, case["name"] + ".txt"), "w", encoding="utf-8", newline="") as f:
+                f.write(rendered)
         except jinja2.exceptions.TemplateError as e:
             case["error"] = str(e)
         manifest.append(case)

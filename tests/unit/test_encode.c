@@ -3,6 +3,8 @@
  * against a float64 brute force, and rejection of bad parameters. */
 #include "test.h"
 
+#include "encode/viterbi.h"
+
 static const int TS[3] = {64, 128, 256};
 
 /* Codes one block with the reference and with every runnable ISA; all must agree exactly. */
@@ -32,11 +34,11 @@ static void check_block(tcq_block_params p, const tcq_encode_opts *o, const floa
 static void test_bit_identical(uint64_t *rs)
 {
     float x[256], w[256];
-    for (int it = 0; it < 120; it++) {
+    for (int it = 0; it < 64; it++) {
         tcq_block_params p;
         p.k = 1 + (int)(test_rand(rs) % 4);
         /* mostly small L (the reference is slow at 2^16 states), a few large ones */
-        p.L = it < 116 ? 8 + (int)(test_rand(rs) % 5) : 13 + (it - 116);
+        p.L = it < 60 ? 8 + (int)(test_rand(rs) % 5) : 13 + (it - 60);
         do p.T = TS[test_rand(rs) % 3];
         while (p.T * p.k % 32);
         if (p.L >= 14) p.T = 64;   /* keep the reference's time down */
@@ -118,6 +120,23 @@ static void test_seams(uint64_t *rs)
         const double opt = brute_tailbiting(q, x);
         CHECK(fabs(e - opt) <= 1e-5 * opt, "all-overlap seams %.9g != float64 tail-biting optimum %.9g", e, opt);
     }
+}
+
+/* The seams candidate order: the short insertion path must agree with the full sort. */
+static void test_seam_order(uint64_t *rs)
+{
+    enum { G = 512 };
+    static float P[G];
+    static uint32_t full[2 * G], top[2 * G];
+    for (int i = 0; i < G; i++) P[i] = (float)(test_rand(rs) % 40);   /* many ties */
+    vit_seam_order(G, P, full, G);
+    for (uint32_t m = 1; m <= 64; m += 9) {
+        vit_seam_order(G, P, top, m);
+        CHECK(!memcmp(top, full, m * sizeof *top), "first %u of the seam order differ from the full sort", m);
+    }
+    for (int i = 1; i < G; i++)
+        CHECK(P[full[i - 1]] < P[full[i]] || (P[full[i - 1]] == P[full[i]] && full[i - 1] < full[i]),
+              "seam order not sorted at %d", i);
 }
 
 static void test_rows_determinism(uint64_t *rs)
@@ -251,6 +270,7 @@ int main(void)
     test_bad_args();
     test_bit_identical(&rs);
     test_seams(&rs);
+    test_seam_order(&rs);
     test_rows_determinism(&rs);
     test_mse();
     return test_done("test_encode");

@@ -89,7 +89,7 @@ static void save(const model *m, const char *dir, const char *model_type, tcq_dt
     mkdir(dir, 0777);
     char path[512], cfg[1024];
     snprintf(cfg, sizeof cfg,
-             "{\"architectures\": [\"X\"], \"model_type\": \"%s\", \"hidden_size\": %d, \"intermediate_size\": %d,"
+             "{\"architectures\": [\"X\"], \"model_type\": \"%s\", \"dtype\": \"bfloat16\", \"hidden_size\": %d, \"intermediate_size\": %d,"
              " \"num_hidden_layers\": 1, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d,"
              " \"vocab_size\": %d, \"rms_norm_eps\": 1e-06, \"tie_word_embeddings\": %s}",
              model_type, m->n, m->ff, NHEAD, NKV, HD, VOCAB, m->tied ? "true" : "false");
@@ -339,6 +339,8 @@ static void verify_rotated(const model *m, const char *dir, uint64_t seed)
     snprintf(path, sizeof path, "%s/config.json", dir);
     char *txt = slurp(path, &len);
     json_t *cfg = txt ? json_loads(txt, 0, NULL) : NULL;
+    const char *dt = cfg ? json_string_value(json_object_get(cfg, "dtype")) : NULL;
+    CHECK(dt && !strcmp(dt, "float32"), "%s: dtype %s, not float32", path, dt ? dt : "missing");
     CHECK(cfg && !json_object_get(cfg, "quantization") && !json_object_get(cfg, "quantization_config") &&
               json_is_false(json_object_get(cfg, "tie_word_embeddings")),
           "%s: a plain untied config", path);

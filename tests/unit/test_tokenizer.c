@@ -2,6 +2,8 @@
  * trip and special tokens, streaming decode of split UTF-8, bad input. */
 #include "test.h"
 
+#include <pthread.h>
+
 static void check_ids(const char *what, const int32_t *got, size_t n, const int32_t *want, size_t nw)
 {
     int same = n == nw && memcmp(got, want, n * sizeof *got) == 0;
@@ -219,6 +221,44 @@ static void test_qwen3_stream(void)
     tcq_tokenizer_free(tok);
 }
 
+/* One tokenizer, several threads: every thread gets the same ids. */
+typedef struct job { const tcq_tokenizer *tok; const char *text; size_t len; int32_t *ids; size_t n; tcq_status st; } job;
+
+static void *encode_job(void *arg)
+{
+    job *j = arg;
+    for (int r = 0; r < 3 && j->st == TCQ_OK; r++) {
+        free(j->ids);
+        j->st = tcq_tokenizer_encode_alloc(j->tok, j->text, j->len, TCQ_TOK_ADD_SPECIAL, &j->ids, &j->n);
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    tcq_tokenizer *tok = NULL;
+    CHECK_OK(tcq_tokenizer_load(TCQ_SHARED_DATA "/tinyqwen", &tok));
+    FILE *f = fopen(TCQ_SHARED_DATA "/tinyqwen/valid.txt", "rb");
+    static char text[32768];
+    size_t tl = f ? fread(text, 1, sizeof text, f) : 0;
+    if (f) fclose(f);
+    if (!tok || !tl) return;
+    job jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (job){tok, text, tl, NULL, 0, TCQ_OK};
+        pthread_create(&th[i], NULL, encode_job, &jobs[i]);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) {
+        CHECK(jobs[i].st == TCQ_OK && jobs[i].n == jobs[0].n && jobs[i].ids &&
+                  memcmp(jobs[i].ids, jobs[0].ids, jobs[0].n * sizeof(int32_t)) == 0,
+              "thread %d differs", i);
+        free(jobs[i].ids);
+    }
+    tcq_tokenizer_free(tok);
+}
+
 static void write_file(const char *path, const char *s)
 {
     FILE *f = fopen(path, "wb");
@@ -267,5 +307,6 @@ int main(void)
     test_tinyqwen();
     test_qwen3_stream();
     test_errors();
+    test_threads();
     return test_done("test_tokenizer");
 }

@@ -90,15 +90,17 @@ static inline __attribute__((always_inline)) void SFX(reduce_fast_body)(const kr
                                                                         const int MC, int64_t m0)
 {
     const tcq_trellis *w = a->w;
+    const int64_t wpb = w->p.T * w->p.k / 32;
     const kq_act *qa = a->qa;
     const int T = w->p.T;
     const int64_t nb = w->cols / T;
     SFX(blk) bl;
     for (int64_t r = a->r0; r < a->r1; r++) {
+        const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
         __m256 facc[4];
         for (int m = 0; m < MC; m++) facc[m] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
-            SFX(blk_load)(d, kblock(w, r, b), &bl);
+            SFX(blk_load)(d, (rb + b * wpb), &bl);
             for (int qb = 0; qb < T / TCQ_FAST_QB; qb++) {
                 const int64_t kb = b * (T / TCQ_FAST_QB) + qb;
                 __m256i iacc[4];
@@ -127,15 +129,17 @@ static inline __attribute__((always_inline)) void SFX(reduce_exact_body)(const k
                                                                          const int MC, int64_t m0)
 {
     const tcq_trellis *w = a->w;
+    const int64_t wpb = w->p.T * w->p.k / 32;
     const int T = w->p.T;
     const int64_t nb = w->cols / T, C = w->cols;
     SFX(blk) bl;
     for (int64_t r = a->r0; r < a->r1; r++) {
+        const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
         const __m256 scale = _mm256_set1_ps(_cvtsh_ss(w->scales[r]));
         __m256 facc[4];
         for (int m = 0; m < MC; m++) facc[m] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
-            SFX(blk_load)(d, kblock(w, r, b), &bl);
+            SFX(blk_load)(d, (rb + b * wpb), &bl);
             for (int g = 0; g < d->ng; g++) {
                 const __m256 wv = SFX(dec_w)(d, &bl, g, scale);
                 for (int m = 0; m < MC; m++)
@@ -180,6 +184,9 @@ static inline __attribute__((always_inline)) void SFX(scatter_fast_body)(const k
                                                                          const int MC, int64_t m0, int g0)
 {
     const tcq_trellis *w = a->w;
+    const uint32_t *cb;
+    int64_t cs;
+    kblock_col(w, a->b, &cb, &cs);
     const kq_act *qa = a->qa;
     const int T = w->p.T;
     SFX(blk) bl;
@@ -189,7 +196,7 @@ static inline __attribute__((always_inline)) void SFX(scatter_fast_body)(const k
         for (int m = 0; m < MC; m++)
             for (int g = 0; g < 4; g++) iacc[m * 4 + g] = _mm256_set1_epi32(qa->corr[(m0 + m) * qa->nblk + kb]);
         for (int64_t i = ic; i < ie; i++) {
-            SFX(blk_load)(d, kblock(w, i, a->b), &bl);
+            SFX(blk_load)(d, (cb + i * cs), &bl);
             for (int g = 0; g < 4; g++) {
                 const __m256i x = SFX(dec_x)(d, &bl, g0 + g);
                 for (int m = 0; m < MC; m++) {
@@ -228,13 +235,16 @@ static inline __attribute__((always_inline)) void SFX(scatter_exact_body)(const 
                                                                           const int MC, int64_t m0, int g0)
 {
     const tcq_trellis *w = a->w;
+    const uint32_t *cb;
+    int64_t cs;
+    kblock_col(w, a->b, &cb, &cs);
     const int T = w->p.T;
     const int64_t in = w->rows;
     __m256 facc[8];
     for (int j = 0; j < MC * 4; j++) facc[j] = _mm256_setzero_ps();
     SFX(blk) bl;
     for (int64_t i = a->i0; i < a->i1; i++) {
-        SFX(blk_load)(d, kblock(w, i, a->b), &bl);
+        SFX(blk_load)(d, (cb + i * cs), &bl);
         const __m256 scale = _mm256_set1_ps(_cvtsh_ss(w->scales[i]));
         for (int g = 0; g < 4; g++) {
             const __m256 wv = SFX(dec_w)(d, &bl, g0 + g, scale);

@@ -120,14 +120,16 @@ static void decode_rows(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb,
 AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m0)
 {
     const tcq_trellis *w = a->w;
+    const int64_t wpb = w->p.T * w->p.k / 32;
     const kq_act *qa = a->qa;
     const int T = w->p.T;
     const int64_t nb = w->cols / T;
     for (int64_t r = a->r0; r < a->r1; r++) {
+        const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
         __m512 facc[4];
         for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(d, kblock(w, r, b));
+            const blk bl = blk_load(d, (rb + b * wpb));
             for (int qb = 0; qb < T / QB; qb++) {
                 const int64_t kb = b * (T / QB) + qb;
                 __m512i iacc[4];
@@ -153,14 +155,16 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
 AI void reduce_exact_body(const kr_args *a, const dec *d, const int MC, int64_t m0)
 {
     const tcq_trellis *w = a->w;
+    const int64_t wpb = w->p.T * w->p.k / 32;
     const int T = w->p.T;
     const int64_t nb = w->cols / T, C = w->cols;
     for (int64_t r = a->r0; r < a->r1; r++) {
+        const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
         const __m512 scale = _mm512_set1_ps(_cvtsh_ss(w->scales[r]));
         __m512 facc[4];
         for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(d, kblock(w, r, b));
+            const blk bl = blk_load(d, (rb + b * wpb));
             for (int g = 0; g < d->ng; g++) {
                 const __m512 wv = dec_w(d, bl, g, scale);
                 for (int m = 0; m < MC; m++)
@@ -193,50 +197,58 @@ static void reduce_exact_shared(const kr_args *a)
     for (int64_t m0 = 0; m0 < a->M; m0 += 4) MC_SWITCH(reduce_exact_body, a, &d, TCQ_MIN(4, a->M - m0), m0);
 }
 
-/* tile: decode a whole coded row once into the scratch buffer, then stream the M rows over it */
-AI void reduce_fast_tile_rows(const kr_args *a, const __m512i *xr, int64_t r, const int MC, int64_t m0)
+/* tile, int16: decode a coded row once to int16 code values y (vpdpbusd against ones seeded
+ * with -510, vpackssdw of two groups), then each activation row costs one vpdpwssd per 32
+ * weights (two products per lane instead of vpdpbusd's one useful byte sum) and a fold every
+ * TCQ_Q16_CHUNK weights; one f32 step per activation row (kq_act.q16). */
+AI void reduce_fast_tile16_rows(const kr_args *a, const __m512i *yr, int64_t r, const int MC, int64_t m0)
 {
     const kq_act *qa = a->qa;
+    const int64_t C = a->w->cols, nv = C / 32, per = TCQ_Q16_CHUNK / 32;
     __m512 facc[8];
     for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
-    for (int64_t kb = 0; kb < qa->nblk; kb++) {
+    for (int64_t v0 = 0; v0 < nv; v0 += per) {
         __m512i iacc[8];
-        for (int m = 0; m < MC; m++)
-            iacc[m] = _mm512_zextsi128_si512(_mm_cvtsi32_si128(qa->corr[(m0 + m) * qa->nblk + kb]));
-        for (int gg = 0; gg < GPQ; gg++) {
-            const __m512i x = _mm512_load_si512(xr + kb * GPQ + gg);
+        for (int m = 0; m < MC; m++) iacc[m] = _mm512_setzero_si512();
+        const int64_t v1 = TCQ_MIN(nv, v0 + per);
+        for (int64_t v = v0; v < v1; v++) {
+            const __m512i y = _mm512_load_si512(yr + v);
             for (int m = 0; m < MC; m++)
-                iacc[m] = _mm512_dpbusd_epi32(iacc[m], x,
-                                              _mm512_loadu_si512(qa->q4 + (m0 + m) * qa->npad + (kb * GPQ + gg) * 16));
+                iacc[m] = _mm512_dpwssd_epi32(iacc[m], y, _mm512_loadu_si512(qa->q16 + (m0 + m) * qa->npad + v * 32));
         }
-        for (int m = 0; m < MC; m++)
-            facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m]), _mm512_set1_ps(qa->d[(m0 + m) * qa->nblk + kb]),
-                                      facc[m]);
+        for (int m = 0; m < MC; m++) facc[m] = _mm512_add_ps(facc[m], _mm512_cvtepi32_ps(iacc[m]));
     }
     const float f = _cvtsh_ss(a->w->scales[r]) * TCQ_RMAD_RINV;
-    for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]) * f;
+    for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]) * (qa->d16[m0 + m] * f);
 }
 
-static void reduce_fast_tile(const kr_args *a)
+static void reduce_fast_tile16(const kr_args *a)
 {
     const tcq_trellis *w = a->w;
+    const int64_t wpb = w->p.T * w->p.k / 32;
     dec d;
     dec_init(&d, w->p);
-    __m512i *xr = a->scratch;
+    __m512i *yr = a->scratch;   /* [C/32] int16 code values in vpackssdw order */
+    const __m512i c510 = _mm512_set1_epi32(-510), ones = _mm512_set1_epi32(0x01010101);
     const int64_t nb = w->cols / w->p.T;
     for (int64_t r = a->r0; r < a->r1; r++) {
+        const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
         for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(&d, kblock(w, r, b));
-            for (int g = 0; g < d.ng; g++) _mm512_store_si512(xr + b * d.ng + g, dec_x(&d, bl, g));
+            const blk bl = blk_load(&d, (rb + b * wpb));
+            for (int g = 0; g < d.ng; g += 2) {
+                const __m512i ya = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g), ones);
+                const __m512i yb = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g + 1), ones);
+                _mm512_store_si512(yr + (b * d.ng + g) / 2, _mm512_packs_epi32(ya, yb));
+            }
         }
         for (int64_t m0 = 0; m0 < a->M; m0 += 8) {
             const int mc = (int)TCQ_MIN(8, a->M - m0);
-            if (mc == 8) reduce_fast_tile_rows(a, xr, r, 8, m0);
+            if (mc == 8) reduce_fast_tile16_rows(a, yr, r, 8, m0);
             else if (mc >= 4) {
-                reduce_fast_tile_rows(a, xr, r, 4, m0);
-                for (int64_t m = m0 + 4; m < m0 + mc; m++) reduce_fast_tile_rows(a, xr, r, 1, m);
+                reduce_fast_tile16_rows(a, yr, r, 4, m0);
+                for (int64_t m = m0 + 4; m < m0 + mc; m++) reduce_fast_tile16_rows(a, yr, r, 1, m);
             } else
-                for (int64_t m = m0; m < m0 + mc; m++) reduce_fast_tile_rows(a, xr, r, 1, m);
+                for (int64_t m = m0; m < m0 + mc; m++) reduce_fast_tile16_rows(a, yr, r, 1, m);
         }
     }
 }
@@ -278,6 +290,9 @@ static void reduce_exact_tile(const kr_args *a)
 AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const int G, int64_t m0, int g0)
 {
     const tcq_trellis *w = a->w;
+    const uint32_t *cb;
+    int64_t cs;
+    kblock_col(w, a->b, &cb, &cs);
     const kq_act *qa = a->qa;
     const int T = w->p.T;
     for (int64_t ic = a->i0; ic < a->i1; ic += QB) {
@@ -286,9 +301,9 @@ AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const in
         for (int m = 0; m < MC; m++)
             for (int g = 0; g < G; g++) iacc[m * G + g] = _mm512_set1_epi32(qa->corr[(m0 + m) * qa->nblk + kb]);
         for (int64_t i = ic; i < ie; i++) {
-            const blk bl = blk_load(d, kblock(w, i, a->b));
+            const blk bl = blk_load(d, (cb + i * cs));
             if (i + 8 < ie) {
-                const char *pf = (const char *)kblock(w, i + 8, a->b);
+                const char *pf = (const char *)(cb + (i + 8) * cs);
                 _mm_prefetch(pf, _MM_HINT_T0);
                 _mm_prefetch(pf + 64, _MM_HINT_T0);
             }
@@ -312,14 +327,18 @@ AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const in
 AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const int G, int64_t m0, int g0)
 {
     const tcq_trellis *w = a->w;
+    const uint32_t *cb;
+    int64_t cs;
+    kblock_col(w, a->b, &cb, &cs);
     const int T = w->p.T;
     const int64_t in = w->rows;
     __m512 facc[16];
-    for (int j = 0; j < MC * G; j++) facc[j] = _mm512_setzero_ps();
+    for (int m = 0; m < MC; m++)
+        for (int g = 0; g < G; g++) facc[m * G + g] = _mm512_loadu_ps(a->acc + (m0 + m) * T + (g0 + g) * 16);
     for (int64_t i = a->i0; i < a->i1; i++) {
-        const blk bl = blk_load(d, kblock(w, i, a->b));
+        const blk bl = blk_load(d, (cb + i * cs));
         if (i + 8 < a->i1) {
-            const char *pf = (const char *)kblock(w, i + 8, a->b);
+            const char *pf = (const char *)(cb + (i + 8) * cs);
             _mm_prefetch(pf, _MM_HINT_T0);
             _mm_prefetch(pf + 64, _MM_HINT_T0);
         }
@@ -340,10 +359,11 @@ AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const i
     do {                                                                                           \
         const int ng_ = (d)->ng;                                                                   \
         switch (mc) {                                                                              \
-        case 1:                                                                                    \
-            if (ng_ == 16) body(a, d, 1, 16, m0, 0);                                               \
-            else if (ng_ == 8) body(a, d, 1, 8, m0, 0);                                            \
-            else body(a, d, 1, 4, m0, 0);                                                          \
+        case 1: /* 8 accumulators + the 8 group indices stay in registers; 16 spilled */        \
+            for (int g0_ = 0; g0_ < ng_; g0_ += 8) {                                               \
+                if (ng_ >= 8) body(a, d, 1, 8, m0, g0_);                                           \
+                else body(a, d, 1, 4, m0, g0_);                                                    \
+            }                                                                                      \
             break;                                                                                 \
         case 2:                                                                                    \
             for (int g0_ = 0; g0_ < ng_; g0_ += 8) {                                               \
@@ -360,22 +380,47 @@ AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const i
         }                                                                                          \
     } while (0)
 
+/* Row chunks outermost, then the column blocks: each chunk of rows is read column block after
+ * column block while it is still in L1/L2 (better line and TLB use than one block column over
+ * the whole partition). */
+#define SCATTER_CHUNK_FAST QB
+#define SCATTER_CHUNK_EXACT (4 * QB)
+
 static void scatter_fast_shared(const ks_args *a)
 {
     dec d;
     dec_init(&d, a->w->p);
     const int T = a->w->p.T;
-    for (int64_t j = 0; j < a->M * T; j++) a->acc[j] = 0;
-    for (int64_t m0 = 0; m0 < a->M; m0 += 4) SC_DISPATCH(scatter_fast_body, a, &d, (int)TCQ_MIN(4, a->M - m0), m0);
+    for (int64_t j = 0; j < a->nbc * a->M * T; j++) a->acc[j] = 0;
+    for (int64_t ic = a->i0; ic < a->i1; ic += SCATTER_CHUNK_FAST)
+        for (int64_t cb = 0; cb < a->nbc; cb++) {
+            ks_args s = *a;
+            s.i0 = ic;
+            s.i1 = TCQ_MIN(a->i1, ic + SCATTER_CHUNK_FAST);
+            s.b = a->b + cb;
+            s.acc = a->acc + cb * a->M * T;
+            for (int64_t m0 = 0; m0 < a->M; m0 += 4) SC_DISPATCH(scatter_fast_body, &s, &d, (int)TCQ_MIN(4, a->M - m0), m0);
+        }
     const __m512 ri = _mm512_set1_ps(TCQ_RMAD_RINV);
-    for (int64_t j = 0; j < a->M * T; j += 16) _mm512_storeu_ps(a->acc + j, _mm512_mul_ps(_mm512_loadu_ps(a->acc + j), ri));
+    for (int64_t j = 0; j < a->nbc * a->M * T; j += 16)
+        _mm512_storeu_ps(a->acc + j, _mm512_mul_ps(_mm512_loadu_ps(a->acc + j), ri));
 }
 
 static void scatter_exact_shared(const ks_args *a)
 {
     dec d;
     dec_init(&d, a->w->p);
-    for (int64_t m0 = 0; m0 < a->M; m0 += 4) SC_DISPATCH(scatter_exact_body, a, &d, (int)TCQ_MIN(4, a->M - m0), m0);
+    const int T = a->w->p.T;
+    for (int64_t j = 0; j < a->nbc * a->M * T; j++) a->acc[j] = 0;
+    for (int64_t ic = a->i0; ic < a->i1; ic += SCATTER_CHUNK_EXACT)
+        for (int64_t cb = 0; cb < a->nbc; cb++) {
+            ks_args s = *a;
+            s.i0 = ic;
+            s.i1 = TCQ_MIN(a->i1, ic + SCATTER_CHUNK_EXACT);
+            s.b = a->b + cb;
+            s.acc = a->acc + cb * a->M * T;
+            for (int64_t m0 = 0; m0 < a->M; m0 += 4) SC_DISPATCH(scatter_exact_body, &s, &d, (int)TCQ_MIN(4, a->M - m0), m0);
+        }
 }
 
 /* tile: decode an activation block of stored rows (<= 64 rows x T) into the scratch buffer once,
@@ -408,6 +453,9 @@ AI void scatter_fast_tile_blk(const ks_args *a, const __m512i *xb, int ng, int64
 static void scatter_fast_tile(const ks_args *a)
 {
     const tcq_trellis *w = a->w;
+    const uint32_t *cb;
+    int64_t cs;
+    kblock_col(w, a->b, &cb, &cs);
     dec d;
     dec_init(&d, w->p);
     const int T = w->p.T;
@@ -416,7 +464,7 @@ static void scatter_fast_tile(const ks_args *a)
     for (int64_t ic = a->i0; ic < a->i1; ic += QB) {
         const int64_t n = TCQ_MIN(a->i1, ic + QB) - ic;
         for (int64_t i = 0; i < n; i++) {
-            const blk bl = blk_load(&d, kblock(w, ic + i, a->b));
+            const blk bl = blk_load(&d, (cb + (ic + i) * cs));
             for (int g = 0; g < d.ng; g++) _mm512_store_si512(xb + i * d.ng + g, dec_x(&d, bl, g));
         }
         for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
@@ -474,10 +522,12 @@ static void scatter_exact_tile(const ks_args *a)
 static const tr_table table = {
     .isa = "avx512",
     .reduce = {{reduce_exact_shared, reduce_exact_shared, reduce_exact_tile},
-               {reduce_fast_shared, reduce_fast_shared, reduce_fast_tile}},
+               {reduce_fast_shared, reduce_fast_shared, reduce_fast_tile16}},
     .scatter = {{scatter_exact_shared, scatter_exact_shared, scatter_exact_tile},
                 {scatter_fast_shared, scatter_fast_shared, scatter_fast_tile}},
     .decode = decode_rows,
+    .tag = {{NULL, NULL, NULL}, {NULL, NULL, "i16"}},
+    .scatter_nbc = {{4, 4, 1}, {4, 4, 1}},
 };
 
 const tr_table *tcq_tr_avx512(void)
