@@ -136,9 +136,16 @@ static void test_config(void)
         "\"num_attention_heads\":4,\"num_key_value_heads\":3,\"vocab_size\":300}",
         "{\"model_type\":\"llama\",\"hidden_size\":256,\"intermediate_size\":512,\"num_hidden_layers\":2,"
         "\"num_attention_heads\":4,\"vocab_size\":300,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}}",
+        "{\"model_type\":\"qwen3\",\"hidden_size\":256,\"intermediate_size\":512,\"num_hidden_layers\":2,"
+        "\"num_attention_heads\":4,\"vocab_size\":300,\"use_sliding_window\":true}",
+        "{\"model_type\":\"qwen3\",\"hidden_size\":256,\"intermediate_size\":512,\"num_hidden_layers\":2,"
+        "\"num_attention_heads\":4,\"vocab_size\":300,\"layer_types\":[\"full_attention\",\"sliding_attention\"]}",
+        "{\"model_type\":\"llama\",\"hidden_size\":256,\"intermediate_size\":512,\"num_hidden_layers\":2,"
+        "\"num_attention_heads\":4,\"vocab_size\":300,\"mlp_bias\":true}",
     };
-    const char *names[] = {"gpt2", "hidden_size", "not a JSON object", "hidden_size", "num_key_value_heads", "yarn"};
-    for (int i = 0; i < 6; i++) {
+    const char *names[] = {"gpt2", "hidden_size", "not a JSON object", "hidden_size", "num_key_value_heads", "yarn",
+                           "use_sliding_window", "layer_types[1]", "mlp_bias"};
+    for (int i = 0; i < 9; i++) {
         tcq_status s = tcq_model_config_parse(bad[i], strlen(bad[i]), "cfg.json", &c);
         CHECK(s != TCQ_OK && strstr(tcq_last_error(), names[i]) && strstr(tcq_last_error(), "cfg.json"),
               "bad config %d: %s: %s", i, tcq_status_str(s), tcq_last_error());

@@ -89,6 +89,11 @@ int cmd_chat(int argc, char **argv)
     tcq_sampler_params sp = {(float)temp, (int)top_k, (float)top_p, (float)min_p, (float)rep, 64, (uint64_t)seed};
     tcq_status st = tpl ? TCQ_OK : tcq_fail(TCQ_ERR_NOT_FOUND, "%s: no chat template", model);
     if (st == TCQ_OK) st = tcq_session_create(m, (int)ctx, kv, &s);
+    if (st == TCQ_OK) {
+        char b[32];
+        fprintf(stderr, "KV cache: %s (%d positions, %s)\n", cli_bytes(tcq_session_kv_bytes(s), b), tcq_session_ctx(s),
+                kv == TCQ_KV_F16 ? "f16" : "f32");
+    }
     if (st == TCQ_OK) st = tcq_sampler_create(&sp, tcq_model_get_config(m)->vocab_size, &smp);
     if (st != TCQ_OK) {
         rc = cli_fail(st, "chat");
