@@ -718,7 +718,8 @@ tcq_status tcq_model_config_parse(const char *json, size_t len, const char *labe
 typedef struct tcq_model_opts {
     int n_threads;            /* <= 0: one per online CPU */
     tcq_kpath path;           /* trellis numerical path (TCQ_PATH_AUTO) */
-    /* Optional load progress: frac in [0, 1], what names the current step. */
+    /* Optional progress of loading and of tcq_eval_* (per window): frac in [0, 1], what names
+     * the current step. */
     void (*progress)(void *arg, double frac, const char *what);
     void *progress_arg;
     /* 1: read every mapped weight page once at load (with progress), so the first forward does

@@ -89,7 +89,9 @@ int cmd_perplexity(int argc, char **argv)
     int rc = tokenize_file(&e, m, &ids, &n);
     tcq_eval_result res;
     double t0 = cli_now();
+    cli_progress_start();
     tcq_status s = rc ? TCQ_OK : tcq_eval_perplexity(m, ids, (int64_t)n, (int)e.ctx, (int)e.windows, &res);
+    cli_progress_done();
     double dt = cli_now() - t0;
     if (!rc && s != TCQ_OK) rc = cli_fail(s, "perplexity");
     else if (!rc && e.json)
@@ -131,7 +133,9 @@ int cmd_kl(int argc, char **argv)
     int rc = tokenize_file(&e, m, &ids, &n);
     tcq_eval_result res;
     double t0 = cli_now();
+    cli_progress_start();
     tcq_status s = rc ? TCQ_OK : tcq_eval_kl(m, ref, ids, (int64_t)n, (int)e.ctx, (int)e.windows, &res);
+    cli_progress_done();
     double dt = cli_now() - t0;
     if (!rc && s != TCQ_OK) rc = cli_fail(s, "kl");
     else if (!rc && e.json)
