@@ -39,7 +39,7 @@ int cli_model_load(const char *path, int threads, tcq_model **out)
 {
     cli_progress_start();
     const double t0 = progress_t0;
-    tcq_model_opts o = {.n_threads = threads, .progress = isatty(2) ? progress : NULL, .prefault = 1};
+    tcq_model_opts o = {.n_threads = threads, .path = cli_kpath, .progress = isatty(2) ? progress : NULL, .prefault = 1};
     tcq_status s = tcq_model_load(path, &o, out);
     cli_progress_done();
     if (s != TCQ_OK) return cli_fail(s, path);
@@ -49,6 +49,20 @@ int cli_model_load(const char *path, int threads, tcq_model **out)
             path, c->arch == TCQ_ARCH_QWEN3 ? "qwen3" : "llama", c->n_layers, c->dim, c->n_heads, c->n_kv_heads,
             c->head_dim, c->hidden_dim, c->vocab_size, tcq_model_describe(*out),
             cli_bytes(tcq_model_weight_bytes(*out), b), cli_now() - t0);
+    return 0;
+}
+
+tcq_kpath cli_kpath = TCQ_PATH_AUTO;
+
+int cli_parse_kpath(const char *s)
+{
+    if (s && !strcmp(s, "auto")) cli_kpath = TCQ_PATH_AUTO;
+    else if (s && !strcmp(s, "exact")) cli_kpath = TCQ_PATH_EXACT;
+    else if (s && !strcmp(s, "fast")) cli_kpath = TCQ_PATH_FAST;
+    else {
+        fprintf(stderr, "tcq: --kpath needs auto, exact or fast, got '%s'\n", s ? s : "");
+        return -1;
+    }
     return 0;
 }
 

@@ -10,7 +10,7 @@ static void help(FILE *f)
 {
     fprintf(f, "usage: tcq chat MODEL [--system STR] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
                "                [--repeat-penalty R] [--seed S] [-n N] [--ctx N] [--kv f32|f16] [--threads N]\n"
-               "                [--no-think] [--tokenizer PATH]\n"
+               "                [--kpath auto|exact|fast] [--no-think] [--tokenizer PATH]\n"
                "  Type a message and Enter; /reset starts over, /quit or Ctrl-D ends.\n"
                "  Prints prefill and decode tokens/s of each turn to stderr.\n");
 }
@@ -50,6 +50,9 @@ int cmd_chat(int argc, char **argv)
         else if (!strcmp(a, "--no-think")) think = 0;
         else if (!strcmp(a, "--kv")) {
             if (cli_parse_kv(v, &kv)) return 2;
+            i++;
+        } else if (!strcmp(a, "--kpath")) {
+            if (cli_parse_kpath(v)) return 2;
             i++;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) li = &n;
         else if (!strcmp(a, "--threads")) li = &threads;

@@ -18,6 +18,7 @@ static void help(FILE *f)
             "  --ctx N                context length (default: the model's)\n"
             "  --kv f32|f16           KV cache dtype (default f32)\n"
             "  --threads N            worker threads (default: all CPUs)\n"
+            "  --kpath auto|exact|fast  trellis numerical path (default auto)\n"
             "  --parallel N           N (2..4) samples with seeds S..S+N-1, decoded together as one batch;\n"
             "                         printed one after another at the end\n"
             "  --chat                 wrap the prompt in the model's chat template (one user turn)\n"
@@ -105,6 +106,9 @@ int cmd_run(int argc, char **argv)
         else if (!strcmp(a, "--no-think")) think = 0;
         else if (!strcmp(a, "--kv")) {
             if (cli_parse_kv(v, &kv)) return 2;
+            i++;
+        } else if (!strcmp(a, "--kpath")) {
+            if (cli_parse_kpath(v)) return 2;
             i++;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) li = &n;
         else if (!strcmp(a, "--threads")) li = &threads;
