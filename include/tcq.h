@@ -736,8 +736,8 @@ void tcq_model_free(tcq_model *m);
 const tcq_model_config *tcq_model_get_config(const tcq_model *m);
 /* Bytes of weight data the model reads (mapped tensors + converted norms). */
 size_t tcq_model_weight_bytes(const tcq_model *m);
-/* Human-readable weight format summary, e.g. "bf16" or "trellis k=3 + bf16" (static storage
- * owned by the model). */
+/* Human-readable weight format summary, e.g. "bf16; embeddings bf16 (tied)" or
+ * "trellis k=3; embeddings bf16 (tied)" (storage owned by the model). */
 const char *tcq_model_describe(const tcq_model *m);
 
 /* A model of the given geometry with random weights (benchmarks, tests): bits 0 gives dense bf16
@@ -775,7 +775,10 @@ tcq_status tcq_model_forward(tcq_model *m, tcq_session *s, const int32_t *tokens
 tcq_status tcq_model_prefill(tcq_model *m, tcq_session *s, const int32_t *tokens /* [n] */, int n,
                              float *last_logits /* [vocab] or NULL */);
 /* One token for each of nb (1..TCQ_MAX_BATCH) independent sessions, run as nb rows through
- * the same linear calls.  Sessions must be distinct.  Equal to nb separate forwards. */
+ * the same linear calls.  Sessions must be distinct.  The same computation as nb separate
+ * forwards; the kernels' M-row paths may round differently from M = 1 (tests allow 1e-3).
+ * Likewise a chunk of a prompt (attention through sgemm) and token-by-token decode agree to
+ * rounding, not bit for bit; each is bit-identical for any thread count. */
 #define TCQ_MAX_BATCH 4
 tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *sess /* [nb] */,
                                    const int32_t *tokens /* [nb] */, int nb,
