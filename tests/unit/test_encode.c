@@ -7,6 +7,13 @@
 
 static const int TS[3] = {64, 128, 256};
 
+/* Unoptimised builds (the sanitizer job) run a quarter of the random cases. */
+#ifdef __OPTIMIZE__
+#define TEST_REPS(n) (n)
+#else
+#define TEST_REPS(n) ((n) / 4)
+#endif
+
 /* Codes one block with the reference and with every runnable ISA; all must agree exactly. */
 static void check_block(tcq_block_params p, const tcq_encode_opts *o, const float *x, const float *w,
                         double *err_out)
@@ -37,7 +44,7 @@ static void test_passes(uint64_t *rs)
     static const vit_pass_fn fns[3] = {vit_pass_scalar, vit_pass_avx2, vit_pass_avx512};
     float x[256], w[256];
     uint32_t st[3][256];
-    for (int it = 0; it < 24; it++) {
+    for (int it = 0; it < TEST_REPS(24); it++) {
         tcq_block_params p = {8 + (int)(test_rand(rs) % 5), 1 + (int)(test_rand(rs) % 4), 64};
         for (int t = 0; t < p.T; t++) {
             x[t] = it % 3 ? (float)test_gauss(rs) : tcq_code_value((uint32_t)(test_rand(rs) % (1u << p.L)));
@@ -117,11 +124,11 @@ static void test_ties(uint64_t *rs)
 static void test_bit_identical(uint64_t *rs)
 {
     float x[256], w[256];
-    for (int it = 0; it < 64; it++) {
+    for (int it = 0; it < TEST_REPS(64); it++) {
         tcq_block_params p;
         p.k = 1 + (int)(test_rand(rs) % 4);
         /* mostly small L (the reference is slow at 2^16 states), a few large ones */
-        p.L = it < 60 ? 8 + (int)(test_rand(rs) % 5) : 13 + (it - 60);
+        p.L = it < TEST_REPS(64) - 4 ? 8 + (int)(test_rand(rs) % 5) : 13 + (it - (TEST_REPS(64) - 4));
         do p.T = TS[test_rand(rs) % 3];
         while (p.T * p.k % 32);
         if (p.L >= 14) p.T = 64;   /* keep the reference's time down */
@@ -193,7 +200,7 @@ static void test_seams(uint64_t *rs)
     tcq_block_params p = {12, 2, 256};
     double e2 = 0, es = 0;
     uint32_t words[32], st[256];
-    for (int b = 0; b < 12; b++) {
+    for (int b = 0; b < TEST_REPS(12); b++) {
         for (int t = 0; t < p.T; t++) x[t] = (float)test_gauss(rs);
         tcq_encode_opts o2 = {TCQ_SEARCH_TWO_PASS, 0}, os = {TCQ_SEARCH_SEAMS, 4};
         double a, c;
@@ -204,7 +211,8 @@ static void test_seams(uint64_t *rs)
         e2 += a;
         es += c;
     }
-    fprintf(stderr, "  seams(4) vs two-pass on 12 blocks: %.6f vs %.6f\n", es / (12 * 256.0), e2 / (12 * 256.0));
+    fprintf(stderr, "  seams(4) vs two-pass on %d blocks: %.6f vs %.6f\n", TEST_REPS(12), es / (TEST_REPS(12) * 256.0),
+            e2 / (TEST_REPS(12) * 256.0));
     tcq_block_params q = {8, 4, 64};
     for (int b = 0; b < 6; b++) {
         for (int t = 0; t < q.T; t++) x[t] = (float)test_gauss(rs);
@@ -286,7 +294,7 @@ static void test_mse(void)
 {
     const double anchor[5] = {0, 0.2852, 0.0744, 0.0198, 0.00548};
     uint64_t rs = 20261202;
-    enum { NB = 64 };
+    enum { NB = TEST_REPS(64) };
     float *x = malloc(sizeof(float) * NB * 256);
     for (int i = 0; i < NB * 256; i++) x[i] = (float)test_gauss(&rs);
     for (int k = 1; k <= 4; k++) {
