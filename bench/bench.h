@@ -3,6 +3,10 @@
 #ifndef TCQ_BENCH_H
 #define TCQ_BENCH_H
 
-int bench_encode_main(int argc, char **argv);
+#include "cli.h"
+
+int bench_encode_main(int argc, char **argv);  /* bench_encode.c */
+int bench_kernels(int argc, char **argv);      /* bench_kernels.c */
+int bench_model(int argc, char **argv);        /* bench_model.c */
 
 #endif
