@@ -252,7 +252,8 @@ tcq_status tcq_encode_block_ref(tcq_block_params p, const tcq_encode_opts *opts,
                                 double *err);
 
 /* The fast block encoder (best ISA, same output as the reference).  Same contract as
- * tcq_encode_block_ref. */
+ * tcq_encode_block_ref.  Keeps its scratch per calling thread between calls (2^L-sized tables
+ * and T x 2^(L-k) floats: about 1.1 MiB at L=12, k=2), freed when the thread exits. */
 tcq_status tcq_encode_block(tcq_block_params p, const tcq_encode_opts *opts, const float *x /* [T] */,
                             const float *w /* [T] or NULL */, uint32_t *words /* [T*k/32] */,
                             uint32_t *states /* [T] or NULL */, double *err);
