@@ -134,7 +134,7 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
                 const int64_t kb = b * (T / QB) + qb;
                 __m512i iacc[4];
                 for (int m = 0; m < MC; m++)
-                    iacc[m] = _mm512_zextsi128_si512(_mm_cvtsi32_si128(qa->corr[(m0 + m) * qa->nblk + kb]));
+                    iacc[m] = _mm512_maskz_loadu_epi32(1, qa->corr + (m0 + m) * qa->nblk + kb);   /* lane 0 */
                 for (int gg = 0; gg < GPQ; gg++) {
                     const int g = qb * GPQ + gg;
                     const __m512i x = dec_x(d, bl, g);
