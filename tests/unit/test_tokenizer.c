@@ -254,8 +254,8 @@ static void test_threads(void)
         CHECK(jobs[i].st == TCQ_OK && jobs[i].n == jobs[0].n && jobs[i].ids &&
                   memcmp(jobs[i].ids, jobs[0].ids, jobs[0].n * sizeof(int32_t)) == 0,
               "thread %d differs", i);
-        free(jobs[i].ids);
     }
+    for (int i = 0; i < 4; i++) free(jobs[i].ids);
     tcq_tokenizer_free(tok);
 }
 
