@@ -89,8 +89,12 @@ struct jctx {
     const char *src;
     int loop_ctl;               /* 1 break, 2 continue */
     tcq_status status;          /* of the failure that unwound */
-    int depth;
+    int depth;                  /* macro calls */
+    int nest;                   /* parser and value recursion, bounded so no input overflows the stack */
 };
+
+/* Recursion bound of the parser and of str()/tojson()/comparisons of nested values. */
+#define JINJA_MAX_NEST 200
 
 /* Arena and errors. */
 void *ja_alloc(jctx *c, size_t n);
