@@ -2,6 +2,8 @@
  * trip and special tokens, streaming decode of split UTF-8, bad input. */
 #include "test.h"
 
+#include "tokenizer/tok_internal.h"
+
 #include <pthread.h>
 
 static void check_ids(const char *what, const int32_t *got, size_t n, const int32_t *want, size_t nw)
@@ -259,6 +261,36 @@ static void test_threads(void)
     tcq_tokenizer_free(tok);
 }
 
+/* Cutting long words where no vocabulary piece spans a boundary (tok_bpe.c) changes no id:
+ * the same text with the cut disabled gives the same ids. */
+static void test_word_cut(void)
+{
+    static char text[16384];
+    FILE *f = fopen(TCQ_SHARED_DATA "/tinyqwen/valid.txt", "rb");
+    size_t tl = f ? fread(text, 1, sizeof text - 64, f) : 0;
+    if (f) fclose(f);
+    while (tl && ((unsigned char)text[tl - 1] & 0xC0) == 0x80) tl--;
+    if (tl && (unsigned char)text[tl - 1] >= 0xC0) tl--;
+    memcpy(text + tl, "  caf\xC3\xA9 \xF0\x9F\x98\x80\t\tx\n\n", 18);
+    tl += 18;
+    const char *paths[] = {TCQ_SHARED_DATA "/tokenizers/llama2", TCQ_SHARED_DATA "/stories260K/tok512.bin"};
+    for (int k = 0; k < 2; k++) {
+        tcq_tokenizer *tok = NULL;
+        CHECK_OK(tcq_tokenizer_load(paths[k], &tok));
+        if (!tok) continue;
+        CHECK(tok->adjacent.keys != NULL, "%s: no adjacency set", paths[k]);
+        int32_t *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        CHECK_OK(tcq_tokenizer_encode_alloc(tok, text, tl, 0, &a, &na));
+        tok_pairmap_free(&tok->adjacent);
+        CHECK_OK(tcq_tokenizer_encode_alloc(tok, text, tl, 0, &b, &nb));
+        CHECK(a && b && na == nb && memcmp(a, b, na * sizeof *a) == 0, "%s: cut changed the ids (%zu vs %zu)", paths[k], na, nb);
+        free(a);
+        free(b);
+        tcq_tokenizer_free(tok);
+    }
+}
+
 static void write_file(const char *path, const char *s)
 {
     FILE *f = fopen(path, "wb");
@@ -308,5 +340,6 @@ int main(void)
     test_qwen3_stream();
     test_errors();
     test_threads();
+    test_word_cut();
     return test_done("test_tokenizer");
 }
