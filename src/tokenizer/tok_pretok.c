@@ -93,13 +93,15 @@ tcq_status tok_normalize(const tcq_tokenizer *t, const char *s, size_t len, tok_
     return TCQ_OK;
 }
 
-/* tokenizers runs its patterns through Oniguruma, whose Unicode \s is the White_Space property;
- * PCRE2's (UCP) leaves out U+0085 (NEL).  Add it: \s -> [\s\x{85}] outside a class, \s\x{85}
- * inside one, \S -> [^\s\x{85}] outside a class.  Caller frees the result. */
+/* tokenizers runs its patterns through Oniguruma, whose Unicode classes differ from PCRE2's (UCP)
+ * in two places: \s also matches U+0085 (NEL), and \w is Letter|Mark|Number|Connector_Punctuation
+ * where PCRE2 has letters, numbers and "_".  Rewrite them to Oniguruma's sets: \s -> [\s\x{85}],
+ * \S -> [^\s\x{85}], \w -> [\p{L}\p{M}\p{N}\p{Pc}], \W -> [^...] (inside a class, \s and \w
+ * expand in place; \S and \W stay).  Caller frees the result. */
 static char *oniguruma_spaces(const char *pat)
 {
     size_t n = strlen(pat);
-    char *o = malloc(n * 12 + 1), *q = o;
+    char *o = malloc(n * 28 + 1), *q = o;   /* the longest expansion: 2 bytes to 26 */
     if (!o) return NULL;
     int in_class = 0;
     for (size_t i = 0; i < n; i++) {
@@ -107,6 +109,8 @@ static char *oniguruma_spaces(const char *pat)
             char e = pat[++i];
             if (e == 's') q += sprintf(q, in_class ? "\\s\\x{85}" : "[\\s\\x{85}]");
             else if (e == 'S' && !in_class) q += sprintf(q, "[^\\s\\x{85}]");
+            else if (e == 'w') q += sprintf(q, in_class ? "\\p{L}\\p{M}\\p{N}\\p{Pc}" : "[\\p{L}\\p{M}\\p{N}\\p{Pc}]");
+            else if (e == 'W' && !in_class) q += sprintf(q, "[^\\p{L}\\p{M}\\p{N}\\p{Pc}]");
             else { *q++ = '\\'; *q++ = e; }
             continue;
         }

@@ -291,6 +291,32 @@ static void test_word_cut(void)
     }
 }
 
+static void write_file(const char *path, const char *s);
+
+/* Regex classes as Oniguruma (tokenizers' engine) has them: \s matches U+0085, \w marks. */
+static void test_regex_classes(void)
+{
+    const char *p = TCQ_BINARY_DIR "/tok-classes.json";
+    write_file(p, "{\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": ["
+                  "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"behavior\": \"Removed\"},"
+                  "{\"type\": \"Whitespace\"}]},"
+                  "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"\\u0085\": 2, \"e\": 3, "
+                  "\"\\u0301\": 4, \"x\": 5, \"e\\u0301\": 6, \"e\\u0301x\": 7},"
+                  "\"merges\": [[\"e\", \"\\u0301\"], [\"e\\u0301\", \"x\"]]}}");
+    tcq_tokenizer *tok = NULL;
+    CHECK_OK(tcq_tokenizer_load(p, &tok));
+    if (tok) {
+        int32_t ids[8];
+        size_t n = 0;
+        CHECK_OK(tcq_tokenizer_encode(tok, "a\xC2\x85" "b", 4, 0, ids, 8, &n));
+        CHECK(n == 2 && ids[0] == 0 && ids[1] == 1, "NEL is whitespace: %zu ids", n);
+        CHECK_OK(tcq_tokenizer_encode(tok, "e\xCC\x81x", 4, 0, ids, 8, &n));
+        CHECK(n == 1 && ids[0] == 7, "a combining mark is a word character: %zu ids", n);
+        tcq_tokenizer_free(tok);
+    }
+    remove(p);
+}
+
 static void write_file(const char *path, const char *s)
 {
     FILE *f = fopen(path, "wb");
@@ -341,5 +367,6 @@ int main(void)
     test_errors();
     test_threads();
     test_word_cut();
+    test_regex_classes();
     return test_done("test_tokenizer");
 }
