@@ -93,12 +93,12 @@ tcq_status tok_normalize(const tcq_tokenizer *t, const char *s, size_t len, tok_
     return TCQ_OK;
 }
 
-/* tokenizers runs its patterns through Oniguruma, whose Unicode classes differ from PCRE2's (UCP)
- * in two places: \s also matches U+0085 (NEL), and \w is Letter|Mark|Number|Connector_Punctuation
- * where PCRE2 has letters, numbers and "_".  Rewrite them to Oniguruma's sets: \s -> [\s\x{85}],
- * \S -> [^\s\x{85}], \w -> [\p{L}\p{M}\p{N}\p{Pc}], \W -> [^...] (inside a class, \s and \w
- * expand in place; \S and \W stay).  Caller frees the result. */
-static char *oniguruma_spaces(const char *pat)
+/* tokenizers runs its patterns through Oniguruma, whose Unicode \w is
+ * Letter|Mark|Number|Connector_Punctuation; PCRE2's (UCP) is letters, numbers and "_", so a
+ * combining mark would end a word.  Rewrite \w -> [\p{L}\p{M}\p{N}\p{Pc}] and \W -> [^...] (in a
+ * class \w expands in place, \W stays).  \s needs nothing: both match White_Space, U+0085 too.
+ * Caller frees the result. */
+static char *oniguruma_classes(const char *pat)
 {
     size_t n = strlen(pat);
     char *o = malloc(n * 28 + 1), *q = o;   /* the longest expansion: 2 bytes to 26 */
@@ -107,9 +107,7 @@ static char *oniguruma_spaces(const char *pat)
     for (size_t i = 0; i < n; i++) {
         if (pat[i] == '\\' && i + 1 < n) {
             char e = pat[++i];
-            if (e == 's') q += sprintf(q, in_class ? "\\s\\x{85}" : "[\\s\\x{85}]");
-            else if (e == 'S' && !in_class) q += sprintf(q, "[^\\s\\x{85}]");
-            else if (e == 'w') q += sprintf(q, in_class ? "\\p{L}\\p{M}\\p{N}\\p{Pc}" : "[\\p{L}\\p{M}\\p{N}\\p{Pc}]");
+            if (e == 'w') q += sprintf(q, in_class ? "\\p{L}\\p{M}\\p{N}\\p{Pc}" : "[\\p{L}\\p{M}\\p{N}\\p{Pc}]");
             else if (e == 'W' && !in_class) q += sprintf(q, "[^\\p{L}\\p{M}\\p{N}\\p{Pc}]");
             else { *q++ = '\\'; *q++ = e; }
             continue;
@@ -134,7 +132,7 @@ tcq_status tok_pre_compile(tok_pre *p, const char *pattern, int literal, const c
     PCRE2_SIZE off;
     char *rewritten = NULL;
     if (!literal) {
-        if (!(rewritten = oniguruma_spaces(pattern))) return tcq_fail(TCQ_ERR_NOMEM, "%s: out of memory", where);
+        if (!(rewritten = oniguruma_classes(pattern))) return tcq_fail(TCQ_ERR_NOMEM, "%s: out of memory", where);
         pattern = rewritten;
     }
     uint32_t opt = literal ? PCRE2_LITERAL : (PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF);
