@@ -210,12 +210,22 @@ uint16_t tcq_scale_for_row(int L, const float *row /* [n] */, int64_t n);
  * Encoder: Viterbi over the 2^L states with tail-biting (FORMAT.md "Encoder")
  *
  * Arithmetic contract (the reference and every fast path compute exactly this, so their output
- * is bit-identical): with a(s) = -2 v(s) and b(s) = v(s)^2 in f32 (v the canonical value),
- *     c_t(s) = fmaf(x_t, a(s), b(s))            [* w_t when weights are given]
- *     D_0(s) = c_0(s) (or +inf outside the allowed start set)
- *     D_t(s) = min_j D_{t-1}((s >> k) + j 2^(L-k)) + c_t(s)
- * (x_t^2 is constant per position and dropped.)  The min takes the smallest j among equal
- * values; the final state is the smallest s among equal minima.
+ * is bit-identical): with v(s) the canonical f32 value, all in f32,
+ *     d_t(s) = x_t - v(s),   e_t(s) = d_t(s)  (or w_t * d_t(s) when weights are given)
+ *     D_0(s) = fma(e_0(s), d_0(s), 0)           (or +inf outside the allowed start set)
+ *     M_t(g) = min_j D_{t-1}(g + j 2^(L-k))     (j = 0, 1, ... in order; a later j wins only
+ *                                                when strictly smaller)
+ *     D_t(s) = fma(e_t(s), d_t(s), M_t(s >> k))
+ * The backpointer of g at step t is that j; the final state is the smallest s among equal
+ * minima of D_{T-1}.  D is the true (weighted) squared error of the path, so costs are >= 0
+ * and no constant is dropped.  Inputs must be finite and weights >= 0 (else
+ * TCQ_ERR_INVALID_ARG).
+ *
+ * Searches: TCQ_SEARCH_TWO_PASS is FORMAT.md's.  TCQ_SEARCH_SEAMS runs it, then `seams` more
+ * tail-biting passes, each with the seam moved to position r_i (T/2, T/4, 3T/4, T/8, ...: the
+ * van der Corput sequence) and held to the overlap the best path so far has there.  Each such
+ * pass contains the best path, so it can only find one at least as good; the block keeps the
+ * path of least squared error (the earliest on ties).  Cost: 2 + seams passes.
  * ========================================================================================== */
 
 typedef enum tcq_search {
@@ -247,6 +257,13 @@ tcq_status tcq_encode_block(tcq_block_params p, const tcq_encode_opts *opts, con
                             const float *w /* [T] or NULL */, uint32_t *words /* [T*k/32] */,
                             uint32_t *states /* [T] or NULL */, double *err);
 
+/* Code n consecutive blocks of x as they are (no scale): x [n*T], w [n*T] or NULL, into words
+ * [n*T*k/32], on the pool (NULL: calling thread).  sq_err (optional) receives
+ * sum w (x - v(s))^2 over all blocks, summed in block order.  What `tcq codec` measures. */
+tcq_status tcq_encode_blocks(tcq_block_params p, const tcq_encode_opts *opts, const float *x /* [n*T] */,
+                             const float *w /* [n*T] or NULL */, int64_t n, uint32_t *words /* [n*T*k/32] */,
+                             tcq_pool *pool, double *sq_err);
+
 /* Code a matrix along its rows: src [R, C] (C % T == 0) in f32.  Per-row scales follow FORMAT.md
  * (tcq_scale_for_row); each row is divided by f32(scale) and coded block by block on the pool
  * (NULL: calling thread).  w: optional per-weight importance [R, C].  Writes codes [R, C*k/32]
@@ -272,6 +289,12 @@ size_t tcq_dtype_size(tcq_dtype t);          /* bytes per element */
 const char *tcq_dtype_name(tcq_dtype t);     /* safetensors spelling: "F32", "BF16", "U32", ... */
 tcq_status tcq_dtype_parse(const char *name, tcq_dtype *out);
 
+/* A whole file into a malloc'd, NUL-terminated buffer (*len, optional, excludes the NUL); free
+ * it with free().  TCQ_ERR_NOT_FOUND if it does not exist. */
+tcq_status tcq_io_read_file(const char *path, char **out, size_t *len);
+/* Write a whole file atomically: to PATH.tmp.XXXXXX in the same folder, then renamed onto PATH. */
+tcq_status tcq_io_write_file(const char *path, const void *data, size_t len);
+
 #define TCQ_MAX_DIMS 8
 
 /* One tensor of a safetensors file.  data points into the file's mapping. */
@@ -286,9 +309,31 @@ typedef struct tcq_tensor_info {
     const char *file;                        /* path of the file holding it (for messages) */
 } tcq_tensor_info;
 
-/* A safetensors file, mmapped read-only.  Every header field is validated: the JSON is
- * well-formed, dtypes known, shape x dtype size == byte span, spans inside the data section,
- * sorted spans neither overlapping nor leaving holes, header size sane. */
+/* Check a tensor the caller expects (NULL: TCQ_ERR_NOT_FOUND naming `name`).  dtype: a tcq_dtype,
+ * TCQ_TENSOR_ANY_DTYPE or TCQ_TENSOR_ANY_FLOAT (F32/F16/BF16); ndim < 0 skips the shape; a
+ * negative shape[d] matches any size.  The message names the file, the tensor, what it has and
+ * what was wanted: "model.safetensors: tensor 'x': shape [4, 5], want [4, 6]". */
+#define TCQ_TENSOR_ANY_DTYPE (-1)
+#define TCQ_TENSOR_ANY_FLOAT (-2)
+tcq_status tcq_tensor_check(const tcq_tensor_info *t, const char *name, int dtype, int ndim, const int64_t *shape);
+/* Convert an F32/F16/BF16/F64 tensor to f32: n must equal t->numel. */
+tcq_status tcq_tensor_to_f32(const tcq_tensor_info *t, float *out /* [numel] */, int64_t n);
+
+/* A safetensors file, mmapped read-only.  Every header field is validated, and a file that fails
+ * is rejected with a message naming the file and the tensor:
+ *   - the file holds the 8-byte header length; the header is <= 100 MB and inside the file;
+ *   - the header is one JSON object without duplicate keys; "__metadata__" (optional) maps
+ *     strings to strings; every other member is a tensor {"dtype", "shape", "data_offsets"} and
+ *     nothing else; the name is not empty;
+ *   - dtype is one of tcq_dtype (known safetensors dtypes tcq lacks, F8_* etc., give
+ *     TCQ_ERR_UNSUPPORTED); shape has <= TCQ_MAX_DIMS non-negative integers; element and byte
+ *     counts do not overflow;
+ *   - data_offsets [begin, end]: begin <= end <= data section size, end - begin == numel x dtype
+ *     size, begin a multiple of the element size and the resulting address aligned for it;
+ *   - spans, sorted, do not overlap.
+ * Holes (bytes between or after spans) are allowed, since some aligning writers pad between
+ * tensors (Hugging Face's reader rejects them; tcq's writer never makes them);
+ * tcq_st_hole_bytes() reports their total. */
 typedef struct tcq_st_file tcq_st_file;
 
 tcq_status tcq_st_open(const char *path, tcq_st_file **out);
@@ -297,38 +342,78 @@ tcq_status tcq_st_open(const char *path, tcq_st_file **out);
 tcq_status tcq_st_parse(const void *buf, size_t len, const char *label, tcq_st_file **out);
 void tcq_st_close(tcq_st_file *f);
 int64_t tcq_st_count(const tcq_st_file *f);
-const tcq_tensor_info *tcq_st_tensor(const tcq_st_file *f, int64_t i);      /* in file order */
-const tcq_tensor_info *tcq_st_find(const tcq_st_file *f, const char *name); /* NULL if absent */
+/* In data order (ascending data_offsets), which is the file's physical order. */
+const tcq_tensor_info *tcq_st_tensor(const tcq_st_file *f, int64_t i);
+const tcq_tensor_info *tcq_st_find(const tcq_st_file *f, const char *name); /* NULL if absent; O(log n) */
 const char *tcq_st_metadata(const tcq_st_file *f, const char *key);         /* "__metadata__" */
+const char *tcq_st_path(const tcq_st_file *f);              /* the path or label it was opened with */
+uint64_t tcq_st_hole_bytes(const tcq_st_file *f);           /* data-section bytes no tensor covers */
 
 /* The tensors of a model: one .safetensors file, a directory holding model.safetensors, or a
- * directory sharded through model.safetensors.index.json (every shard validated, every indexed
- * tensor present in the shard the index names, no name in two shards). */
+ * directory sharded through model.safetensors.index.json (the index file itself may also be
+ * given).  The index must be exact: every shard opened once and validated, every indexed tensor
+ * present in the shard the index names, every tensor of a shard listed for that shard (so no
+ * name is in two shards).  Shard names are plain file names in the model directory.  With an
+ * index present, model.safetensors is ignored. */
 typedef struct tcq_st_set tcq_st_set;
 
 tcq_status tcq_st_set_open(const char *path, tcq_st_set **out);
 void tcq_st_set_close(tcq_st_set *s);
 int64_t tcq_st_set_count(const tcq_st_set *s);
 const tcq_tensor_info *tcq_st_set_tensor(const tcq_st_set *s, int64_t i);
-const tcq_tensor_info *tcq_st_set_find(const tcq_st_set *s, const char *name);
+const tcq_tensor_info *tcq_st_set_find(const tcq_st_set *s, const char *name);   /* O(log n) */
+/* The model directory (for config.json): the folder given, or the one holding the file. */
+const char *tcq_st_set_dir(const tcq_st_set *s);
+int tcq_st_set_file_count(const tcq_st_set *s);
+const tcq_st_file *tcq_st_set_file(const tcq_st_set *s, int i);                 /* shards by name */
 
-/* Writer: tensors are borrowed until tcq_st_writer_write(), which writes one file (8-byte aligned
- * data, header padded with spaces). */
+/* Writer: tensors are borrowed until tcq_st_writer_write(), which writes one file in the layout
+ * Hugging Face's safetensors requires (its reader rejects holes): header JSON with sorted keys,
+ * padded with spaces so the data section starts 8-byte aligned, then the tensors contiguously,
+ * grouped by element size, largest first (in the order added within a size), so every tensor
+ * starts at a multiple of its element size with no padding.  "__metadata__" holds the pairs given
+ * plus {"format": "pt"} unless "format" was set.  The file is written to PATH.tmp.XXXXXX and
+ * renamed onto PATH.  Names must be unique (checked at write). */
 typedef struct tcq_st_writer tcq_st_writer;
 
 tcq_status tcq_st_writer_create(tcq_st_writer **out);
 void tcq_st_writer_free(tcq_st_writer *w);
 tcq_status tcq_st_writer_add(tcq_st_writer *w, const char *name, tcq_dtype dtype, int ndim,
                              const int64_t *shape, const void *data, size_t nbytes);
+/* Like _add, but copies the data now (for buffers the caller reuses before the write). */
+tcq_status tcq_st_writer_add_copy(tcq_st_writer *w, const char *name, tcq_dtype dtype, int ndim,
+                                  const int64_t *shape, const void *data, size_t nbytes);
 tcq_status tcq_st_writer_metadata(tcq_st_writer *w, const char *key, const char *value);
 tcq_status tcq_st_writer_write(tcq_st_writer *w, const char *path);
+int64_t tcq_st_writer_count(const tcq_st_writer *w);
+/* Size of the data section the write would produce: the sum of tensor bytes (for sharding). */
+uint64_t tcq_st_writer_data_bytes(const tcq_st_writer *w);
+/* A model.safetensors.index.json for shards written by these writers (shard_names[i] is the
+ * file name, in the index's folder, that shards[i] was written to): {"metadata": {"total_size":
+ * sum of tensor bytes}, "weight_map": {name: shard}}.  A name in two shards is an error. */
+tcq_status tcq_st_index_write(const char *path, int n_shards, const char *const *shard_names,
+                              const tcq_st_writer *const *shards);
 
-/* Quantization entries of config.json ("quantization" or "quantization_config"). */
+/* Quantization entries of config.json ("quantization", else "quantization_config").  The object
+ * maps module paths (no ".weight") to an entry or false:
+ *   trellis: {"bits": k, "group_size": T, "mode": "trellis",
+ *             "trellis": {"L": 12, "code": "1mad", "axis": 0|1, "interleave": true|false}}
+ *            code defaults to "1mad" (the only one), axis to 1, interleave to false.  "interleave":
+ *            true (tcq's spelling; FORMAT.md leaves it open) means the codes are stored as
+ *            [C/512, R, 48] and needs bits 3, axis 0, group_size 256.  tcq_trellis_from_tensors
+ *            also reads a 3-D weight as interleaved when the entry lacks the flag.
+ *   affine:  {"bits": 2|3|4|5|6|8, "group_size": 32|64|128[, "mode": "affine"]} (MLX)
+ *   false:   not quantized.
+ * The object's own "bits"/"group_size"/"mode" are the default for modules without an entry
+ * (MLX: applies only where the module's tensors are quantized, see tcq_qconfig_resolve).
+ * Other scalar members ("quant_method", ...) are ignored, as are unknown keys inside an entry;
+ * known values are checked (trellis bits 1..4, L 8..16, T valid for k, axis 0/1, code "1mad")
+ * and a bad one fails the whole parse with a message naming the module. */
 typedef enum tcq_qmode { TCQ_QMODE_NONE = 0, TCQ_QMODE_TRELLIS, TCQ_QMODE_AFFINE } tcq_qmode;
 
 typedef struct tcq_qentry {
     tcq_qmode mode;
-    int bits;          /* k for trellis; 4 or 8 for affine */
+    int bits;          /* k for trellis; 2,3,4,5,6,8 for affine (the kernels take 4 and 8) */
     int group_size;    /* T for trellis; 32/64/128 for affine */
     int L;             /* trellis: state bits */
     int axis;          /* trellis: 0 or 1 */
@@ -341,13 +426,41 @@ typedef struct tcq_qconfig tcq_qconfig;
  * where every module is dense). label names the file in messages. */
 tcq_status tcq_qconfig_parse(const char *json, size_t len, const char *label, tcq_qconfig **out);
 void tcq_qconfig_free(tcq_qconfig *q);
+/* Read and parse a config.json file. */
+tcq_status tcq_qconfig_load(const char *path, tcq_qconfig **out);
 /* The entry for a module path such as "model.layers.0.mlp.down_proj" (no ".weight"), trying the
  * other known prefixes ("language_model.") and then the default; mode NONE if unquantized. */
 tcq_qentry tcq_qconfig_lookup(const tcq_qconfig *q, const char *module);
+/* Like lookup, but the default applies only if the set holds MODULE.scales under either prefix
+ * (MLX's rule: norms and other dense tensors are not covered by the default).  Explicit entries
+ * always apply. */
+tcq_qentry tcq_qconfig_resolve(const tcq_qconfig *q, const tcq_st_set *s, const char *module);
+/* Explicit entries, sorted by module path: returns the path (NULL past the end), fills *e. */
+int64_t tcq_qconfig_count(const tcq_qconfig *q);
+const char *tcq_qconfig_entry(const tcq_qconfig *q, int64_t i, tcq_qentry *e);
+/* 1 and *e if the config has a default entry, else 0. */
+int tcq_qconfig_default(const tcq_qconfig *q, tcq_qentry *e);
+
+/* Building a quantization object (the quantizer): create an empty config, set entries (mode NONE
+ * writes false; a module set twice keeps the last), then serialise.  Values are checked as in
+ * the parser (TCQ_ERR_INVALID_ARG).  Output strings are malloc'd; free them with free(). */
+tcq_status tcq_qconfig_create(tcq_qconfig **out);
+tcq_status tcq_qconfig_set(tcq_qconfig *q, const char *module, const tcq_qentry *e);
+tcq_status tcq_qconfig_set_default(tcq_qconfig *q, const tcq_qentry *e);   /* NULL/NONE: none */
+/* The quantization object alone, as indented JSON. */
+tcq_status tcq_qconfig_to_json(const tcq_qconfig *q, char **out);
+/* config_json (a whole config.json text; NULL starts from {}) with both "quantization" and
+ * "quantization_config" set to q's object; other members keep their order.  Reals are written
+ * with the fewest digits (15..17) at which every one of them reads back exactly. */
+tcq_status tcq_qconfig_apply(const char *config_json, size_t len, const tcq_qconfig *q, char **out);
 /* Build a trellis tensor view from a module's stored tensors (P.weight U32, P.scales F16) and its
  * entry, checking dtypes and shapes against the entry.  Names the module in errors. */
 tcq_status tcq_trellis_from_tensors(const char *module, const tcq_qentry *e, const tcq_tensor_info *weight,
                                     const tcq_tensor_info *scales, tcq_trellis *out);
+/* The same from a set: resolves MODULE's entry, finds MODULE.weight and MODULE.scales (under
+ * MODULE's prefix, else the other one).  TCQ_ERR_NOT_FOUND if the module has no trellis entry or
+ * a tensor is missing. */
+tcq_status tcq_trellis_from_set(const tcq_st_set *s, const tcq_qconfig *q, const char *module, tcq_trellis *out);
 
 /* ============================================================================================
  * Kernels: linear layers over packed weights (CPU)
@@ -401,6 +514,40 @@ tcq_status tcq_linear(const tcq_weight *w, const float *x /* [M, in] */, float *
 /* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T), gate and up both [out, in]. */
 tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const float *x /* [M, in] */,
                              float *y /* [M, out] */, int64_t M, tcq_kctx *ctx);
+
+/* Validates a weight view: format, shape, pointers, and that out/in agree with the trellis or
+ * affine view inside it. */
+tcq_status tcq_weight_check(const tcq_weight *w);
+/* Dequantize to the dense W [out, in] in f32: the values the exact path multiplies by (trellis:
+ * f32 value(s) * f32 scale, one rounding; affine: fmaf(scale, q, bias) in f32; f16/bf16: widened). */
+tcq_status tcq_weight_decode(const tcq_weight *w, float *W /* [out, in] */);
+
+/* Batch regimes of the dispatcher (tcq_kctx_force).  AUTO picks by M from measured crossovers
+ * (bench/NOTES.md): M=1 register kernels; 2..4 one decode shared by all rows; 5..32 decode a block
+ * into a cache-resident buffer, reuse it across rows; large M decode tiles to f32 + sgemm. */
+typedef enum tcq_kregime {
+    TCQ_KR_AUTO = 0, TCQ_KR_M1, TCQ_KR_SHARED, TCQ_KR_TILE, TCQ_KR_GEMM, TCQ_KR_COUNT
+} tcq_kregime;
+
+/* Fast path (TCQ_PATH_FAST, also what AUTO runs for trellis weights below the GEMM regime):
+ * the activation a (axis 1: x; axis 0: x[i] * scale[i], the stored row's scale folded in) is
+ * quantized per block of TCQ_FAST_QB positions along the reduced dimension: d = amax/127 (f32),
+ * q = nearbyintf(a * (127/amax)) in [-127, 127].  Per block the integer sum of y(s) * q (y the
+ * integer code value) is exact; blocks combine in f32 with d; scale / 147.8 once per output.
+ * Error bound per output, against the exact weights (bench/NOTES.md derives it):
+ *     |y_fast - y| <= sum_i |v_i| d_i / 2 (1 + 1e-4) + (nblk + 4) 2^-24 sum_i |v_i| (|a_i| + d_i)
+ * with v_i the weight without the activation-side factor (axis 1: value*scale; axis 0: value).
+ * For Gaussian activations the relative RMS error is about amax/(127 sqrt(12) sigma) ~ 0.5%.
+ * In the GEMM regime both paths multiply the exact f32 weights. */
+#define TCQ_FAST_QB 64
+
+/* Pin the ISA and/or the regime for one context (tests, benchmarks).  isa < 0: the active ISA;
+ * regime AUTO: by M.  A regime that does not apply to a call (M1 with M > 1, or a non-trellis
+ * weight) falls back to AUTO.  Fails if the CPU cannot run isa. */
+tcq_status tcq_kctx_force(tcq_kctx *ctx, int isa, tcq_kregime regime);
+/* Name of the kernel the last call on ctx ran ("trellis.reduce.fast.m1.avx512"...); "" if none. */
+const char *tcq_kctx_last_kernel(const tcq_kctx *ctx);
+const char *tcq_kregime_name(tcq_kregime r);
 
 /* ============================================================================================
  * Tokenizer
@@ -529,15 +676,340 @@ tcq_status tcq_tokenizer_apply_chat(const tcq_tokenizer *tok, const tcq_chat_mes
 
 /* ============================================================================================
  * Model: loading, forward, generation, evaluation
+ *
+ * A model is loaded from a Hugging Face style directory (config.json + safetensors, single or
+ * sharded; dense f32/f16/bf16, trellis and MLX affine tensors through the quantization entries)
+ * or from a llama2.c checkpoint file (*.bin).  Architectures: "llama" and "qwen3" (dense).
+ * Weights stay mmapped; only norm gains are converted (to f32) at load.  Every linear layer goes
+ * through tcq_linear / tcq_linear_swiglu.
+ *
+ * A session holds one sequence's KV cache and position.  A model may serve several sessions, but
+ * the forward functions of one model must not run concurrently (the model owns the scratch).
  * ========================================================================================== */
+
+typedef enum tcq_arch { TCQ_ARCH_LLAMA = 0, TCQ_ARCH_QWEN3, TCQ_ARCH_COUNT } tcq_arch;
+
+#define TCQ_MAX_EOS 8
+
+typedef struct tcq_model_config {
+    tcq_arch arch;
+    int dim;                  /* hidden_size */
+    int hidden_dim;           /* intermediate_size */
+    int n_layers, n_heads, n_kv_heads, head_dim;
+    int vocab_size;
+    int max_seq;              /* max_position_embeddings */
+    float norm_eps;           /* rms_norm_eps */
+    double rope_theta;
+    int rope_interleaved;     /* 1: llama2.c pairs (2i, 2i+1); 0: HF rotate-half (i, i+d/2) */
+    int rope_llama3;          /* rope_type "llama3" with the four parameters below */
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_orig_max_pos;
+    int tied_embeddings;      /* lm_head is the embedding table; from config_parse -1 when
+                               * config.json does not say (a loaded model has 0 or 1: tied iff
+                               * the checkpoint has no lm_head.weight) */
+    int bos_id;               /* -1 if none */
+    int n_eos;
+    int eos_ids[TCQ_MAX_EOS];
+} tcq_model_config;
+
+/* Parse a config.json text (label names it in messages). Rejects unknown model_type. */
+tcq_status tcq_model_config_parse(const char *json, size_t len, const char *label, tcq_model_config *out);
+
+typedef struct tcq_model_opts {
+    int n_threads;            /* <= 0: one per online CPU */
+    tcq_kpath path;           /* trellis numerical path (TCQ_PATH_AUTO) */
+    /* Optional load progress: frac in [0, 1], what names the current step. */
+    void (*progress)(void *arg, double frac, const char *what);
+    void *progress_arg;
+    /* 1: read every mapped weight page once at load (with progress), so the first forward does
+     * not pay the page faults.  0: pages come in on first use. */
+    int prefault;
+} tcq_model_opts;
+
+typedef struct tcq_model tcq_model;
+
+/* path: a model directory, a .safetensors file next to its config.json, or a llama2.c .bin.
+ * opts may be NULL (defaults). */
+tcq_status tcq_model_load(const char *path, const tcq_model_opts *opts, tcq_model **out);
+void tcq_model_free(tcq_model *m);
+const tcq_model_config *tcq_model_get_config(const tcq_model *m);
+/* Bytes of weight data the model reads (mapped tensors + converted norms). */
+size_t tcq_model_weight_bytes(const tcq_model *m);
+/* Human-readable weight format summary, e.g. "bf16" or "trellis k=3 + bf16" (static storage
+ * owned by the model). */
+const char *tcq_model_describe(const tcq_model *m);
+
+/* A model of the given geometry with random weights (benchmarks, tests): bits 0 gives dense bf16
+ * layers, 1..4 trellis layers (L=12, T=256, random codes); embeddings are bf16 and tied.
+ * cfg->max_seq / rope_theta / norm_eps <= 0 take defaults (4096, 1e6, 1e-6). */
+tcq_status tcq_model_synthetic(const tcq_model_config *cfg, int bits, uint64_t seed, const tcq_model_opts *opts,
+                               tcq_model **out);
+
+typedef enum tcq_kv_dtype { TCQ_KV_F32 = 0, TCQ_KV_F16 } tcq_kv_dtype;
+
+/* One sequence: KV cache of ctx positions and the current position. */
+typedef struct tcq_session tcq_session;
+
+/* ctx <= 0: the model's max_seq. */
+tcq_status tcq_session_create(const tcq_model *m, int ctx, tcq_kv_dtype kv, tcq_session **out);
+void tcq_session_free(tcq_session *s);
+int tcq_session_pos(const tcq_session *s);           /* tokens already in the cache */
+int tcq_session_ctx(const tcq_session *s);
+size_t tcq_session_kv_bytes(const tcq_session *s);
+/* Forget positions >= pos (pos <= current position). */
+tcq_status tcq_session_rewind(tcq_session *s, int pos);
+/* KV cache bytes for a session of ctx positions (for reporting before allocating). */
+size_t tcq_model_kv_bytes(const tcq_model *m, int ctx, tcq_kv_dtype kv);
+
+/* Rows per prefill chunk: the prompt is processed in chunks of up to this many rows. */
+#define TCQ_PREFILL_CHUNK 64
+
+/* Append n tokens to the session and run them.  logits [n, vocab] receives every position's
+ * logits, or NULL for none.  TCQ_ERR_RANGE (session unchanged) if pos + n > ctx; tokens outside
+ * [0, vocab) are TCQ_ERR_INVALID_ARG. */
+tcq_status tcq_model_forward(tcq_model *m, tcq_session *s, const int32_t *tokens /* [n] */, int n,
+                             float *logits /* [n, vocab] or NULL */);
+/* As tcq_model_forward but computes only the last position's logits (the lm_head is the
+ * largest matrix; a prompt does not need it per row). */
+tcq_status tcq_model_prefill(tcq_model *m, tcq_session *s, const int32_t *tokens /* [n] */, int n,
+                             float *last_logits /* [vocab] or NULL */);
+/* One token for each of nb (1..TCQ_MAX_BATCH) independent sessions, run as nb rows through
+ * the same linear calls.  Sessions must be distinct.  Equal to nb separate forwards. */
+#define TCQ_MAX_BATCH 4
+tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *sess /* [nb] */,
+                                   const int32_t *tokens /* [nb] */, int nb,
+                                   float *logits /* [nb, vocab] */);
+
+/* Sampling.  Order: repetition penalty, then greedy if temperature <= 0, else temperature,
+ * top-k, top-p, min-p, and a draw from the deterministic PRNG (xoshiro256** seeded by
+ * splitmix64(seed)). */
+typedef struct tcq_sampler_params {
+    float temperature;        /* <= 0: greedy (argmax, lowest id among ties) */
+    int top_k;                /* <= 0: off */
+    float top_p;              /* >= 1: off */
+    float min_p;              /* <= 0: off */
+    float repeat_penalty;     /* 1: off; llama.cpp rule: logit > 0 ? l / r : l * r */
+    int repeat_last_n;        /* window of recent tokens the penalty looks at (0: 64) */
+    uint64_t seed;
+} tcq_sampler_params;
+
+/* Defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalty, seed 0. */
+tcq_sampler_params tcq_sampler_defaults(void);
+
+typedef struct tcq_sampler tcq_sampler;
+tcq_status tcq_sampler_create(const tcq_sampler_params *p, int vocab, tcq_sampler **out);
+void tcq_sampler_free(tcq_sampler *s);
+/* Choose a token from logits [vocab] (read-only) given the history the sampler was told of. */
+int tcq_sampler_sample(tcq_sampler *s, const float *logits /* [vocab] */);
+/* Record a token in the history (prompt and generated tokens) for the repetition penalty. */
+void tcq_sampler_accept(tcq_sampler *s, int32_t token);
+void tcq_sampler_reset(tcq_sampler *s);
+
+/* Stop strings over streamed text: text is fed piece by piece; what can be emitted without
+ * risking that it starts a stop string is released, the rest held back. */
+typedef struct tcq_stopper tcq_stopper;
+tcq_status tcq_stopper_create(const char *const *stops, int n_stops, tcq_stopper **out);
+void tcq_stopper_free(tcq_stopper *st);
+/* Feed len bytes.  *emit / *emit_len: bytes safe to print now (valid until the next call).
+ * Returns 1 when a stop string was completed (emit then ends just before it), else 0. */
+int tcq_stopper_feed(tcq_stopper *st, const char *text, size_t len, const char **emit, size_t *emit_len);
+/* The held-back tail, at the end of generation. */
+void tcq_stopper_flush(tcq_stopper *st, const char **emit, size_t *emit_len);
+
+/* Generation: prefill the prompt, then sample and decode until EOS, max_new tokens, the
+ * callback returning nonzero, or the context filling (TCQ_ERR_RANGE after the tokens that
+ * fitted were delivered). */
+typedef struct tcq_gen_stats {
+    int n_prompt, n_generated;
+    double prefill_s, decode_s;   /* wall seconds */
+    int stopped_eos;              /* 1 if an EOS token ended it */
+} tcq_gen_stats;
+typedef int (*tcq_token_fn)(void *arg, int32_t token);
+tcq_status tcq_generate(tcq_model *m, tcq_session *s, tcq_sampler *smp, const int32_t *prompt /* [n] */,
+                        int n_prompt, int max_new, tcq_token_fn on_token, void *arg, tcq_gen_stats *stats);
+
+/* nb (1..TCQ_MAX_BATCH) independent generations decoded together: each sequence is prefilled on
+ * its own, then the live ones advance one token per step through tcq_model_forward_batch.  Each
+ * has its own session, sampler, prompt and stats[b]; on_token(arg, b, token) returning nonzero
+ * ends sequence b.  Gives the tokens nb separate tcq_generate calls give.  TCQ_ERR_RANGE if a
+ * sequence ran out of context (the others still finish). */
+typedef int (*tcq_batch_token_fn)(void *arg, int seq, int32_t token);
+tcq_status tcq_generate_batch(tcq_model *m, tcq_session *const *sess /* [nb] */, tcq_sampler *const *smp /* [nb] */,
+                              const int32_t *const *prompts /* [nb][n_prompt[b]] */, const int *n_prompt /* [nb] */,
+                              int nb, int max_new, tcq_batch_token_fn on_token, void *arg,
+                              tcq_gen_stats *stats /* [nb] or NULL */);
+
+/* Evaluation over a token stream cut into non-overlapping windows of ctx tokens (a fresh KV
+ * cache each); in each window the NLL of tokens 1..ctx-1 given their prefix is scored (ctx-1
+ * predictions per window; the last partial window is dropped).  max_windows <= 0: all. */
+typedef struct tcq_eval_result {
+    int windows;
+    int64_t predictions;
+    double mean_nll;          /* perplexity = exp(mean_nll) */
+    double perplexity;
+    /* KL only: */
+    double mean_kl;           /* mean KL(ref || model) in nats */
+    double kl_p95;            /* 95th percentile of per-position KL */
+    double top1_agree;        /* fraction where argmax agrees */
+    double ref_mean_nll, ref_perplexity;
+} tcq_eval_result;
+
+tcq_status tcq_eval_perplexity(tcq_model *m, const int32_t *tokens, int64_t n, int ctx, int max_windows,
+                               tcq_eval_result *out);
+/* KL(ref || model) position by position; both models run window by window. */
+tcq_status tcq_eval_kl(tcq_model *m, tcq_model *ref, const int32_t *tokens, int64_t n, int ctx,
+                       int max_windows, tcq_eval_result *out);
 
 /* ============================================================================================
  * Quantize
  * ========================================================================================== */
 
+/* Hadamard transforms (incoherence processing, FORMAT.md).  Supported sizes: n = m * 2^a where
+ * m = 1 (Sylvester) or m is the order of a Paley matrix (I: m-1 a prime = 3 mod 4, e.g. 12, 20, 44;
+ * II: m/2-1 a prime = 1 mod 4, e.g. 28, 36), H = H_m (x) H_{2^a}, the smallest such m taken.
+ * Covers 12, 20, 24, 28, 40, 1536, 2560, 3072, 5120, ...; tcq_hadamard_supported() says for sure.
+ * The transform is R = diag(signs) * H / sqrt(n), orthogonal; signs are +-1 from a seeded PRNG
+ * (splitmix64), or all +1 when unrandomized.  Applied in O(n (log n + m)). */
+typedef struct tcq_hadamard tcq_hadamard;
+
+int tcq_hadamard_supported(int64_t n);
+/* randomized 0: R = H / sqrt(n). */
+tcq_status tcq_hadamard_create(int64_t n, int randomized, uint64_t seed, tcq_hadamard **out);
+void tcq_hadamard_free(tcq_hadamard *h);
+int64_t tcq_hadamard_size(const tcq_hadamard *h);
+/* The m of n = m * 2^a (1 for powers of two). */
+int tcq_hadamard_factor(const tcq_hadamard *h);
+/* Each row x of X becomes x R (equivalently the column Rt x): X [rows, n] in place.  inverse 1:
+ * x R^T instead.  Rows are spread over the pool (NULL: the calling thread); the result does not
+ * depend on it. */
+tcq_status tcq_hadamard_rows(const tcq_hadamard *h, float *X /* [rows, n] */, int64_t rows,
+                             int inverse, tcq_pool *pool);
+/* The explicit R [n, n] (tests; n^2 floats). */
+tcq_status tcq_hadamard_dense(const tcq_hadamard *h, float *R /* [n, n] */);
+/* The unnormalized +-1 Hadamard matrix of order m (m = 1, a power of two, or a supported Paley
+ * order): H [m, m] with H H^T = m I. */
+tcq_status tcq_hadamard_matrix(int m, int8_t *H /* [m, m] */);
+
+/* The rotation fold for Llama / Qwen3 dense models (the hidden state h becomes R^T h):
+ *   reader (q, k, v, gate, up, lm_head; W [out, n]): W <- W diag(gain) R   (gain NULL: 1)
+ *   writer (o, down; W [n, in]):                     Wt [in, n] = (R^T W)^T = W^T R
+ *   embedding rows / writer biases (vectors of n):   e <- R^T e  (= tcq_hadamard_rows) */
+tcq_status tcq_rotate_reader(const tcq_hadamard *h, float *W /* [out, n] */, int64_t out,
+                             const float *gain /* [n] or NULL */, tcq_pool *pool);
+tcq_status tcq_rotate_writer(const tcq_hadamard *h, const float *W /* [n, in] */, int64_t in,
+                             float *Wt /* [in, n] */, tcq_pool *pool);
+
+/* tcq_quantize_model: fold RMSNorm gains, rotate the residual stream, code every attention and MLP
+ * projection along its rotated axis (q/k/v/gate/up axis 1; o/down axis 0, stored transposed) with
+ * per-row scales, keep embeddings, lm_head and norms dense bf16, and write a FORMAT.md artifact
+ * (config.json with "quantization" + "quantization_config", model.safetensors, tokenizer files). */
+typedef struct tcq_quantize_opts {
+    int bits;                 /* k: 2, 3 or 4; 0: fold and rotate only, every tensor dense f32
+                                 and no quantization object (a plain model, for checking) */
+    int L;                    /* state bits (0: 12) */
+    int T;                    /* block size (0: 256) */
+    uint64_t seed;            /* Hadamard sign seed */
+    int threads;              /* <= 0: one per CPU */
+    tcq_encode_opts enc;      /* search options */
+} tcq_quantize_opts;
+
+typedef struct tcq_quantize_progress {
+    const char *tensor;       /* the tensor being processed */
+    int64_t done, total;      /* weights coded so far / to code (what the time goes into) */
+    int64_t coded_weights, dense_weights;
+    double sq_err, sq_ref;    /* running sums over coded tensors (rotated units) */
+    int tensor_index, tensor_count;
+    const char *note;         /* a warning about this tensor (kept dense, ...) or NULL */
+} tcq_quantize_progress;
+
+/* Called after every tensor (and once at the start with done = 0).  Must not call tcq. */
+typedef void (*tcq_quantize_cb)(const tcq_quantize_progress *p, void *user);
+
+tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq_quantize_opts *opts,
+                              tcq_quantize_cb cb, void *user);
+
 /* ============================================================================================
  * CUDA (built with -DTCQ_CUDA=ON)
  * ========================================================================================== */
+
+/* Always declared; a build without CUDA returns TCQ_ERR_UNSUPPORTED from every function (and
+ * tcq_cuda_available() returns 0).  Device pointers are plain CUDA device pointers owned by the
+ * caller; every call on a context is asynchronous on that context's stream unless it says it
+ * synchronizes.  Failures return TCQ_ERR_DEVICE with the CUDA / cuBLAS error string; an error
+ * raised by an earlier asynchronous launch surfaces at the next tcq_cuda_sync().
+ *
+ * Kernels (docs in bench/NOTES.md, "CUDA (H200)"):
+ *   M <= 32: tensor-core kernel.  Pairs of states are looked up in a shared-memory table of
+ *     (y_t, y_t+1) as two exact f16 integers (y the 1MAD byte sum minus 510), fed to
+ *     mma.m16n8k16 against the activations split into f16 hi + lo parts (x' = x*2^e, e per row
+ *     so x' fits f16), accumulated in f32; y = acc * 2^-e * scale / 147.800537109375.  The
+ *     factored contract of FORMAT.md; relative error against float64 ~1e-6.
+ *   M > 32: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch, then a
+ *     cuBLAS bf16 GEMM with f32 accumulation (x rounded to bf16).                             */
+
+/* 1 if this build has CUDA and a device is present. */
+int tcq_cuda_available(void);
+
+/* A context: device, stream, cuBLAS handle, scratch (grown on demand, owned by the context).
+ * One context per host thread / stream. */
+typedef struct tcq_cuda_ctx tcq_cuda_ctx;
+tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out);
+void tcq_cuda_ctx_free(tcq_cuda_ctx *ctx);
+/* The context's cudaStream_t (as void *), for callers mixing in their own kernels. */
+void *tcq_cuda_ctx_stream(tcq_cuda_ctx *ctx);
+/* Wait for all work queued on the context's stream; reports asynchronous errors. */
+tcq_status tcq_cuda_sync(tcq_cuda_ctx *ctx);
+/* "NVIDIA H200, 132 SMs, 60 MB L2, cc 9.0" */
+tcq_status tcq_cuda_describe(tcq_cuda_ctx *ctx, char *buf, size_t len);
+
+/* Device memory (cudaMalloc / cudaFree) and copies on the context's stream. */
+tcq_status tcq_cuda_malloc(void **ptr, size_t bytes);
+void tcq_cuda_free(void *ptr);
+tcq_status tcq_cuda_copy_to_device(tcq_cuda_ctx *ctx, void *dst, const void *src, size_t bytes);
+tcq_status tcq_cuda_copy_to_host(tcq_cuda_ctx *ctx, void *dst, const void *src, size_t bytes); /* syncs */
+tcq_status tcq_cuda_memset(tcq_cuda_ctx *ctx, void *dst, int byte, size_t bytes);
+
+/* Upload a packed tensor: dev_buf (caller-owned device memory of at least
+ * tcq_cuda_trellis_bytes(host) bytes, 256-byte aligned as cudaMalloc gives) receives the codes
+ * then the scales; *dev becomes the same view with device pointers. */
+size_t tcq_cuda_trellis_bytes(const tcq_trellis *host);
+tcq_status tcq_cuda_trellis_upload(tcq_cuda_ctx *ctx, const tcq_trellis *host, void *dev_buf,
+                                   size_t dev_bytes, tcq_trellis *dev);
+
+/* y = x W^T on the device: w a device view (tcq_cuda_trellis_upload), x [M, in] and y [M, out]
+ * device f32.  Any M >= 1.  path: AUTO or EXACT (FAST: not built yet, returns UNSUPPORTED). */
+tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x /* [M, in] */,
+                           float *y /* [M, out] */, int64_t M, tcq_kpath path);
+/* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T); gate and up axis 1, same shape. */
+tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, const tcq_trellis *up,
+                                  const float *x /* [M, in] */, float *y /* [M, out] */, int64_t M,
+                                  tcq_kpath path);
+/* Decode a device tensor to dense bf16 W [out, in] in device memory (the bf16 contract). */
+tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w, uint16_t *W /* [out, in] */);
+
+/* GPU encoder: the same contract and output as tcq_encode_rows (bit-identical codes and
+ * scales), host buffers in and out, every block of the matrix coded in parallel on the device.
+ * Two-pass search, L <= 12 (the path memory of a block lives in shared memory); weights w
+ * optional.  Synchronizes. */
+tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq_encode_opts *opts,
+                                const float *src /* [R, C] */, const float *w /* [R, C] or NULL */,
+                                int64_t R, int64_t C, uint32_t *codes /* [R, C*k/32] */,
+                                uint16_t *scales /* [R] */, double *sq_err);
+
+/* Benchmark helpers (used by bench/bench_kernels_cuda.c): median microseconds per call of a
+ * CUDA graph of `reps` back-to-back calls, cycling through n_w weights (so the bytes read exceed
+ * the L2), repeated `trials` times. */
+tcq_status tcq_cuda_time_linear(tcq_cuda_ctx *ctx, const tcq_trellis *const *w, int n_w, const float *x,
+                                float *y, int64_t M, tcq_kpath path, int reps, int trials, double *us);
+tcq_status tcq_cuda_time_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *const *gate, const tcq_trellis *const *up,
+                                int n_w, const float *x, float *y, int64_t M, int reps, int trials, double *us);
+/* cuBLAS bf16 GEMM y[M,out] = x[M,in] W^T (f32 accumulate, bf16 out), n_w weight copies. */
+tcq_status tcq_cuda_time_dense_bf16(tcq_cuda_ctx *ctx, int64_t out, int64_t in, int64_t M, int n_w,
+                                    int reps, int trials, double *us);
+/* Device-to-device copy of `bytes`: GB/s counting bytes read plus written. */
+tcq_status tcq_cuda_time_copy(tcq_cuda_ctx *ctx, size_t bytes, int reps, int trials, double *gbps);
+/* GPU encoder throughput on R x C Gaussian rows: weights per second. */
+tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R, int64_t C, double *wps);
 
 #ifdef __cplusplus
 }

@@ -1,28 +1,28 @@
 /* The reference Viterbi encoder: scalar, plain loops, kept forever as the golden that every fast
  * encoder must match bit for bit.  The arithmetic contract is written in tcq.h (Encoder). */
-#include "../core/internal.h"
+#include "viterbi.h"
 
 #include <math.h>
 #include <string.h>
 
 typedef struct ref_scratch {
-    float *a, *b;      /* [2^L] cost tables: -2 v(s), v(s)^2 */
+    float *v;          /* [2^L] canonical values */
     float *D, *Dn;     /* [2^L] path costs */
     float *Mmin;       /* [2^(L-k)] best predecessor cost per shared predecessor group */
     uint8_t *bp;       /* [T, 2^(L-k)] argmin j per group */
 } ref_scratch;
 
 /* One Viterbi pass over x.  start_ov / end_ov < 0: unconstrained; otherwise the first state
- * must have (s >> k) == start_ov and the last (s & (2^(L-k)-1)) == end_ov. */
+ * must have (s >> k) == start_ov and the last (s & (2^(L-k)-1)) == end_ov.  keep (optional)
+ * receives the group minima of step keep_t. */
 static void ref_pass(tcq_block_params p, ref_scratch *sc, const float *x, const float *w,
-                     int start_ov, int end_ov, uint32_t *states /* [T] */)
+                     int start_ov, int end_ov, uint32_t *states /* [T] */, int keep_t, float *keep)
 {
     const uint32_t N = 1u << p.L, G = 1u << (p.L - p.k), J = 1u << p.k;
     float *D = sc->D, *Dn = sc->Dn;
     for (uint32_t s = 0; s < N; s++) {
-        float c = fmaf(x[0], sc->a[s], sc->b[s]);
-        if (w) c *= w[0];
-        D[s] = (start_ov < 0 || (int)(s >> p.k) == start_ov) ? c : INFINITY;
+        const float d = x[0] - sc->v[s], e = w ? w[0] * d : d;
+        D[s] = (start_ov < 0 || (int)(s >> p.k) == start_ov) ? fmaf(e, d, 0.0f) : INFINITY;
     }
     for (int t = 1; t < p.T; t++) {
         uint8_t *bp = sc->bp + (size_t)t * G;
@@ -39,10 +39,10 @@ static void ref_pass(tcq_block_params p, ref_scratch *sc, const float *x, const 
             sc->Mmin[g] = best;
             bp[g] = bj;
         }
+        if (keep && t == keep_t) memcpy(keep, sc->Mmin, G * sizeof(float));
         for (uint32_t s = 0; s < N; s++) {
-            float c = fmaf(x[t], sc->a[s], sc->b[s]);
-            if (w) c *= w[t];
-            Dn[s] = sc->Mmin[s >> p.k] + c;
+            const float d = x[t] - sc->v[s], e = w ? w[t] * d : d;
+            Dn[s] = fmaf(e, d, sc->Mmin[s >> p.k]);
         }
         float *tmp = D;
         D = Dn;
@@ -66,58 +66,110 @@ static void ref_pass(tcq_block_params p, ref_scratch *sc, const float *x, const 
     }
 }
 
+static double ref_err(int T, const float *x, const float *w, const uint32_t *st)
+{
+    double e = 0;
+    for (int t = 0; t < T; t++) {
+        const double d = (double)x[t] - tcq_code_value(st[t]);
+        e += (w ? w[t] : 1.0) * d * d;
+    }
+    return e;
+}
+
+/* A pass over the block rolled by r (position r first); start_ov / end_ov as in ref_pass.
+ * out receives the states in original order. */
+static void ref_rolled_pass(tcq_block_params p, ref_scratch *sc, const float *x, const float *w, int r,
+                            int start_ov, int end_ov, float *xr, float *wr, uint32_t *st, uint32_t *out,
+                            int keep_t, float *keep)
+{
+    const int T = p.T;
+    for (int i = 0; i < T; i++) {
+        xr[i] = x[(i + r) % T];
+        if (w) wr[i] = w[(i + r) % T];
+    }
+    ref_pass(p, sc, xr, w ? wr : NULL, start_ov, end_ov, st, keep_t, keep);
+    for (int i = 0; i < T; i++) out[(i + r) % T] = st[i];
+}
+
 tcq_status tcq_encode_block_ref(tcq_block_params p, const tcq_encode_opts *opts, const float *x,
                                 const float *w, uint32_t *words, uint32_t *states_out, double *err)
 {
-    TCQ_TRY(tcq_block_check(p));
-    if (!x || !words) return tcq_fail(TCQ_ERR_INVALID_ARG, "encode: x or words is NULL");
-    const tcq_search search = opts ? opts->search : TCQ_SEARCH_TWO_PASS;
-    if (search != TCQ_SEARCH_TWO_PASS)
-        return tcq_fail(TCQ_ERR_UNSUPPORTED, "reference encoder: search '%s' not available",
-                        tcq_search_name(search));
+    TCQ_TRY(vit_check_args(p, opts, x, w, words));
     const uint32_t N = 1u << p.L, G = 1u << (p.L - p.k);
     const int T = p.T, half = p.T / 2;
     ref_scratch sc;
-    sc.a = malloc(N * sizeof(float));
-    sc.b = malloc(N * sizeof(float));
+    sc.v = malloc(N * sizeof(float));
     sc.D = malloc(N * sizeof(float));
     sc.Dn = malloc(N * sizeof(float));
     sc.Mmin = malloc(G * sizeof(float));
     sc.bp = malloc((size_t)T * G);
-    float *xr = malloc((size_t)T * sizeof(float)), *wr = w ? malloc((size_t)T * sizeof(float)) : NULL;
-    uint32_t *st = malloc((size_t)T * sizeof(uint32_t));
+    /* zeroed only so the compiler sees them initialized */
+    float *xr = calloc((size_t)T, sizeof(float)), *wr = w ? calloc((size_t)T, sizeof(float)) : NULL;
+    uint32_t *st = calloc((size_t)T, sizeof(uint32_t)), *best = calloc((size_t)T, sizeof(uint32_t)),
+             *cand = calloc((size_t)T, sizeof(uint32_t));
+    float *P = malloc(G * sizeof(float));
+    uint32_t *order = malloc(2 * G * sizeof(uint32_t));
     tcq_status rc = TCQ_OK;
-    if (!sc.a || !sc.b || !sc.D || !sc.Dn || !sc.Mmin || !sc.bp || !xr || !st || (w && !wr)) {
+    if (!P || !order || !sc.v || !sc.D || !sc.Dn || !sc.Mmin || !sc.bp || !xr || !st || !best || !cand || (w && !wr)) {
         rc = tcq_fail(TCQ_ERR_NOMEM, "encode scratch");
         goto done;
     }
-    for (uint32_t s = 0; s < N; s++) {
-        const float v = tcq_code_value(s);
-        sc.a[s] = -2.0f * v;
-        sc.b[s] = v * v;
-    }
+    for (uint32_t s = 0; s < N; s++) sc.v[s] = tcq_code_value(s);
     /* Pass 1: the block rolled by T/2, so original position 0 sits mid-block, away from the
      * free ends; its state's upper bits are the seam both ends of pass 2 must share. */
-    for (int i = 0; i < T; i++) {
-        xr[i] = x[(i + half) % T];
-        if (w) wr[i] = w[(i + half) % T];
-    }
-    ref_pass(p, &sc, xr, wr, -1, -1, st);
-    const int overlap = (int)(st[half] >> p.k);
-    ref_pass(p, &sc, x, w, overlap, overlap, st);
-    tcq_block_pack(p, st, words);
-    if (states_out) memcpy(states_out, st, (size_t)T * sizeof *st);
-    if (err) {
-        double e = 0;
-        for (int t = 0; t < T; t++) {
-            const double d = (double)x[t] - tcq_code_value(st[t]);
-            e += (w ? w[t] : 1.0) * d * d;
+    const int n = vit_seam_count(opts);
+    ref_rolled_pass(p, &sc, x, w, half, -1, -1, xr, wr, st, cand, half, n ? P : NULL);
+    const int overlap = (int)(cand[0] >> p.k);
+    ref_pass(p, &sc, x, w, overlap, overlap, best, 0, NULL);
+    if (n) {
+        /* Seams (tcq.h): P(o) = A(o) + B(o), A the rolled free pass's minima into position 0
+         * (kept above), B the best cost out of it, by a backward recursion over the rolled
+         * block's second half: beta_t(s) = cost_t(s) + min_b beta_{t+1}(((s << k) | b) mod 2^L). */
+        const uint32_t J = 1u << p.k;
+        float *beta = sc.D, *nb = sc.Dn;
+        for (uint32_t s = 0; s < N; s++) {
+            const float d = xr[T - 1] - sc.v[s], e = w ? wr[T - 1] * d : d;
+            beta[s] = fmaf(e, d, 0.0f);
         }
-        *err = e;
+        for (int t = T - 2; t >= half; t--) {
+            for (uint32_t s = 0; s < N; s++) {
+                float m = beta[(s << p.k) & (N - 1)];
+                for (uint32_t b = 1; b < J; b++) {
+                    const float c = beta[((s << p.k) | b) & (N - 1)];
+                    if (c < m) m = c;
+                }
+                const float d = xr[t] - sc.v[s], e = w ? wr[t] * d : d;
+                nb[s] = fmaf(e, d, m);
+            }
+            float *tmp = beta;
+            beta = nb;
+            nb = tmp;
+        }
+        for (uint32_t o = 0; o < G; o++) {
+            float m = beta[o * J];
+            for (uint32_t b = 1; b < J; b++)
+                if (beta[o * J + b] < m) m = beta[o * J + b];
+            P[o] += m;
+        }
+        vit_seam_order(G, P, order, (uint32_t)n + 1);
+        double best_err = ref_err(T, x, w, best);
+        for (uint32_t i = 0, tried = 0; i < TCQ_MIN(G, (uint32_t)n + 1) && tried < (uint32_t)n; i++) {
+            const int o = (int)order[i];
+            if (o == overlap) continue;
+            tried++;
+            ref_pass(p, &sc, x, w, o, o, cand, 0, NULL);
+            const double e = ref_err(T, x, w, cand);
+            if (e < best_err) {
+                best_err = e;
+                memcpy(best, cand, (size_t)T * sizeof *cand);
+            }
+        }
     }
+    tcq_block_pack(p, best, words);
+    if (states_out) memcpy(states_out, best, (size_t)T * sizeof *best);
+    if (err) *err = ref_err(T, x, w, best);
 done:
-    free(sc.a);
-    free(sc.b);
+    free(sc.v);
     free(sc.D);
     free(sc.Dn);
     free(sc.Mmin);
@@ -125,6 +177,10 @@ done:
     free(xr);
     free(wr);
     free(st);
+    free(best);
+    free(cand);
+    free(P);
+    free(order);
     return rc;
 }
 

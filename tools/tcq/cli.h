@@ -25,7 +25,17 @@ int cli_parse_double(const char *flag, const char *s, double *out);
 double cli_now(void);
 
 int cmd_demo(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
+int cmd_kl(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_codec(int argc, char **argv);
 int cmd_chat_template(int argc, char **argv);
+int bench_kernels_cuda(int argc, char **argv);   /* bench/bench_kernels_cuda.c */
 
 #endif

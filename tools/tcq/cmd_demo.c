@@ -40,8 +40,8 @@ int cmd_demo(int argc, char **argv)
             demo_usage(stderr);
             return 2;
         }
-        if (cli_parse_long(argv[i], argv[i + 1], dst)) return 2;
-        i++;
+        const char *flag = argv[i++];
+        if (cli_parse_long(flag, argv[i], dst)) return 2;
     }
     const tcq_block_params p = {(int)L, (int)k, 256};
     tcq_status s = tcq_block_check(p);

@@ -8,8 +8,19 @@
 
 static const cli_command commands[] = {
     {"demo", "code a synthetic Gaussian matrix, decode it, print error and speed", cmd_demo},
+    {"logits", "write the f32 logits of a token sequence to a safetensors file", cmd_logits},
+    {"run", "generate text from a prompt, streamed (sampling options, --chat)", cmd_run},
+    {"chat", "interactive chat through the model's chat template", cmd_chat},
+    {"perplexity", "perplexity of a model over a text file, in windows", cmd_perplexity},
+    {"kl", "KL(ref || model), its 95th percentile and top-1 agreement over a text file", cmd_kl},
+    {"inspect", "list the tensors of a safetensors file or model directory, with quantization", cmd_inspect},
     {"tokenize", "print the token ids of a text (--json, --pieces)", cmd_tokenize},
+    {"quantize", "rotate and trellis-code a llama/qwen3 model directory", cmd_quantize},
+    {"codec", "codec MSE on N(0,1) samples vs the rate-distortion bound, encoder speed", cmd_codec},
+    {"bench", "benchmarks: tcq bench encode|model|...", cmd_bench},
+    {"bench", "benchmarks: tcq bench encode|kernels|model", cmd_bench},
     {"chat-template", "render the chat template for a conversation (or its token ids)", cmd_chat_template},
+    {"cuda-bench", "CUDA kernels and GPU encoder vs copy bandwidth and cuBLAS (needs -DTCQ_CUDA=ON)", bench_kernels_cuda},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 

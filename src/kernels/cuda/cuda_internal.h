@@ -1,0 +1,48 @@
+/* Host-side internals of the CUDA backend, shared by the .cu files. Not installed. */
+#ifndef TCQ_CUDA_INTERNAL_H
+#define TCQ_CUDA_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdlib.h>
+/* The C library's internals have C linkage. */
+extern "C" {
+#include "../../core/internal.h"
+}
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+struct tcq_cuda_ctx {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    int n_sm;
+    int l2_bytes;
+    int smem_optin;          /* max dynamic shared memory per block after opt-in */
+    char name[256];
+    void *scratch;           /* grown on demand; carved by each call */
+    size_t scratch_bytes;
+    int *counters;           /* zero at rest: each kernel that uses them resets what it touched */
+    size_t n_counters;
+};
+
+tcq_status tcq_cuda_fail(cudaError_t e, const char *what);
+tcq_status tcq_cublas_fail(cublasStatus_t e, const char *what);
+#define CU_TRY(call, what)                                                                         \
+    do {                                                                                           \
+        cudaError_t cu_e_ = (call);                                                                \
+        if (cu_e_ != cudaSuccess) return tcq_cuda_fail(cu_e_, what);                               \
+    } while (0)
+/* After a launch: a bad configuration shows here, a fault later at tcq_cuda_sync(). */
+#define CU_LAUNCHED(what) CU_TRY(cudaGetLastError(), what)
+
+/* Scratch of at least `bytes` (256-byte aligned), valid until the next call on the context. */
+tcq_status tcq_cuda_scratch(tcq_cuda_ctx *ctx, size_t bytes, void **out);
+/* n counters, all zero, valid until the next call on the context. */
+tcq_status tcq_cuda_counters(tcq_cuda_ctx *ctx, size_t n, int **out);
+/* Validate a device view against what the kernels handle. */
+tcq_status tcq_cuda_check_weight(const tcq_trellis *w);
+
+static inline size_t tcq_align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+#endif

@@ -1,0 +1,286 @@
+/* The dispatcher, the large-M path (decode to bf16 + cuBLAS GEMM), fused gate/up, and the
+ * benchmark timers (CUDA graphs of back-to-back calls). */
+#include "cuda_internal.h"
+#include "tc_common.cuh"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <vector>
+
+using namespace tcq_tc;
+
+tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
+                              int64_t M);
+tcq_status tcq_cuda_swiglu_combine(tcq_cuda_ctx *ctx, const float *g, const float *u, float *y, int64_t n);
+
+namespace {
+
+constexpr int kTcMaxM = 32;
+
+/* value(s) exactly as the host LUT: y/d by the refined reciprocal (FORMAT.md). */
+__device__ __forceinline__ float code_value(uint32_t s)
+{
+    const float d = kD, r = 1.0f / kD;
+    const float y = (float)((int)bytesum(s) - 510);
+    const float q = __fmul_rn(y, r);
+    const float e = __fmaf_rn(-q, d, y);
+    return __fmaf_rn(e, r, q);
+}
+
+/* One thread per (coded row, 16 positions): W [out, in] bf16 = bf16(value * scale). */
+__global__ void k_decode_bf16(Geo g, int axis, __nv_bfloat16 *__restrict__ W)
+{
+    const int64_t regions = g.C / 16;
+    const int64_t n = g.R * regions;
+    for (int64_t id = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; id < n; id += (int64_t)gridDim.x * blockDim.x) {
+        /* coalesced writes: axis 1 rows of W are coded rows (neighbouring threads take neighbouring
+         * 16-position regions); axis 0 writes W transposed (neighbouring threads take neighbouring rows) */
+        const int64_t r = axis ? id / regions : id % g.R, reg = axis ? id % regions : id / g.R;
+        const int64_t P = reg * 16, blk = P >> g.log2T;
+        const int Pb = (int)(P & (g.T - 1));
+        const uint32_t *b = block_ptr(g, r, blk);
+        const float sc = __half2float(__ushort_as_half(g.scales[r]));
+        const int kk = g.wpb * 32 / g.T;
+        for (int t = 0; t < 16; t++) {
+            const int pos = (g.T - 1 - (Pb + t)) * kk, wi = pos >> 5, off = pos & 31;
+            uint64_t win = b[wi] >> off;
+            if (off + g.L > 32) win |= (uint64_t)b[(wi + 1 == g.wpb) ? 0 : wi + 1] << (32 - off);
+            const uint32_t s = (uint32_t)win & ((1u << g.L) - 1u);
+            const __nv_bfloat16 v = __float2bfloat16_rn(__fmul_rn(code_value(s), sc));
+            const int64_t c = P + t;
+            if (axis) W[r * g.C + c] = v;
+            else W[c * g.R + r] = v;
+        }
+    }
+}
+
+__global__ void k_to_bf16(const float *__restrict__ x, __nv_bfloat16 *__restrict__ xb, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        xb[i] = __float2bfloat16_rn(x[i]);
+}
+
+Geo geo_of(const tcq_trellis *w)
+{
+    Geo g;
+    g.codes = w->codes;
+    g.scales = w->scales;
+    g.R = w->rows;
+    g.C = w->cols;
+    g.row_words = tcq_trellis_row_words(w);
+    g.wpb = tcq_block_words(w->p);
+    g.T = w->p.T;
+    g.log2T = w->p.T == 64 ? 6 : w->p.T == 128 ? 7 : 8;
+    g.L = w->p.L;
+    g.interleaved = w->interleaved;
+    return g;
+}
+
+tcq_status decode_into(tcq_cuda_ctx *ctx, const tcq_trellis *w, __nv_bfloat16 *W)
+{
+    const int64_t n = w->rows * (w->cols / 16);
+    const int grid = (int)std::min<int64_t>((n + 255) / 256, (int64_t)ctx->n_sm * 16);
+    k_decode_bf16<<<grid, 256, 0, ctx->stream>>>(geo_of(w), w->axis, W);
+    CU_LAUNCHED("cuda decode bf16");
+    return TCQ_OK;
+}
+
+tcq_status gemm_bf16(tcq_cuda_ctx *ctx, const __nv_bfloat16 *W, const __nv_bfloat16 *xb, float *y, int64_t M,
+                     int64_t out, int64_t in, cudaDataType_t ytype)
+{
+    const float one = 1.0f, zero = 0.0f;
+    /* column-major view: y^T [out, M] = W [in, out]^T x^T [in, M] */
+    cublasStatus_t s = cublasGemmEx(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)M, (int)in, &one, W,
+                                    CUDA_R_16BF, (int)in, xb, CUDA_R_16BF, (int)in, &zero, y, ytype, (int)out,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS) return tcq_cublas_fail(s, "cuda GEMM");
+    return TCQ_OK;
+}
+
+tcq_status check_call(tcq_cuda_ctx *ctx, const tcq_trellis *w, const void *x, const void *y, int64_t M, tcq_kpath path)
+{
+    if (!ctx || !w || !x || !y) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda linear: NULL argument");
+    if (M < 1 || M > (1 << 20)) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda linear: M=%lld out of range", (long long)M);
+    if (path == TCQ_PATH_FAST)
+        return tcq_fail(TCQ_ERR_UNSUPPORTED, "cuda linear: the fast (int8) path is not built for CUDA yet");
+    if (path != TCQ_PATH_AUTO && path != TCQ_PATH_EXACT)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda linear: unknown path %d", (int)path);
+    return tcq_cuda_check_weight(w);
+}
+
+}  // namespace
+
+tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w, uint16_t *W)
+{
+    if (!ctx || !W) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda decode: NULL argument");
+    TCQ_TRY(tcq_cuda_check_weight(w));
+    return decode_into(ctx, w, (__nv_bfloat16 *)W);
+}
+
+tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M, tcq_kpath path)
+{
+    TCQ_TRY(check_call(ctx, w, x, y, M, path));
+    if (M <= kTcMaxM) return tcq_cuda_linear_tc(ctx, w, NULL, x, y, M);
+    const int64_t out = tcq_trellis_out(w), in = tcq_trellis_in(w);
+    const size_t wb = tcq_align256((size_t)out * in * 2), xb = tcq_align256((size_t)M * in * 2);
+    void *scr;
+    TCQ_TRY(tcq_cuda_scratch(ctx, wb + xb, &scr));
+    __nv_bfloat16 *W = (__nv_bfloat16 *)scr, *X = (__nv_bfloat16 *)((char *)scr + wb);
+    TCQ_TRY(decode_into(ctx, w, W));
+    const int64_t n = M * in;
+    k_to_bf16<<<(int)std::min<int64_t>((n + 255) / 256, (int64_t)ctx->n_sm * 16), 256, 0, ctx->stream>>>(x, X, n);
+    CU_LAUNCHED("cuda x to bf16");
+    return gemm_bf16(ctx, W, X, y, M, out, in, CUDA_R_32F);
+}
+
+tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, const tcq_trellis *up, const float *x,
+                                  float *y, int64_t M, tcq_kpath path)
+{
+    TCQ_TRY(check_call(ctx, gate, x, y, M, path));
+    TCQ_TRY(check_call(ctx, up, x, y, M, path));
+    if (tcq_trellis_out(gate) != tcq_trellis_out(up) || tcq_trellis_in(gate) != tcq_trellis_in(up))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda swiglu: gate [%lld, %lld] and up [%lld, %lld] differ",
+                        (long long)tcq_trellis_out(gate), (long long)tcq_trellis_in(gate),
+                        (long long)tcq_trellis_out(up), (long long)tcq_trellis_in(up));
+    if (M <= kTcMaxM && gate->axis == 1 && up->axis == 1 && gate->p.L == up->p.L && gate->p.k == up->p.k &&
+        gate->p.T == up->p.T && gate->rows == up->rows && gate->cols == up->cols)
+        return tcq_cuda_linear_tc(ctx, gate, up, x, y, M);   /* one fused launch (+ x prep) */
+    /* otherwise: both products into a temporary, then the combine (the linear kernels own the
+     * context scratch) */
+    const size_t n = (size_t)M * tcq_trellis_out(gate);
+    float *tmp = NULL;
+    CU_TRY(cudaMallocAsync((void **)&tmp, 2 * n * sizeof(float), ctx->stream), "cuda swiglu: temporaries");
+    tcq_status s = tcq_cuda_linear(ctx, gate, x, tmp, M, path);
+    if (s == TCQ_OK) s = tcq_cuda_linear(ctx, up, x, tmp + n, M, path);
+    if (s == TCQ_OK) s = tcq_cuda_swiglu_combine(ctx, tmp, tmp + n, y, (int64_t)n);
+    cudaFreeAsync(tmp, ctx->stream);
+    return s;
+}
+
+/* ------------------------------------------------------------------------------- timers */
+namespace {
+
+template <typename F>
+tcq_status time_graph(tcq_cuda_ctx *ctx, int reps, int trials, F body, double *us)
+{
+    if (reps < 1 || trials < 1) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda timer: reps and trials must be >= 1");
+    TCQ_TRY(body(0));   /* warm: scratch grown, modules loaded, cuBLAS workspace chosen */
+    CU_TRY(cudaStreamSynchronize(ctx->stream), "cuda timer: warm-up");
+    cudaGraph_t graph;
+    CU_TRY(cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeRelaxed), "cuda timer: capture");
+    tcq_status s = TCQ_OK;
+    for (int i = 0; i < reps && s == TCQ_OK; i++) s = body(i);
+    cudaError_t e = cudaStreamEndCapture(ctx->stream, &graph);
+    if (s != TCQ_OK) {
+        if (e == cudaSuccess) cudaGraphDestroy(graph);
+        return s;
+    }
+    CU_TRY(e, "cuda timer: end capture");
+    cudaGraphExec_t exec;
+    e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    CU_TRY(e, "cuda timer: instantiate");
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    std::vector<double> t;
+    e = cudaGraphLaunch(exec, ctx->stream);   /* warm replay */
+    for (int k = 0; k < trials && e == cudaSuccess; k++) {
+        cudaEventRecord(a, ctx->stream);
+        e = cudaGraphLaunch(exec, ctx->stream);
+        cudaEventRecord(b, ctx->stream);
+        if (e == cudaSuccess) e = cudaEventSynchronize(b);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        t.push_back(1000.0 * ms / reps);
+    }
+    if (e == cudaSuccess) e = cudaStreamSynchronize(ctx->stream);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    cudaGraphExecDestroy(exec);
+    CU_TRY(e, "cuda timer: replay");
+    std::sort(t.begin(), t.end());
+    *us = t[t.size() / 2];
+    return TCQ_OK;
+}
+
+}  // namespace
+
+tcq_status tcq_cuda_time_linear(tcq_cuda_ctx *ctx, const tcq_trellis *const *w, int n_w, const float *x, float *y,
+                                int64_t M, tcq_kpath path, int reps, int trials, double *us)
+{
+    if (!ctx || !w || n_w < 1 || !us) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda time linear: bad arguments");
+    return time_graph(ctx, reps, trials, [&](int i) { return tcq_cuda_linear(ctx, w[i % n_w], x, y, M, path); }, us);
+}
+
+tcq_status tcq_cuda_time_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *const *gate, const tcq_trellis *const *up,
+                                int n_w, const float *x, float *y, int64_t M, int reps, int trials, double *us)
+{
+    if (!ctx || !gate || !up || n_w < 1 || !us) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda time swiglu: bad arguments");
+    return time_graph(ctx, reps, trials,
+                      [&](int i) { return tcq_cuda_linear_swiglu(ctx, gate[i % n_w], up[i % n_w], x, y, M, TCQ_PATH_AUTO); }, us);
+}
+
+namespace {
+__global__ void k_fill_bf16(__nv_bfloat16 *p, int64_t n, uint32_t seed)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        p[i] = __float2bfloat16_rn(((float)(h & 0xffff) - 32768.0f) * (1.0f / 32768.0f));
+    }
+}
+}  // namespace
+
+tcq_status tcq_cuda_time_dense_bf16(tcq_cuda_ctx *ctx, int64_t out, int64_t in, int64_t M, int n_w, int reps, int trials,
+                                    double *us)
+{
+    if (!ctx || out < 1 || in < 1 || M < 1 || n_w < 1 || !us) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda time dense: bad arguments");
+    const size_t wn = (size_t)out * in, wb = tcq_align256(wn * 2);
+    char *buf = NULL;
+    const size_t total = wb * n_w + tcq_align256((size_t)M * in * 2) + tcq_align256((size_t)M * out * 2);
+    CU_TRY(cudaMalloc((void **)&buf, total), "cuda time dense: buffers");
+    k_fill_bf16<<<ctx->n_sm * 8, 256, 0, ctx->stream>>>((__nv_bfloat16 *)buf, (int64_t)(total / 2), 12345u);
+    const __nv_bfloat16 *X = (const __nv_bfloat16 *)(buf + wb * n_w);
+    void *Y = buf + wb * n_w + tcq_align256((size_t)M * in * 2);
+    tcq_status s = time_graph(ctx, reps, trials, [&](int i) {
+        return gemm_bf16(ctx, (const __nv_bfloat16 *)(buf + wb * (i % n_w)), X, (float *)Y, M, out, in, CUDA_R_16BF);
+    }, us);
+    cudaStreamSynchronize(ctx->stream);
+    cudaFree(buf);
+    return s;
+}
+
+namespace {
+__global__ void k_copy(const int4 *__restrict__ src, int4 *__restrict__ dst, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = __ldcs(src + i);
+}
+}  // namespace
+
+tcq_status tcq_cuda_time_copy(tcq_cuda_ctx *ctx, size_t bytes, int reps, int trials, double *gbps)
+{
+    if (!ctx || bytes < 1024 || !gbps) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda time copy: bad arguments");
+    char *a = NULL;
+    CU_TRY(cudaMalloc((void **)&a, 2 * bytes), "cuda time copy: buffers");
+    cudaMemsetAsync(a, 1, 2 * bytes, ctx->stream);
+    double us = 0;
+    /* an SM copy kernel (16-byte accesses): what a kernel can stream, unlike graph memcpy nodes
+     * that may go to the copy engines */
+    bytes &= ~(size_t)15;
+    tcq_status s = time_graph(ctx, reps, trials, [&](int i) -> tcq_status {
+        const int4 *src = (const int4 *)(a + (i & 1 ? bytes : 0));
+        int4 *dst = (int4 *)(a + (i & 1 ? 0 : bytes));
+        k_copy<<<ctx->n_sm * 8, 512, 0, ctx->stream>>>(src, dst, (int64_t)(bytes / 16));
+        CU_LAUNCHED("cuda copy kernel");
+        return TCQ_OK;
+    }, &us);
+    cudaStreamSynchronize(ctx->stream);
+    cudaFree(a);
+    if (s == TCQ_OK) *gbps = 2.0 * (double)bytes / (us * 1e3);
+    return s;
+}

@@ -1,0 +1,132 @@
+/* Device helpers shared by the tensor-core kernels: the pair table, the 16-position decode, the
+ * mma wrapper.  See the design note at the top of linear.cu. */
+#ifndef TCQ_TC_COMMON_CUH
+#define TCQ_TC_COMMON_CUH
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+namespace tcq_tc {
+
+constexpr float kD = 147.800537109375f;
+
+/* Geometry of one device tensor, by value into the kernels. */
+struct Geo {
+    const uint32_t *codes;
+    const uint16_t *scales;
+    int64_t R, C;          /* coded rows, coded cols */
+    int64_t row_words;     /* C*k/32 */
+    int wpb, T, log2T, L;
+    int interleaved;
+};
+
+__device__ __forceinline__ const uint32_t *block_ptr(const Geo &g, int64_t r, int64_t blk)
+{
+    if (!g.interleaved) return g.codes + r * g.row_words + blk * g.wpb;
+    return g.codes + (blk >> 1) * g.R * 48 + r * 48 + (blk & 1) * 24;
+}
+
+/* Byte sum of s*34038481 + 76625530, in [0, 1020]. */
+__device__ __forceinline__ uint32_t bytesum(uint32_t s)
+{
+    return __dp4a(s * 34038481u + 76625530u, 0x01010101u, 0u);
+}
+
+/* Pair table: entry idx (L+K bits) holds half2(y(idx >> K), y(idx & (2^L-1))), y exact in f16.
+ * Single table (L+K > 15): entry s holds half y(s).  Built by the whole block. */
+template <int K, bool PAIR>
+__device__ void build_table(void *smem, int L)
+{
+    const uint32_t lmask = (1u << L) - 1u;
+    if (PAIR) {
+        uint32_t *t = (uint32_t *)smem;
+        const int n = 1 << (L + K);
+        const __half2 off = __halves2half2(__ushort_as_half(0x65feu), __ushort_as_half(0x65feu)); /* 1534 */
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            const uint32_t y0 = bytesum((uint32_t)i >> K), y1 = bytesum((uint32_t)i & lmask);
+            /* 0x6400 | n is the f16 1024 + n (n < 1024): exact, so 1024 + n - 1534 = n - 510 exactly. */
+            const uint32_t h = (y0 | (y1 << 16)) | 0x64006400u;
+            __half2 v = __hsub2(*(const __half2 *)&h, off);
+            t[i] = *(const uint32_t *)&v;
+        }
+    } else {
+        uint16_t *t = (uint16_t *)smem;
+        const int n = 1 << L;
+        for (int i = threadIdx.x; i < n; i += blockDim.x)
+            t[i] = __half_as_ushort(__int2half_rn((int)bytesum((uint32_t)i) - 510));
+    }
+}
+
+template <int K> struct Dec {
+    static constexpr bool ALIGNED = (K == 2 || K == 4);     /* region start is word aligned */
+    static constexpr int NL = (15 * K + 16 + 31) / 32 + (ALIGNED ? 0 : 1);   /* words loaded */
+    static constexpr int NR = ALIGNED ? NL : NL - 1;                         /* after shift */
+};
+
+/* Load the words holding positions [Pb, Pb+16) of a block (and the L bits above them). */
+template <int K>
+__device__ __forceinline__ void load16(const uint32_t *__restrict__ blk, int wpb, int b_lo, uint32_t (&w)[Dec<K>::NL])
+{
+    const int w0 = b_lo >> 5;
+#pragma unroll
+    for (int j = 0; j < Dec<K>::NL; j++) {
+        int idx = w0 + j;
+        idx = idx >= wpb ? idx - wpb : idx;
+        w[j] = __ldg(blk + idx);
+    }
+}
+
+template <int NR>
+__device__ __forceinline__ uint32_t bits_at(const uint32_t (&r)[NR], int o)
+{
+    const int wi = o >> 5, sh = o & 31;
+    if (sh == 0) return r[wi];
+    if (wi + 1 < NR) return __funnelshift_r(r[wi], r[wi + 1], sh);
+    return r[wi] >> sh;
+}
+
+/* 8 pair registers: out[j] = half2(y(P+2j), y(P+2j+1)) for the region loaded by load16. */
+template <int K, bool PAIR>
+__device__ __forceinline__ void decode16(const uint32_t (&w)[Dec<K>::NL], int b_lo, const uint8_t *tab, int L,
+                                         uint32_t (&out)[8])
+{
+    constexpr int NR = Dec<K>::NR;
+    uint32_t r[NR];
+    if (Dec<K>::ALIGNED) {
+#pragma unroll
+        for (int j = 0; j < NR; j++) r[j] = w[j];
+    } else {
+        const int sh = b_lo & 31;
+#pragma unroll
+        for (int j = 0; j < NR; j++) r[j] = __funnelshift_r(w[j], w[j + 1], sh);
+    }
+    if (PAIR) {
+        const uint32_t pm4 = ((1u << (L + K)) - 1u) << 2;   /* byte offsets into the u32 table */
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int o = (14 - 2 * j) * K;
+            const uint32_t off = (o >= 2) ? (bits_at<NR>(r, o - 2) & pm4) : ((r[0] << 2) & pm4);
+            out[j] = *(const uint32_t *)(tab + off);
+        }
+    } else {
+        const uint32_t lm = (1u << L) - 1u;
+        const uint16_t *t = (const uint16_t *)tab;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const uint32_t s0 = bits_at<NR>(r, (15 - 2 * j) * K) & lm, s1 = bits_at<NR>(r, (14 - 2 * j) * K) & lm;
+            out[j] = (uint32_t)t[s0] | ((uint32_t)t[s1] << 16);
+        }
+    }
+}
+
+__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y));
+}
+
+}  // namespace tcq_tc
+
+#endif

@@ -1,0 +1,124 @@
+/* Kernels: internal contracts shared by the dispatcher (linear.c), the scalar reference
+ * (ref/) and the per-ISA kernels (x86/).  Not installed. */
+#ifndef TCQ_KERNELS_H
+#define TCQ_KERNELS_H
+
+#include "../core/internal.h"
+
+#define TCQ_RMAD_RINV (1.0f / TCQ_RMAD_DIV)
+
+/* Quantized activations for the fast path, M rows over n positions (n padded to a multiple of
+ * TCQ_FAST_QB with zeros).  For axis 0 the activation is x[i] * scale[i] (the row scale of stored
+ * row i folded in); for axis 1 it is x itself. */
+typedef struct kq_act {
+    int64_t n, npad, nblk;     /* positions, padded positions, blocks of TCQ_FAST_QB */
+    int64_t cap;               /* allocated M * npad */
+    int8_t *q;                 /* [M, npad] */
+    uint32_t *q4;              /* [M, npad]: q replicated into the 4 bytes (vpdpbusd operand) */
+    uint32_t *q2;              /* [M, npad]: q as two int16 (vpmaddwd operand, AVX2 without VNNI) */
+    float *d;                  /* [M, nblk] dequantization step amax/127 */
+    int32_t *corr;             /* [M, nblk] -510 * sum(q) over the block */
+    /* Axis 1 only (scales == NULL): int16 activations with one step per row for the tile regime
+     * (vpdpwssd against the decoded int16 code values y): d16 = amax/TCQ_Q16_MAX,
+     * q = nearbyintf(x * (TCQ_Q16_MAX/amax)).  Stored per 32 positions in vpackssdw order of a
+     * zmm: element e holds position 4*(e/8) + e%4 + 16*((e%8)/4) of the chunk. */
+    int16_t *q16;              /* [M, npad] */
+    float *d16;                /* [M] */
+} kq_act;
+
+/* |y q| <= 510 * 2047 < 2^20: TCQ_Q16_CHUNK of them sum exactly in int32 before the f32 fold */
+#define TCQ_Q16_MAX 2047
+#define TCQ_Q16_CHUNK 256
+
+/* Argument bundles.  Reduce (axis 1): outputs r in [r0, r1) for all M rows, y[m*ldy + r].
+ * Scatter (axis 0): stored rows i in [i0, i1) (a partition, i0 % TCQ_FAST_QB == 0) and column
+ * blocks b..b+nbc-1: acc[(cb*M + m)*T + c] = sum_i W[(b+cb)*T + c, i] x[m, i], overwritten.
+ * Several columns per call let a kernel read each row's neighbouring blocks together. */
+typedef struct kr_args {
+    const tcq_trellis *w;
+    int64_t M;
+    const float *x;            /* exact: [M, in] */
+    const kq_act *qa;          /* fast */
+    int64_t r0, r1;
+    float *y;
+    int64_t ldy;
+    void *scratch;             /* kernel_private_bytes(w), 64-byte aligned, per thread */
+} kr_args;
+
+typedef struct ks_args {
+    const tcq_trellis *w;
+    int64_t M;
+    const float *x;            /* exact: [M, in] */
+    const kq_act *qa;          /* fast */
+    int64_t i0, i1, b;
+    int64_t nbc;               /* column blocks b .. b+nbc-1 (tables say how many a kernel takes) */
+    float *acc;                /* [nbc, M, T] */
+    void *scratch;
+} ks_args;
+
+#define KERNEL_SCRATCH (256 * 1024)
+/* Kernel-private scratch: a fixed part plus one decoded coded row (4 bytes per weight); the
+ * dispatcher's own per-item buffers (acc, swiglu gate/up) follow it. */
+static inline size_t kernel_private_bytes(const tcq_trellis *w)
+{
+    return KERNEL_SCRATCH / 2 + (((size_t)w->cols * 4 + 63) / 64) * 64;
+}
+
+/* tcq_trellis_block() inline, for inner loops (the interleave geometry of trellis.c: two k=3
+ * blocks of 24 words per 48-word group, groups first). */
+static inline const uint32_t *kblock(const tcq_trellis *w, int64_t r, int64_t blk)
+{
+    if (!w->interleaved) return w->codes + r * (w->cols * w->p.k / 32) + blk * (w->p.T * w->p.k / 32);
+    return w->codes + (blk >> 1) * w->rows * 48 + r * 48 + (blk & 1) * 24;
+}
+
+/* Block b of every coded row is base + r * stride (also with the interleave): hoists the
+ * address arithmetic out of the scatter kernels' row loops. */
+static inline void kblock_col(const tcq_trellis *w, int64_t b, const uint32_t **base, int64_t *stride)
+{
+    *base = kblock(w, 0, b);
+    *stride = w->interleaved ? 48 : w->cols * w->p.k / 32;
+}
+
+typedef void (*kr_fn)(const kr_args *a);
+typedef void (*ks_fn)(const ks_args *a);
+/* Decode blocks [b0, b0+nb) of coded row r to f32 (value * scale, exact contract). */
+typedef void (*kd_fn)(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb, float *out);
+
+enum { KP_EXACT = 0, KP_FAST = 1, KP_COUNT };
+enum { KRG_M1 = 0, KRG_SHARED = 1, KRG_TILE = 2, KRG_COUNT };
+
+/* One ISA's trellis kernels, indexed by path and regime.  NULL entries fall back to the scalar
+ * reference.  name strings describe each entry for the bench and tests. */
+typedef struct tr_table {
+    const char *isa;
+    kr_fn reduce[KP_COUNT][KRG_COUNT];
+    ks_fn scatter[KP_COUNT][KRG_COUNT];
+    kd_fn decode;
+    const char *tag[KP_COUNT][KRG_COUNT];   /* appended to reduce kernel names (NULL: none) */
+    int scatter_nbc[KP_COUNT][KRG_COUNT];   /* column blocks a scatter call takes (0 means 1) */
+} tr_table;
+
+extern const tr_table tcq_tr_ref;          /* ref/trellis_ref.c */
+const tr_table *tcq_tr_avx2(void);         /* x86/trellis_avx2.c (NULL if not built) */
+const tr_table *tcq_tr_avx512(void);       /* x86/trellis_avx512x.c: needs VNNI + VBMI */
+
+/* Scalar reference kernels (also used by the SIMD files for edge cases). */
+void tcq_ref_reduce_exact(const kr_args *a);
+void tcq_ref_reduce_fast(const kr_args *a);
+void tcq_ref_scatter_exact(const ks_args *a);
+void tcq_ref_scatter_fast(const ks_args *a);
+void tcq_ref_decode(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb, float *out);
+
+/* Fast-path activation preparation (prep.c). scales: [n] fp16 row scales for axis 0, or NULL. */
+tcq_status tcq_kq_prepare(kq_act *qa, const float *x /* [M, n] */, int64_t M, int64_t n,
+                          const uint16_t *scales);
+void tcq_kq_free(kq_act *qa);
+
+/* Dense and affine kernels (dense.c): y[:, r0:r1] for M rows, f32 accumulation. */
+void tcq_dense_rows(const tcq_weight *w, const float *x, int64_t M, int64_t r0, int64_t r1, float *y,
+                    int64_t ldy, float *scratch /* [KERNEL_SCRATCH/4] */);
+/* Dequantize rows [r0, r1) of a dense or affine weight to f32 (out [r1-r0, in]). */
+void tcq_dense_decode_rows(const tcq_weight *w, int64_t r0, int64_t r1, float *out);
+
+#endif

@@ -1,0 +1,474 @@
+/* The kernel dispatcher: validates a call, picks the kernel by format x ISA x path x batch regime,
+ * and splits the work into items fixed by the shape (never by the thread count) so the result is
+ * bit-identical for any pool size. */
+#include "kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Crossovers, measured by `tcq bench kernels` (bench/NOTES.md, "## CPU kernels"). */
+enum {
+    SHARED_MAX_M = 4,      /* M in 2..4: one decode shared by every row, in registers */
+    REDUCE_ROWS = 16,      /* axis-1 outputs per work item */
+    PARTITIONS = 4,        /* axis-0 input-row partitions, summed in order */
+    SCATTER_COLS = 4,      /* axis-0 column blocks per work item */
+    GEMM_TILE_BYTES = 4 << 20,   /* f32 weight tile decoded per sgemm call (per thread) */
+    GEMM_KC = 512,         /* axis-0 GEMM: stored rows per sgemm call */
+    DENSE_ROWS = 64,       /* dense/affine outputs per work item */
+};
+
+struct tcq_kctx {
+    tcq_pool *pool;
+    tcq_kpath path;
+    int force_isa;
+    tcq_kregime force_regime;
+    int nthreads;
+    void **scratch;        /* [nthreads] */
+    size_t scratch_size;
+    kq_act qa;
+    float *part;           /* axis-0 partial sums [P, M, out] */
+    size_t part_cap;
+    float *gu;             /* swiglu fallback [2, M, out] */
+    size_t gu_cap;
+    char last[96];
+};
+
+const char *tcq_kregime_name(tcq_kregime r)
+{
+    static const char *const n[] = {"auto", "m1", "shared", "tile", "gemm"};
+    return (unsigned)r < TCQ_KR_COUNT ? n[r] : "?";
+}
+
+tcq_status tcq_kctx_create(tcq_pool *pool, tcq_kpath path, tcq_kctx **out)
+{
+    if (!out) return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_kctx_create: out is NULL");
+    *out = NULL;
+    if (path != TCQ_PATH_AUTO && path != TCQ_PATH_EXACT && path != TCQ_PATH_FAST)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "kernel path %d is not auto, exact or fast", (int)path);
+    tcq_kctx *c = calloc(1, sizeof *c);
+    if (!c) return tcq_fail(TCQ_ERR_NOMEM, "kernel context");
+    c->pool = pool;
+    c->path = path;
+    c->force_isa = -1;
+    c->nthreads = tcq_pool_size(pool);
+    c->scratch = calloc((size_t)c->nthreads, sizeof *c->scratch);
+    if (!c->scratch) {
+        free(c);
+        return tcq_fail(TCQ_ERR_NOMEM, "kernel context scratch");
+    }
+    /* Our pool splits the work; OpenBLAS must not add its own threads underneath (and its result
+     * must not depend on how many it has). */
+    openblas_set_num_threads(1);
+    *out = c;
+    return TCQ_OK;
+}
+
+void tcq_kctx_free(tcq_kctx *c)
+{
+    if (!c) return;
+    for (int i = 0; i < c->nthreads; i++) tcq_afree(c->scratch[i]);
+    free(c->scratch);
+    tcq_kq_free(&c->qa);
+    tcq_afree(c->part);
+    tcq_afree(c->gu);
+    free(c);
+}
+
+tcq_status tcq_kctx_force(tcq_kctx *c, int isa, tcq_kregime regime)
+{
+    if (!c) return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_kctx_force: ctx is NULL");
+    if ((unsigned)regime >= TCQ_KR_COUNT) return tcq_fail(TCQ_ERR_INVALID_ARG, "regime %d unknown", (int)regime);
+    if (isa >= 0) {
+        if (isa >= TCQ_ISA_COUNT) return tcq_fail(TCQ_ERR_INVALID_ARG, "ISA %d unknown", isa);
+        /* probe support without changing the process-wide choice */
+        const tcq_isa keep = tcq_isa_active();
+        TCQ_TRY(tcq_isa_set((tcq_isa)isa));
+        tcq_isa_set(keep);
+    }
+    c->force_isa = isa;
+    c->force_regime = regime;
+    return TCQ_OK;
+}
+
+const char *tcq_kctx_last_kernel(const tcq_kctx *c) { return c ? c->last : ""; }
+
+static tcq_status ensure_scratch(tcq_kctx *c, size_t bytes)
+{
+    if (bytes < KERNEL_SCRATCH) bytes = KERNEL_SCRATCH;
+    if (bytes <= c->scratch_size) return TCQ_OK;
+    for (int i = 0; i < c->nthreads; i++) {
+        tcq_afree(c->scratch[i]);
+        c->scratch[i] = tcq_amalloc(bytes);
+        if (!c->scratch[i]) {
+            c->scratch_size = 0;
+            return tcq_fail(TCQ_ERR_NOMEM, "kernel scratch of %zu bytes", bytes);
+        }
+    }
+    c->scratch_size = bytes;
+    return TCQ_OK;
+}
+
+static tcq_status ensure_buf(float **buf, size_t *cap, size_t floats, const char *what)
+{
+    if (floats <= *cap) return TCQ_OK;
+    tcq_afree(*buf);
+    *buf = tcq_amalloc(floats * 4);
+    *cap = *buf ? floats : 0;
+    return *buf ? TCQ_OK : tcq_fail(TCQ_ERR_NOMEM, "%s: %zu floats", what, floats);
+}
+
+/* ---- validation ------------------------------------------------------------------------- */
+
+tcq_status tcq_weight_check(const tcq_weight *w)
+{
+    if (!w) return tcq_fail(TCQ_ERR_INVALID_ARG, "weight is NULL");
+    if (w->out <= 0 || w->in <= 0 || w->out > INT32_MAX || w->in > INT32_MAX)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "weight shape [%lld, %lld] is empty or too large",
+                        (long long)w->out, (long long)w->in);
+    switch (w->fmt) {
+    case TCQ_WF_F32:
+    case TCQ_WF_F16:
+    case TCQ_WF_BF16:
+        if (!w->dense) return tcq_fail(TCQ_ERR_INVALID_ARG, "dense weight [%lld, %lld] has no data",
+                                       (long long)w->out, (long long)w->in);
+        return TCQ_OK;
+    case TCQ_WF_TRELLIS:
+        TCQ_TRY(tcq_trellis_check(&w->tr));
+        if (tcq_trellis_out(&w->tr) != w->out || tcq_trellis_in(&w->tr) != w->in)
+            return tcq_fail(TCQ_ERR_INVALID_ARG,
+                            "trellis weight: axis %d codes [%lld, %lld] give W [%lld, %lld], "
+                            "but the weight says [%lld, %lld]",
+                            w->tr.axis, (long long)w->tr.rows, (long long)w->tr.cols,
+                            (long long)tcq_trellis_out(&w->tr), (long long)tcq_trellis_in(&w->tr),
+                            (long long)w->out, (long long)w->in);
+        return TCQ_OK;
+    case TCQ_WF_AFFINE: {
+        const tcq_affine *a = &w->af;
+        if (a->bits != 4 && a->bits != 8)
+            return tcq_fail(TCQ_ERR_UNSUPPORTED, "affine weight: bits=%d (want 4 or 8)", a->bits);
+        if (a->group_size != 32 && a->group_size != 64 && a->group_size != 128)
+            return tcq_fail(TCQ_ERR_UNSUPPORTED, "affine weight: group_size=%d (want 32, 64, 128)",
+                            a->group_size);
+        if (a->out != w->out || a->in != w->in || a->in % a->group_size != 0)
+            return tcq_fail(TCQ_ERR_INVALID_ARG,
+                            "affine weight: shape [%lld, %lld] vs weight [%lld, %lld], group_size %d",
+                            (long long)a->out, (long long)a->in, (long long)w->out, (long long)w->in,
+                            a->group_size);
+        if (a->sdtype != TCQ_DTYPE_F32 && a->sdtype != TCQ_DTYPE_F16 && a->sdtype != TCQ_DTYPE_BF16)
+            return tcq_fail(TCQ_ERR_UNSUPPORTED, "affine weight: scales dtype %d (want F32, F16, BF16)",
+                            (int)a->sdtype);
+        if (!a->w || !a->scales || !a->biases)
+            return tcq_fail(TCQ_ERR_INVALID_ARG, "affine weight: w, scales or biases is NULL");
+        return TCQ_OK;
+    }
+    default: return tcq_fail(TCQ_ERR_INVALID_ARG, "weight format %d unknown", (int)w->fmt);
+    }
+}
+
+tcq_status tcq_weight_decode(const tcq_weight *w, float *W)
+{
+    TCQ_TRY(tcq_weight_check(w));
+    if (!W) return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_weight_decode: output is NULL");
+    if (w->fmt == TCQ_WF_TRELLIS) return tcq_trellis_decode(&w->tr, W);
+    tcq_dense_decode_rows(w, 0, w->out, W);
+    return TCQ_OK;
+}
+
+static int overlaps(const void *a, size_t na, const void *b, size_t nb)
+{
+    const char *pa = a, *pb = b;
+    return pa < pb + nb && pb < pa + na;
+}
+
+static tcq_status check_call(const tcq_weight *w, const float *x, const float *y, int64_t M, const tcq_kctx *c)
+{
+    if (!c) return tcq_fail(TCQ_ERR_INVALID_ARG, "kernel context is NULL");
+    TCQ_TRY(tcq_weight_check(w));
+    if (!x || !y) return tcq_fail(TCQ_ERR_INVALID_ARG, "linear: x or y is NULL");
+    if (M < 1 || M > (1 << 24))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "linear: M=%lld is outside [1, 2^24]", (long long)M);
+    if (overlaps(x, (size_t)(M * w->in) * 4, y, (size_t)(M * w->out) * 4))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "linear: x [%lld, %lld] and y [%lld, %lld] overlap",
+                        (long long)M, (long long)w->in, (long long)M, (long long)w->out);
+    return TCQ_OK;
+}
+
+/* ---- kernel selection ------------------------------------------------------------------- */
+
+static const tr_table *table_for(int isa)
+{
+    const tr_table *t = NULL;
+    if (isa == TCQ_ISA_AVX512) t = tcq_tr_avx512();
+    if (!t && isa >= TCQ_ISA_AVX2) t = tcq_tr_avx2();
+    return t ? t : &tcq_tr_ref;
+}
+
+/* First M that goes to the GEMM regime, by [axis][exact, fast]: CPU-time medians of
+ * `tcq bench kernels --regime tile|gemm --k 3 --M 16,32,64,128` (bench/NOTES.md). */
+static const int64_t gemm_from_M[2][2] = {
+    {192, 128},   /* axis 0: the tile kernels keep up with sgemm longer (no transposed tile) */
+    {16, 128},    /* axis 1: f32 tile loses to sgemm from 16; the int16 tile holds to ~128 */
+};
+
+static tcq_kregime pick_regime(const tcq_kctx *c, int64_t M, int is_trellis, int axis, int exact)
+{
+    tcq_kregime r = c->force_regime;
+    if (r == TCQ_KR_M1 && M != 1) r = TCQ_KR_AUTO;
+    if (r != TCQ_KR_AUTO && !is_trellis) r = TCQ_KR_AUTO;
+    if (r != TCQ_KR_AUTO) return r;
+    if (M == 1) return TCQ_KR_M1;
+    if (M <= SHARED_MAX_M) return TCQ_KR_SHARED;
+    if (M < gemm_from_M[axis != 0][exact != 0]) return TCQ_KR_TILE;
+    return TCQ_KR_GEMM;
+}
+
+static int kpath_of(const tcq_kctx *c) { return c->path == TCQ_PATH_EXACT ? KP_EXACT : KP_FAST; }
+
+/* ---- trellis, reduce / scatter regimes ---------------------------------------------------- */
+
+typedef struct run_ctx {
+    tcq_kctx *c;
+    const tcq_trellis *w;
+    int64_t M;
+    const float *x;
+    float *y;
+    int64_t ldy;
+    kr_fn rf;
+    ks_fn sf;
+    kd_fn df;
+    int64_t nparts, part_rows, nb;
+    int sf_nbc;
+    const tcq_weight *up;      /* swiglu */
+    kr_fn rf_up;
+    const tcq_trellis *wu;
+} run_ctx;
+
+static void reduce_item(void *arg, int64_t item, int thread)
+{
+    const run_ctx *r = arg;
+    const int64_t r0 = item * REDUCE_ROWS, r1 = TCQ_MIN(r->w->rows, r0 + REDUCE_ROWS);
+    kr_args a = {.w = r->w, .M = r->M, .x = r->x, .qa = &r->c->qa, .r0 = r0, .r1 = r1,
+                 .y = r->y, .ldy = r->ldy, .scratch = r->c->scratch[thread]};
+    r->rf(&a);
+}
+
+static void scatter_item(void *arg, int64_t item, int thread)
+{
+    const run_ctx *r = arg;
+    const int64_t ncg = (r->nb + SCATTER_COLS - 1) / SCATTER_COLS;
+    const int64_t p = item / ncg, b0 = (item % ncg) * SCATTER_COLS, T = r->w->p.T, out = r->w->cols;
+    const int64_t nbc = TCQ_MIN(SCATTER_COLS, r->nb - b0);
+    const int64_t i0 = p * r->part_rows, i1 = TCQ_MIN(r->w->rows, i0 + r->part_rows);
+    float *acc = (float *)((char *)r->c->scratch[thread] + kernel_private_bytes(r->w));
+    ks_args a = {.w = r->w, .M = r->M, .x = r->x, .qa = &r->c->qa, .i0 = i0, .i1 = i1, .b = b0, .nbc = nbc,
+                 .acc = acc, .scratch = r->c->scratch[thread]};
+    if (r->sf_nbc >= nbc)
+        r->sf(&a);
+    else
+        /* a kernel that takes one column block per call */
+        for (int64_t cb = 0; cb < nbc; cb++) {
+            ks_args one = a;
+            one.b = b0 + cb;
+            one.nbc = 1;
+            one.acc = acc + cb * r->M * T;
+            r->sf(&one);
+        }
+    float *dst = r->c->part + p * r->M * out;
+    for (int64_t cb = 0; cb < nbc; cb++)
+        for (int64_t m = 0; m < r->M; m++)
+            memcpy(dst + m * out + (b0 + cb) * T, acc + (cb * r->M + m) * T, (size_t)T * 4);
+}
+
+/* y = sum of the partitions, in partition order; columns split in fixed chunks */
+static void partsum_item(void *arg, int64_t item, int thread)
+{
+    (void)thread;
+    const run_ctx *r = arg;
+    const int64_t out = r->w->cols, M = r->M;
+    const int64_t j0 = item * 4096, j1 = TCQ_MIN(M * out, j0 + 4096);
+    for (int64_t j = j0; j < j1; j++) {
+        float s = r->c->part[j];
+        for (int64_t p = 1; p < r->nparts; p++) s += r->c->part[p * M * out + j];
+        r->y[(j / out) * r->ldy + j % out] = s;
+    }
+}
+
+/* ---- trellis, GEMM regime: decode tiles to f32, sgemm ------------------------------------ */
+
+static void gemm_reduce_item(void *arg, int64_t item, int thread)
+{
+    const run_ctx *r = arg;
+    const int64_t in = r->w->cols, rows = TCQ_MAX(1, GEMM_TILE_BYTES / (in * 4));
+    const int64_t r0 = item * rows, r1 = TCQ_MIN(r->w->rows, r0 + rows);
+    float *tile = r->c->scratch[thread];
+    for (int64_t rr = r0; rr < r1; rr++) r->df(r->w, rr, 0, in / r->w->p.T, tile + (rr - r0) * in);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)r->M, (int)(r1 - r0), (int)in, 1.0f, r->x,
+                (int)in, tile, (int)in, 0.0f, r->y + r0, (int)r->ldy);
+}
+
+static void gemm_scatter_item(void *arg, int64_t item, int thread)
+{
+    const run_ctx *r = arg;
+    const int64_t T = r->w->p.T, in = r->w->rows, nbt = TCQ_MAX(1, 256 / T), nb = r->w->cols / T;
+    const int64_t b0 = item * nbt, b1 = TCQ_MIN(nb, b0 + nbt), ncol = (b1 - b0) * T;
+    float *tile = r->c->scratch[thread];
+    for (int64_t i0 = 0; i0 < in; i0 += GEMM_KC) {
+        const int64_t i1 = TCQ_MIN(in, i0 + GEMM_KC);
+        for (int64_t i = i0; i < i1; i++) r->df(r->w, i, b0, b1 - b0, tile + (i - i0) * ncol);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)r->M, (int)ncol, (int)(i1 - i0), 1.0f,
+                    r->x + i0, (int)in, tile, (int)ncol, i0 ? 1.0f : 0.0f, r->y + b0 * T, (int)r->ldy);
+    }
+}
+
+static const char *path_name(int kp) { return kp == KP_EXACT ? "exact" : "fast"; }
+
+static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float *x, float *y, int64_t M)
+{
+    const tcq_trellis *w = &wt->tr;
+    const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
+    const tr_table *tab = table_for(isa);
+    const int kp = kpath_of(c);
+    const tcq_kregime reg = pick_regime(c, M, 1, w->axis, kp == KP_EXACT);
+    run_ctx r = {.c = c, .w = w, .M = M, .x = x, .y = y, .ldy = wt->out, .df = tab->decode};
+    if (!r.df) r.df = tcq_ref_decode;
+    const char *op = w->axis ? "reduce" : "scatter";
+    if (reg == TCQ_KR_GEMM) {
+        snprintf(c->last, sizeof c->last, "trellis.%s.gemm.%s", op, tab->isa);
+        if (w->axis) {
+            const int64_t rows = TCQ_MAX(1, GEMM_TILE_BYTES / (w->cols * 4));
+            TCQ_TRY(ensure_scratch(c, (size_t)(rows * w->cols) * 4));
+            tcq_pool_run(c->pool, (w->rows + rows - 1) / rows, gemm_reduce_item, &r);
+        } else {
+            const int64_t nbt = TCQ_MAX(1, 256 / w->p.T);
+            TCQ_TRY(ensure_scratch(c, (size_t)(GEMM_KC * nbt * w->p.T) * 4));
+            tcq_pool_run(c->pool, (w->cols / w->p.T + nbt - 1) / nbt, gemm_scatter_item, &r);
+        }
+        return TCQ_OK;
+    }
+    const int rg = reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE;
+    TCQ_TRY(ensure_scratch(c, kernel_private_bytes(w) + (size_t)(SCATTER_COLS * M * w->p.T) * 4));
+    if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, wt->in, w->axis ? NULL : w->scales));
+    if (w->axis) {
+        r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
+        snprintf(c->last, sizeof c->last, "trellis.reduce.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
+                 tab->reduce[kp][rg] ? tab->isa : "scalar", tab->reduce[kp][rg] && tab->tag[kp][rg] ? "." : "",
+                 tab->reduce[kp][rg] && tab->tag[kp][rg] ? tab->tag[kp][rg] : "");
+        tcq_pool_run(c->pool, (w->rows + REDUCE_ROWS - 1) / REDUCE_ROWS, reduce_item, &r);
+        return TCQ_OK;
+    }
+    r.sf = tab->scatter[kp][rg] ? tab->scatter[kp][rg] : tcq_tr_ref.scatter[kp][rg];
+    r.sf_nbc = tab->scatter[kp][rg] ? TCQ_MAX(1, tab->scatter_nbc[kp][rg]) : 1;
+    snprintf(c->last, sizeof c->last, "trellis.scatter.%s.%s.%s", path_name(kp), tcq_kregime_name(reg),
+             tab->scatter[kp][rg] ? tab->isa : "scalar");
+    /* partitions: a fixed count, each a whole number of activation blocks */
+    const int64_t qbs = (w->rows + TCQ_FAST_QB - 1) / TCQ_FAST_QB;
+    r.part_rows = ((qbs + PARTITIONS - 1) / PARTITIONS) * TCQ_FAST_QB;
+    r.nparts = (w->rows + r.part_rows - 1) / r.part_rows;
+    r.nb = w->cols / w->p.T;
+    TCQ_TRY(ensure_buf(&c->part, &c->part_cap, (size_t)(r.nparts * M * w->cols), "axis-0 partial sums"));
+    tcq_pool_run(c->pool, r.nparts * ((r.nb + SCATTER_COLS - 1) / SCATTER_COLS), scatter_item, &r);
+    tcq_pool_run(c->pool, (M * w->cols + 4095) / 4096, partsum_item, &r);
+    return TCQ_OK;
+}
+
+/* ---- dense and affine -------------------------------------------------------------------- */
+
+typedef struct dense_ctx {
+    tcq_kctx *c;
+    const tcq_weight *w;
+    const float *x;
+    float *y;
+    int64_t M, rows;
+} dense_ctx;
+
+static void dense_item(void *arg, int64_t item, int thread)
+{
+    const dense_ctx *d = arg;
+    const int64_t r0 = item * d->rows, r1 = TCQ_MIN(d->w->out, r0 + d->rows);
+    tcq_dense_rows(d->w, d->x, d->M, r0, r1, d->y, d->w->out, d->c->scratch[thread]);
+}
+
+static tcq_status dense_linear(tcq_kctx *c, const tcq_weight *w, const float *x, float *y, int64_t M)
+{
+    dense_ctx d = {.c = c, .w = w, .x = x, .y = y, .M = M, .rows = DENSE_ROWS};
+    if (w->fmt != TCQ_WF_F32) {
+        d.rows = TCQ_MAX(1, TCQ_MIN(DENSE_ROWS, (1 << 20) / (w->in * 4)));
+        TCQ_TRY(ensure_scratch(c, (size_t)(d.rows * w->in) * 4));
+    }
+    static const char *const fn[] = {"f32", "f16", "bf16", "trellis", "affine"};
+    snprintf(c->last, sizeof c->last, "%s.blas", fn[w->fmt]);
+    tcq_pool_run(c->pool, (w->out + d.rows - 1) / d.rows, dense_item, &d);
+    return TCQ_OK;
+}
+
+tcq_status tcq_linear(const tcq_weight *w, const float *x, float *y, int64_t M, tcq_kctx *c)
+{
+    TCQ_TRY(check_call(w, x, y, M, c));
+    if (w->fmt == TCQ_WF_TRELLIS) return trellis_linear(c, w, x, y, M);
+    return dense_linear(c, w, x, y, M);
+}
+
+/* ---- fused gate/up + SwiGLU ------------------------------------------------------------- */
+
+static inline float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+static void swiglu_item(void *arg, int64_t item, int thread)
+{
+    const run_ctx *r = arg;
+    const int64_t r0 = item * REDUCE_ROWS, r1 = TCQ_MIN(r->w->rows, r0 + REDUCE_ROWS), M = r->M;
+    float *g = (float *)((char *)r->c->scratch[thread] +
+                         TCQ_MAX(kernel_private_bytes(r->w), kernel_private_bytes(r->wu)));
+    float *u = g + M * REDUCE_ROWS;
+    /* y[m * ldy + r] addressing with r absolute: shift the base so row r0 lands at column 0 */
+    kr_args a = {.w = r->w, .M = M, .x = r->x, .qa = &r->c->qa, .r0 = r0, .r1 = r1,
+                 .y = g - r0, .ldy = REDUCE_ROWS, .scratch = r->c->scratch[thread]};
+    r->rf(&a);
+    a.w = r->wu;
+    a.y = u - r0;
+    r->rf_up(&a);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t o = r0; o < r1; o++)
+            r->y[m * r->ldy + o] = silu_mul(g[m * REDUCE_ROWS + o - r0], u[m * REDUCE_ROWS + o - r0]);
+}
+
+tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const float *x, float *y, int64_t M,
+                             tcq_kctx *c)
+{
+    TCQ_TRY(check_call(gate, x, y, M, c));
+    TCQ_TRY(check_call(up, x, y, M, c));
+    if (gate->out != up->out || gate->in != up->in)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "swiglu: gate [%lld, %lld] and up [%lld, %lld] differ",
+                        (long long)gate->out, (long long)gate->in, (long long)up->out, (long long)up->in);
+    const int fused = gate->fmt == TCQ_WF_TRELLIS && up->fmt == TCQ_WF_TRELLIS && gate->tr.axis == 1 &&
+                      up->tr.axis == 1 && pick_regime(c, M, 1, 1, kpath_of(c) == KP_EXACT) != TCQ_KR_GEMM;
+    const int64_t out = gate->out;
+    if (!fused) {
+        /* materialized fallback (dense weights, axis 0, prefill): 2 * M * out floats */
+        TCQ_TRY(ensure_buf(&c->gu, &c->gu_cap, (size_t)(2 * M * out), "swiglu gate/up buffer"));
+        TCQ_TRY(tcq_linear(gate, x, c->gu, M, c));
+        TCQ_TRY(tcq_linear(up, x, c->gu + M * out, M, c));
+        for (int64_t j = 0; j < M * out; j++) y[j] = silu_mul(c->gu[j], c->gu[M * out + j]);
+        char k[sizeof c->last];
+        memcpy(k, c->last, sizeof k);
+        snprintf(c->last, sizeof c->last, "swiglu.unfused.%.70s", k);
+        return TCQ_OK;
+    }
+    const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
+    const tr_table *tab = table_for(isa);
+    const int kp = kpath_of(c);
+    const tcq_kregime reg = pick_regime(c, M, 1, 1, kp == KP_EXACT);
+    const int rg = reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE;
+    TCQ_TRY(ensure_scratch(c, TCQ_MAX(kernel_private_bytes(&gate->tr), kernel_private_bytes(&up->tr)) +
+                                  (size_t)(2 * M * REDUCE_ROWS) * 4));
+    if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, gate->in, NULL));
+    run_ctx r = {.c = c, .w = &gate->tr, .wu = &up->tr, .M = M, .x = x, .y = y, .ldy = out};
+    r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
+    r.rf_up = r.rf;
+    snprintf(c->last, sizeof c->last, "swiglu.fused.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
+             tab->reduce[kp][rg] ? tab->isa : "scalar", tab->reduce[kp][rg] && tab->tag[kp][rg] ? "." : "",
+             tab->reduce[kp][rg] && tab->tag[kp][rg] ? tab->tag[kp][rg] : "");
+    tcq_pool_run(c->pool, (out + REDUCE_ROWS - 1) / REDUCE_ROWS, swiglu_item, &r);
+    return TCQ_OK;
+}

@@ -1,0 +1,91 @@
+/* Fast-path activation quantization: int8 per block of TCQ_FAST_QB positions, step d = amax/127,
+ * q = round-to-nearest-even(a / d) in [-127, 127].  The same for every ISA, so the fast kernels of
+ * all ISAs see the same integers. */
+#include "kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+void tcq_kq_free(kq_act *qa)
+{
+    tcq_afree(qa->q);
+    tcq_afree(qa->q4);
+    tcq_afree(qa->q2);
+    tcq_afree(qa->d);
+    tcq_afree(qa->corr);
+    tcq_afree(qa->q16);
+    tcq_afree(qa->d16);
+    memset(qa, 0, sizeof *qa);
+}
+
+tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, const uint16_t *scales)
+{
+    const int64_t nblk = (n + TCQ_FAST_QB - 1) / TCQ_FAST_QB, npad = nblk * TCQ_FAST_QB;
+    if (!qa->q || qa->cap < M * npad) {
+        /* grow: the buffers are reused across calls */
+        tcq_kq_free(qa);
+        qa->q = tcq_amalloc((size_t)(M * npad));
+        qa->q4 = tcq_amalloc((size_t)(M * npad) * 4);
+        qa->q2 = tcq_amalloc((size_t)(M * npad) * 4);
+        qa->d = tcq_amalloc((size_t)(M * nblk) * 4);
+        qa->corr = tcq_amalloc((size_t)(M * nblk) * 4);
+        qa->q16 = tcq_amalloc((size_t)(M * npad) * 2);
+        qa->d16 = tcq_amalloc((size_t)M * 4);
+        if (!qa->q || !qa->q4 || !qa->q2 || !qa->d || !qa->corr || !qa->q16 || !qa->d16) {
+            tcq_kq_free(qa);
+            return tcq_fail(TCQ_ERR_NOMEM, "fast-path activation buffers (%lld x %lld)", (long long)M,
+                            (long long)npad);
+        }
+        qa->cap = M * npad;
+    }
+    qa->n = n;
+    qa->npad = npad;
+    qa->nblk = nblk;
+    for (int64_t m = 0; m < M; m++) {
+        const float *xm = x + m * n;
+        int8_t *q = qa->q + m * npad;
+        uint32_t *q4 = qa->q4 + m * npad, *q2 = qa->q2 + m * npad;
+        for (int64_t blk = 0; blk < nblk; blk++) {
+            const int64_t i0 = blk * TCQ_FAST_QB, i1 = TCQ_MIN(n, i0 + TCQ_FAST_QB);
+            float a[TCQ_FAST_QB], amax = 0;
+            for (int64_t i = i0; i < i1; i++) {
+                a[i - i0] = scales ? xm[i] * tcq_f16_to_f32(scales[i]) : xm[i];
+                amax = fmaxf(amax, fabsf(a[i - i0]));
+            }
+            int32_t sum = 0;
+            /* amax == 0 or non-finite: the block contributes nothing (q = 0, d = amax keeps NaN/Inf
+             * visible in the output rather than hiding it) */
+            const int ok = amax > 0 && amax <= 3.4e38f;
+            const float inv = ok ? 127.0f / amax : 0.0f;
+            for (int64_t i = i0; i < i0 + TCQ_FAST_QB; i++) {
+                int v = 0;
+                if (i < i1 && ok) {
+                    v = (int)nearbyintf(a[i - i0] * inv);
+                    v = v > 127 ? 127 : v < -127 ? -127 : v;
+                }
+                q[i] = (int8_t)v;
+                q4[i] = (uint32_t)(uint8_t)(int8_t)v * 0x01010101u;
+                q2[i] = (uint32_t)(uint16_t)(int16_t)v * 0x00010001u;
+                sum += v;
+            }
+            qa->d[m * nblk + blk] = ok ? amax / 127.0f : (amax == 0 ? 0.0f : amax);
+            qa->corr[m * nblk + blk] = -510 * sum;
+        }
+        if (!scales && n % 32 == 0) {
+            float amax = 0;
+            for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(xm[i]));
+            const int ok = amax > 0 && amax <= 3.4e38f;
+            const float inv = ok ? (float)TCQ_Q16_MAX / amax : 0.0f;
+            int16_t *q16 = qa->q16 + m * npad;
+            for (int64_t c = 0; c < n; c += 32)
+                for (int e = 0; e < 32; e++) {
+                    const int64_t i = c + 4 * (e / 8) + e % 4 + 16 * ((e % 8) / 4);
+                    int v = ok ? (int)nearbyintf(xm[i] * inv) : 0;
+                    v = v > TCQ_Q16_MAX ? TCQ_Q16_MAX : v < -TCQ_Q16_MAX ? -TCQ_Q16_MAX : v;
+                    q16[c + e] = (int16_t)v;
+                }
+            qa->d16[m] = ok ? amax / (float)TCQ_Q16_MAX : (amax == 0 ? 0.0f : amax);
+        }
+    }
+    return TCQ_OK;
+}

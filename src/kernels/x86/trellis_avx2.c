@@ -1,0 +1,49 @@
+/* AVX2 trellis kernels: the body (trellis_avx2_body.h) built twice, with AVX-VNNI's ymm vpdpbusd
+ * where the CPU has it, and with vpmaddubsw (byte pairs against ones) + vpmaddwd (against q in
+ * two int16) otherwise.  No regime-specific kernels: the shared-decode kernels loop over rows of
+ * M in chunks, and large M goes to the GEMM regime. */
+#include "../kernels.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <string.h>
+
+/* without VNNI: bytesum via byte pairs (<= 510, no saturation), then pairs x q as int16 pairs */
+#define SFX(n) n##_emu
+#define ISA_TAG ""
+#define DOT(acc, x, q4, q2)                                                                        \
+    _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, _mm256_set1_epi8(1)), q2))
+#define YSUM(x)                                                                                    \
+    _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(x, _mm256_set1_epi8(1)), _mm256_set1_epi16(1)), \
+                     _mm256_set1_epi32(510))
+#include "trellis_avx2_body.h"
+#undef SFX
+#undef ISA_TAG
+#undef DOT
+#undef YSUM
+
+#pragma GCC push_options
+#pragma GCC target("avxvnni")
+#define SFX(n) n##_vnni
+#define ISA_TAG "vnni"
+#define DOT(acc, x, q4, q2) _mm256_dpbusd_avx_epi32(acc, x, q4)
+#define YSUM(x) _mm256_dpbusd_avx_epi32(_mm256_set1_epi32(-510), x, _mm256_set1_epi32(0x01010101))
+#include "trellis_avx2_body.h"
+#pragma GCC pop_options
+
+static int has_avxvnni(void)
+{
+    unsigned a, b, c, d;
+    if (__get_cpuid_max(0, NULL) < 7) return 0;
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a >> 4) & 1;
+}
+
+const tr_table *tcq_tr_avx2(void)
+{
+    const tcq_cpu_features *f = tcq_cpu();
+    if (!(f->avx2 && f->fma && f->f16c)) return NULL;
+    /* TCQ_AVX2_NO_VNNI=1 measures the plain-AVX2 equivalent on a CPU that has AVX-VNNI */
+    const char *e = getenv("TCQ_AVX2_NO_VNNI");
+    return has_avxvnni() && !(e && *e == '1') ? &table_vnni : &table_emu;
+}

@@ -1,0 +1,277 @@
+/* AVX2 trellis kernels, the body: included twice by trellis_avx2.c, once with AVX-VNNI
+ * (vpdpbusd on ymm) and once with the vpmaddubsw + vpmaddwd equivalent.  Needs:
+ *   SFX(name)           function-name suffixing
+ *   DOT(acc, x, q4, q2) acc + bytesum(x) * q   (q4: q in 4 bytes, q2: q in 2 int16)
+ *   YSUM(x)             bytesum(x) - 510
+ * A group is 8 weights (t = 8g + j): one 8-byte load (from the block, or from a 16-byte tail of
+ * the block's last and first 8 bytes where the load would leave the block: that is also the
+ * tail-biting wrap), vpshufb to give lane j its 4 bytes, vpsrlvd, vpand, vpmulld, vpaddd. */
+
+typedef struct SFX(dec) {
+    __m256i shuf, shift, mask, mul, add;
+    int ng, nbytes, k;
+} SFX(dec);
+
+static void SFX(dec_init)(SFX(dec) *d, tcq_block_params p)
+{
+    uint8_t sh[32];
+    int32_t cnt[8];
+    /* dword j sits in 128-bit lane j/4 at byte (j%4)*4; both lanes hold the same 8 code bytes */
+    for (int j = 0; j < 8; j++) {
+        cnt[j] = ((7 - j) * p.k) & 7;
+        for (int b = 0; b < 4; b++) sh[(j >> 2) * 16 + (j & 3) * 4 + b] = (uint8_t)(((7 - j) * p.k >> 3) + b);
+    }
+    d->shuf = _mm256_loadu_si256((const __m256i *)sh);
+    d->shift = _mm256_loadu_si256((const __m256i *)cnt);
+    d->mask = _mm256_set1_epi32((int)((1u << p.L) - 1u));
+    d->mul = _mm256_set1_epi32((int)TCQ_RMAD_MUL);
+    d->add = _mm256_set1_epi32((int)TCQ_RMAD_ADD);
+    d->ng = p.T / 8;
+    d->nbytes = p.T * p.k / 8;
+    d->k = p.k;
+}
+
+/* the block's bytes and its 16-byte tail [last 8 | first 8] */
+typedef struct SFX(blk) { const uint8_t *p; uint8_t tail[16]; } SFX(blk);
+
+static inline __attribute__((always_inline)) void SFX(blk_load)(const SFX(dec) *d, const uint32_t *words,
+                                                                SFX(blk) *b)
+{
+    b->p = (const uint8_t *)words;
+    memcpy(b->tail, b->p + d->nbytes - 8, 8);
+    memcpy(b->tail + 8, b->p, 8);
+}
+
+static inline __attribute__((always_inline)) __m256i SFX(dec_x)(const SFX(dec) *d, const SFX(blk) *b, int g)
+{
+    const int B = (d->ng - 1 - g) * d->k;
+    const uint8_t *src = B + 8 <= d->nbytes ? b->p + B : b->tail + (B - (d->nbytes - 8));
+    int64_t v;
+    memcpy(&v, src, 8);
+    __m256i w = _mm256_shuffle_epi8(_mm256_set1_epi64x(v), d->shuf);
+    w = _mm256_and_si256(_mm256_srlv_epi32(w, d->shift), d->mask);
+    return _mm256_add_epi32(_mm256_mullo_epi32(w, d->mul), d->add);
+}
+
+static inline __attribute__((always_inline)) __m256 SFX(dec_w)(const SFX(dec) *d, const SFX(blk) *b, int g,
+                                                               __m256 scale)
+{
+    const __m256 f = _mm256_cvtepi32_ps(YSUM(SFX(dec_x)(d, b, g)));
+    const __m256 r = _mm256_set1_ps(TCQ_RMAD_RINV), dv = _mm256_set1_ps(TCQ_RMAD_DIV);
+    __m256 q = _mm256_mul_ps(f, r);
+    const __m256 e = _mm256_fnmadd_ps(q, dv, f);
+    q = _mm256_fmadd_ps(e, r, q);
+    return _mm256_mul_ps(q, scale);
+}
+
+static inline float SFX(hsum)(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static void SFX(decode_rows)(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb, float *out)
+{
+    SFX(dec) d;
+    SFX(dec_init)(&d, w->p);
+    const __m256 scale = _mm256_set1_ps(_cvtsh_ss(w->scales[r]));
+    SFX(blk) bl;
+    for (int64_t b = 0; b < nb; b++) {
+        SFX(blk_load)(&d, kblock(w, r, b0 + b), &bl);
+        for (int g = 0; g < d.ng; g++) _mm256_storeu_ps(out + b * w->p.T + g * 8, SFX(dec_w)(&d, &bl, g, scale));
+    }
+}
+
+/* ---- axis 1 ---- */
+
+static inline __attribute__((always_inline)) void SFX(reduce_fast_body)(const kr_args *a, const SFX(dec) *d,
+                                                                        const int MC, int64_t m0)
+{
+    const tcq_trellis *w = a->w;
+    const int64_t wpb = w->p.T * w->p.k / 32;
+    const kq_act *qa = a->qa;
+    const int T = w->p.T;
+    const int64_t nb = w->cols / T;
+    SFX(blk) bl;
+    for (int64_t r = a->r0; r < a->r1; r++) {
+        const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
+        __m256 facc[4];
+        for (int m = 0; m < MC; m++) facc[m] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            SFX(blk_load)(d, (rb + b * wpb), &bl);
+            for (int qb = 0; qb < T / TCQ_FAST_QB; qb++) {
+                const int64_t kb = b * (T / TCQ_FAST_QB) + qb;
+                __m256i iacc[4];
+                for (int m = 0; m < MC; m++)
+                    iacc[m] = _mm256_zextsi128_si256(_mm_cvtsi32_si128(qa->corr[(m0 + m) * qa->nblk + kb]));
+                for (int gg = 0; gg < TCQ_FAST_QB / 8; gg++) {
+                    const int g = qb * (TCQ_FAST_QB / 8) + gg;
+                    const __m256i x = SFX(dec_x)(d, &bl, g);
+                    for (int m = 0; m < MC; m++) {
+                        const int64_t o = (m0 + m) * qa->npad + b * T + g * 8;
+                        iacc[m] = DOT(iacc[m], x, _mm256_loadu_si256((const __m256i *)(qa->q4 + o)),
+                                      _mm256_loadu_si256((const __m256i *)(qa->q2 + o)));
+                    }
+                }
+                for (int m = 0; m < MC; m++)
+                    facc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[m]),
+                                              _mm256_set1_ps(qa->d[(m0 + m) * qa->nblk + kb]), facc[m]);
+            }
+        }
+        const float f = _cvtsh_ss(w->scales[r]) * TCQ_RMAD_RINV;
+        for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = SFX(hsum)(facc[m]) * f;
+    }
+}
+
+static inline __attribute__((always_inline)) void SFX(reduce_exact_body)(const kr_args *a, const SFX(dec) *d,
+                                                                         const int MC, int64_t m0)
+{
+    const tcq_trellis *w = a->w;
+    const int64_t wpb = w->p.T * w->p.k / 32;
+    const int T = w->p.T;
+    const int64_t nb = w->cols / T, C = w->cols;
+    SFX(blk) bl;
+    for (int64_t r = a->r0; r < a->r1; r++) {
+        const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
+        const __m256 scale = _mm256_set1_ps(_cvtsh_ss(w->scales[r]));
+        __m256 facc[4];
+        for (int m = 0; m < MC; m++) facc[m] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            SFX(blk_load)(d, (rb + b * wpb), &bl);
+            for (int g = 0; g < d->ng; g++) {
+                const __m256 wv = SFX(dec_w)(d, &bl, g, scale);
+                for (int m = 0; m < MC; m++)
+                    facc[m] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(a->x + (m0 + m) * C + b * T + g * 8), facc[m]);
+            }
+        }
+        for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = SFX(hsum)(facc[m]);
+    }
+}
+
+static void SFX(reduce_fast)(const kr_args *a)
+{
+    SFX(dec) d;
+    SFX(dec_init)(&d, a->w->p);
+    for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
+        switch (TCQ_MIN(4, a->M - m0)) {
+        case 1: SFX(reduce_fast_body)(a, &d, 1, m0); break;
+        case 2: SFX(reduce_fast_body)(a, &d, 2, m0); break;
+        case 3: SFX(reduce_fast_body)(a, &d, 3, m0); break;
+        default: SFX(reduce_fast_body)(a, &d, 4, m0); break;
+        }
+    }
+}
+
+static void SFX(reduce_exact)(const kr_args *a)
+{
+    SFX(dec) d;
+    SFX(dec_init)(&d, a->w->p);
+    for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
+        switch (TCQ_MIN(4, a->M - m0)) {
+        case 1: SFX(reduce_exact_body)(a, &d, 1, m0); break;
+        case 2: SFX(reduce_exact_body)(a, &d, 2, m0); break;
+        case 3: SFX(reduce_exact_body)(a, &d, 3, m0); break;
+        default: SFX(reduce_exact_body)(a, &d, 4, m0); break;
+        }
+    }
+}
+
+/* ---- axis 0: MC rows x 4 groups of accumulators (16 ymm registers in all) ---- */
+
+static inline __attribute__((always_inline)) void SFX(scatter_fast_body)(const ks_args *a, const SFX(dec) *d,
+                                                                         const int MC, int64_t m0, int g0)
+{
+    const tcq_trellis *w = a->w;
+    const uint32_t *cb;
+    int64_t cs;
+    kblock_col(w, a->b, &cb, &cs);
+    const kq_act *qa = a->qa;
+    const int T = w->p.T;
+    SFX(blk) bl;
+    for (int64_t ic = a->i0; ic < a->i1; ic += TCQ_FAST_QB) {
+        const int64_t kb = ic / TCQ_FAST_QB, ie = TCQ_MIN(a->i1, ic + TCQ_FAST_QB);
+        __m256i iacc[8];
+        for (int m = 0; m < MC; m++)
+            for (int g = 0; g < 4; g++) iacc[m * 4 + g] = _mm256_set1_epi32(qa->corr[(m0 + m) * qa->nblk + kb]);
+        for (int64_t i = ic; i < ie; i++) {
+            SFX(blk_load)(d, (cb + i * cs), &bl);
+            for (int g = 0; g < 4; g++) {
+                const __m256i x = SFX(dec_x)(d, &bl, g0 + g);
+                for (int m = 0; m < MC; m++) {
+                    const int64_t o = (m0 + m) * qa->npad + i;
+                    iacc[m * 4 + g] = DOT(iacc[m * 4 + g], x, _mm256_set1_epi32((int)qa->q4[o]),
+                                          _mm256_set1_epi32((int)qa->q2[o]));
+                }
+            }
+        }
+        for (int m = 0; m < MC; m++) {
+            const __m256 dv = _mm256_set1_ps(qa->d[(m0 + m) * qa->nblk + kb]);
+            float *acc = a->acc + (m0 + m) * T + g0 * 8;
+            for (int g = 0; g < 4; g++)
+                _mm256_storeu_ps(acc + g * 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[m * 4 + g]), dv,
+                                                              _mm256_loadu_ps(acc + g * 8)));
+        }
+    }
+}
+
+static void SFX(scatter_fast)(const ks_args *a)
+{
+    SFX(dec) d;
+    SFX(dec_init)(&d, a->w->p);
+    const int T = a->w->p.T;
+    for (int64_t j = 0; j < a->M * T; j++) a->acc[j] = 0;
+    for (int64_t m0 = 0; m0 < a->M; m0 += 2)
+        for (int g0 = 0; g0 < d.ng; g0 += 4) {
+            if (a->M - m0 >= 2) SFX(scatter_fast_body)(a, &d, 2, m0, g0);
+            else SFX(scatter_fast_body)(a, &d, 1, m0, g0);
+        }
+    const __m256 ri = _mm256_set1_ps(TCQ_RMAD_RINV);
+    for (int64_t j = 0; j < a->M * T; j += 8) _mm256_storeu_ps(a->acc + j, _mm256_mul_ps(_mm256_loadu_ps(a->acc + j), ri));
+}
+
+static inline __attribute__((always_inline)) void SFX(scatter_exact_body)(const ks_args *a, const SFX(dec) *d,
+                                                                          const int MC, int64_t m0, int g0)
+{
+    const tcq_trellis *w = a->w;
+    const uint32_t *cb;
+    int64_t cs;
+    kblock_col(w, a->b, &cb, &cs);
+    const int T = w->p.T;
+    const int64_t in = w->rows;
+    __m256 facc[8];
+    for (int j = 0; j < MC * 4; j++) facc[j] = _mm256_setzero_ps();
+    SFX(blk) bl;
+    for (int64_t i = a->i0; i < a->i1; i++) {
+        SFX(blk_load)(d, (cb + i * cs), &bl);
+        const __m256 scale = _mm256_set1_ps(_cvtsh_ss(w->scales[i]));
+        for (int g = 0; g < 4; g++) {
+            const __m256 wv = SFX(dec_w)(d, &bl, g0 + g, scale);
+            for (int m = 0; m < MC; m++)
+                facc[m * 4 + g] = _mm256_fmadd_ps(wv, _mm256_set1_ps(a->x[(m0 + m) * in + i]), facc[m * 4 + g]);
+        }
+    }
+    for (int m = 0; m < MC; m++)
+        for (int g = 0; g < 4; g++) _mm256_storeu_ps(a->acc + (m0 + m) * T + (g0 + g) * 8, facc[m * 4 + g]);
+}
+
+static void SFX(scatter_exact)(const ks_args *a)
+{
+    SFX(dec) d;
+    SFX(dec_init)(&d, a->w->p);
+    for (int64_t m0 = 0; m0 < a->M; m0 += 2)
+        for (int g0 = 0; g0 < d.ng; g0 += 4) {
+            if (a->M - m0 >= 2) SFX(scatter_exact_body)(a, &d, 2, m0, g0);
+            else SFX(scatter_exact_body)(a, &d, 1, m0, g0);
+        }
+}
+
+static const tr_table SFX(table) = {
+    .isa = "avx2" ISA_TAG,
+    .reduce = {{SFX(reduce_exact), SFX(reduce_exact), SFX(reduce_exact)},
+               {SFX(reduce_fast), SFX(reduce_fast), SFX(reduce_fast)}},
+    .scatter = {{SFX(scatter_exact), SFX(scatter_exact), SFX(scatter_exact)},
+                {SFX(scatter_fast), SFX(scatter_fast), SFX(scatter_fast)}},
+    .decode = SFX(decode_rows),
+};

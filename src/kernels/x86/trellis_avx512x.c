@@ -1,0 +1,538 @@
+/* AVX-512 trellis kernels (F/BW/VL + VNNI + VBMI).
+ *
+ * Decoding 16 consecutive weights of a block (one "group", lanes j = 0..15, t = 16g + j):
+ *   the whole block (T*k/8 <= 128 bytes) sits in two registers (masked loads: never a byte past
+ *   the block); vpermi2b with a per-group index puts, in dword lane j, the 4 bytes that hold the
+ *   state's window (indices taken mod the block size, which is the tail-biting wrap);
+ *   vpmultishiftqb shifts each lane's window to bit 0; vpandd keeps L bits; vpmulld/vpaddd give
+ *   x = s*34038481 + 76625530.
+ * Fast path: vpdpbusd(acc, x, q replicated 4x) adds bytesum(x) * q; the -510 sum(q) offset seeds
+ * the accumulator of each activation block, which is converted to f32 and scaled once.
+ * Exact path: bytesum - 510 is one vpdpbusd against ones seeded with -510; value = refined
+ * reciprocal (cvt, mul, fnmadd, fmadd, as tcq_code_value_computed); weight = value * scale. */
+#include "../kernels.h"
+
+#include <immintrin.h>
+#include <pthread.h>
+#include <string.h>
+
+#define AI static inline __attribute__((always_inline))
+#define QB TCQ_FAST_QB
+#define GPQ (QB / 16)   /* groups per activation block */
+
+typedef struct dec_tab {
+    __m512i idx[16];     /* per group byte index into the block (lo:hi tables) */
+    __m512i shctl;       /* vpmultishiftqb control */
+} dec_tab;
+
+typedef struct dec {
+    const __m512i *idx;
+    __m512i shctl, mask, mul, add;
+    __mmask64 m0, m1;    /* load masks of the block's bytes [0, 64) and [64, 128) */
+    int ng, nbytes;
+} dec;
+
+/* index tables per (k, T), built once */
+static dec_tab g_tab[TCQ_K_MAX + 1][3];
+static pthread_once_t g_tab_once = PTHREAD_ONCE_INIT;
+
+static void tab_init(void)
+{
+    for (int k = 1; k <= TCQ_K_MAX; k++)
+        for (int ti = 0; ti < 3; ti++) {
+            const int T = 64 << ti, ng = T / 16, nbytes = T * k / 8;
+            if (T * k % 32) continue;
+            uint8_t ix[64], sc[64];
+            for (int g = 0; g < ng; g++) {
+                const int B = (ng - 1 - g) * 2 * k;
+                for (int j = 0; j < 16; j++)
+                    for (int b = 0; b < 4; b++) ix[4 * j + b] = (uint8_t)((B + ((15 - j) * k >> 3) + b) % nbytes);
+                memcpy(&g_tab[k][ti].idx[g], ix, 64);
+            }
+            /* lane j of qword j/2 starts at bit 32*(j&1); its window starts ((15-j)k & 7) further */
+            for (int j = 0; j < 16; j++)
+                for (int b = 0; b < 4; b++)
+                    sc[4 * j + b] = (uint8_t)(((j & 1) * 32 + (((15 - j) * k) & 7) + 8 * b) & 63);
+            memcpy(&g_tab[k][ti].shctl, sc, 64);
+        }
+}
+
+static void dec_init(dec *d, tcq_block_params p)
+{
+    pthread_once(&g_tab_once, tab_init);
+    const int nbytes = p.T * p.k / 8, ti = p.T == 64 ? 0 : p.T == 128 ? 1 : 2;
+    d->idx = g_tab[p.k][ti].idx;
+    d->shctl = g_tab[p.k][ti].shctl;
+    d->ng = p.T / 16;
+    d->nbytes = nbytes;
+    d->mask = _mm512_set1_epi32((int)((1u << p.L) - 1u));
+    d->mul = _mm512_set1_epi32((int)TCQ_RMAD_MUL);
+    d->add = _mm512_set1_epi32((int)TCQ_RMAD_ADD);
+    d->m0 = nbytes >= 64 ? ~0ull : (1ull << nbytes) - 1;
+    d->m1 = nbytes > 64 ? (nbytes >= 128 ? ~0ull : (1ull << (nbytes - 64)) - 1) : 0;
+}
+
+typedef struct blk { __m512i lo, hi; } blk;
+
+AI blk blk_load(const dec *d, const uint32_t *words)
+{
+    blk b;
+    b.lo = _mm512_maskz_loadu_epi8(d->m0, words);
+    b.hi = d->m1 ? _mm512_maskz_loadu_epi8(d->m1, (const char *)words + 64) : b.lo;
+    return b;
+}
+
+/* x = s*MUL + ADD for the 16 states of group g */
+AI __m512i dec_x(const dec *d, blk b, int g)
+{
+    __m512i v = _mm512_permutex2var_epi8(b.lo, _mm512_load_si512(&d->idx[g]), b.hi);
+    v = _mm512_multishift_epi64_epi8(d->shctl, v);
+    v = _mm512_and_si512(v, d->mask);
+    return _mm512_add_epi32(_mm512_mullo_epi32(v, d->mul), d->add);
+}
+
+/* exact weights value(s) * scale of group g */
+AI __m512 dec_w(const dec *d, blk b, int g, __m512 scale)
+{
+    const __m512i x = dec_x(d, b, g);
+    const __m512i y = _mm512_dpbusd_epi32(_mm512_set1_epi32(-510), x, _mm512_set1_epi32(0x01010101));
+    const __m512 f = _mm512_cvtepi32_ps(y), r = _mm512_set1_ps(TCQ_RMAD_RINV), dv = _mm512_set1_ps(TCQ_RMAD_DIV);
+    __m512 q = _mm512_mul_ps(f, r);
+    const __m512 e = _mm512_fnmadd_ps(q, dv, f);
+    q = _mm512_fmadd_ps(e, r, q);
+    return _mm512_mul_ps(q, scale);
+}
+
+static void decode_rows(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb, float *out)
+{
+    dec d;
+    dec_init(&d, w->p);
+    const __m512 scale = _mm512_set1_ps(_cvtsh_ss(w->scales[r]));
+    for (int64_t b = 0; b < nb; b++) {
+        const blk bl = blk_load(&d, kblock(w, r, b0 + b));
+        for (int g = 0; g < d.ng; g++) _mm512_storeu_ps(out + b * w->p.T + g * 16, dec_w(&d, bl, g, scale));
+    }
+}
+
+/* ---- axis 1 (reduce) --------------------------------------------------------------------- */
+
+/* fast, rows m0..m0+MC share each decoded group */
+AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m0)
+{
+    const tcq_trellis *w = a->w;
+    const int64_t wpb = w->p.T * w->p.k / 32;
+    const kq_act *qa = a->qa;
+    const int T = w->p.T;
+    const int64_t nb = w->cols / T;
+    for (int64_t r = a->r0; r < a->r1; r++) {
+        const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
+        __m512 facc[4];
+        for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const blk bl = blk_load(d, (rb + b * wpb));
+            for (int qb = 0; qb < T / QB; qb++) {
+                const int64_t kb = b * (T / QB) + qb;
+                __m512i iacc[4];
+                for (int m = 0; m < MC; m++)
+                    iacc[m] = _mm512_zextsi128_si512(_mm_cvtsi32_si128(qa->corr[(m0 + m) * qa->nblk + kb]));
+                for (int gg = 0; gg < GPQ; gg++) {
+                    const int g = qb * GPQ + gg;
+                    const __m512i x = dec_x(d, bl, g);
+                    for (int m = 0; m < MC; m++)
+                        iacc[m] = _mm512_dpbusd_epi32(
+                            iacc[m], x, _mm512_loadu_si512(qa->q4 + (m0 + m) * qa->npad + b * T + g * 16));
+                }
+                for (int m = 0; m < MC; m++)
+                    facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m]),
+                                              _mm512_set1_ps(qa->d[(m0 + m) * qa->nblk + kb]), facc[m]);
+            }
+        }
+        const float f = _cvtsh_ss(w->scales[r]) * TCQ_RMAD_RINV;
+        for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]) * f;
+    }
+}
+
+AI void reduce_exact_body(const kr_args *a, const dec *d, const int MC, int64_t m0)
+{
+    const tcq_trellis *w = a->w;
+    const int64_t wpb = w->p.T * w->p.k / 32;
+    const int T = w->p.T;
+    const int64_t nb = w->cols / T, C = w->cols;
+    for (int64_t r = a->r0; r < a->r1; r++) {
+        const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
+        const __m512 scale = _mm512_set1_ps(_cvtsh_ss(w->scales[r]));
+        __m512 facc[4];
+        for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const blk bl = blk_load(d, (rb + b * wpb));
+            for (int g = 0; g < d->ng; g++) {
+                const __m512 wv = dec_w(d, bl, g, scale);
+                for (int m = 0; m < MC; m++)
+                    facc[m] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(a->x + (m0 + m) * C + b * T + g * 16), facc[m]);
+            }
+        }
+        for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]);
+    }
+}
+
+#define MC_SWITCH(body, a, d, mc, m0)                                                              \
+    switch (mc) {                                                                                  \
+    case 1: body(a, d, 1, m0); break;                                                              \
+    case 2: body(a, d, 2, m0); break;                                                              \
+    case 3: body(a, d, 3, m0); break;                                                              \
+    default: body(a, d, 4, m0); break;                                                             \
+    }
+
+static void reduce_fast_shared(const kr_args *a)
+{
+    dec d;
+    dec_init(&d, a->w->p);
+    for (int64_t m0 = 0; m0 < a->M; m0 += 4) MC_SWITCH(reduce_fast_body, a, &d, TCQ_MIN(4, a->M - m0), m0);
+}
+
+static void reduce_exact_shared(const kr_args *a)
+{
+    dec d;
+    dec_init(&d, a->w->p);
+    for (int64_t m0 = 0; m0 < a->M; m0 += 4) MC_SWITCH(reduce_exact_body, a, &d, TCQ_MIN(4, a->M - m0), m0);
+}
+
+/* tile, int16: decode a coded row once to int16 code values y (vpdpbusd against ones seeded
+ * with -510, vpackssdw of two groups), then each activation row costs one vpdpwssd per 32
+ * weights (two products per lane instead of vpdpbusd's one useful byte sum) and a fold every
+ * TCQ_Q16_CHUNK weights; one f32 step per activation row (kq_act.q16). */
+AI void reduce_fast_tile16_rows(const kr_args *a, const __m512i *yr, int64_t r, const int MC, int64_t m0)
+{
+    const kq_act *qa = a->qa;
+    const int64_t C = a->w->cols, nv = C / 32, per = TCQ_Q16_CHUNK / 32;
+    __m512 facc[8];
+    for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
+    for (int64_t v0 = 0; v0 < nv; v0 += per) {
+        __m512i iacc[8];
+        for (int m = 0; m < MC; m++) iacc[m] = _mm512_setzero_si512();
+        const int64_t v1 = TCQ_MIN(nv, v0 + per);
+        for (int64_t v = v0; v < v1; v++) {
+            const __m512i y = _mm512_load_si512(yr + v);
+            for (int m = 0; m < MC; m++)
+                iacc[m] = _mm512_dpwssd_epi32(iacc[m], y, _mm512_loadu_si512(qa->q16 + (m0 + m) * qa->npad + v * 32));
+        }
+        for (int m = 0; m < MC; m++) facc[m] = _mm512_add_ps(facc[m], _mm512_cvtepi32_ps(iacc[m]));
+    }
+    const float f = _cvtsh_ss(a->w->scales[r]) * TCQ_RMAD_RINV;
+    for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]) * (qa->d16[m0 + m] * f);
+}
+
+static void reduce_fast_tile16(const kr_args *a)
+{
+    const tcq_trellis *w = a->w;
+    const int64_t wpb = w->p.T * w->p.k / 32;
+    dec d;
+    dec_init(&d, w->p);
+    __m512i *yr = a->scratch;   /* [C/32] int16 code values in vpackssdw order */
+    const __m512i c510 = _mm512_set1_epi32(-510), ones = _mm512_set1_epi32(0x01010101);
+    const int64_t nb = w->cols / w->p.T;
+    for (int64_t r = a->r0; r < a->r1; r++) {
+        const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
+        for (int64_t b = 0; b < nb; b++) {
+            const blk bl = blk_load(&d, (rb + b * wpb));
+            for (int g = 0; g < d.ng; g += 2) {
+                const __m512i ya = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g), ones);
+                const __m512i yb = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g + 1), ones);
+                _mm512_store_si512(yr + (b * d.ng + g) / 2, _mm512_packs_epi32(ya, yb));
+            }
+        }
+        for (int64_t m0 = 0; m0 < a->M; m0 += 8) {
+            const int mc = (int)TCQ_MIN(8, a->M - m0);
+            if (mc == 8) reduce_fast_tile16_rows(a, yr, r, 8, m0);
+            else if (mc >= 4) {
+                reduce_fast_tile16_rows(a, yr, r, 4, m0);
+                for (int64_t m = m0 + 4; m < m0 + mc; m++) reduce_fast_tile16_rows(a, yr, r, 1, m);
+            } else
+                for (int64_t m = m0; m < m0 + mc; m++) reduce_fast_tile16_rows(a, yr, r, 1, m);
+        }
+    }
+}
+
+AI void reduce_exact_tile_rows(const kr_args *a, const float *wr, int64_t r, const int MC, int64_t m0)
+{
+    const int64_t C = a->w->cols;
+    __m512 facc[8];
+    for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < C; c += 16) {
+        const __m512 wv = _mm512_load_ps(wr + c);
+        for (int m = 0; m < MC; m++) facc[m] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(a->x + (m0 + m) * C + c), facc[m]);
+    }
+    for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]);
+}
+
+static void reduce_exact_tile(const kr_args *a)
+{
+    const tcq_trellis *w = a->w;
+    float *wr = a->scratch;
+    for (int64_t r = a->r0; r < a->r1; r++) {
+        decode_rows(w, r, 0, w->cols / w->p.T, wr);
+        for (int64_t m0 = 0; m0 < a->M; m0 += 8) {
+            const int mc = (int)TCQ_MIN(8, a->M - m0);
+            if (mc == 8) reduce_exact_tile_rows(a, wr, r, 8, m0);
+            else if (mc >= 4) {
+                reduce_exact_tile_rows(a, wr, r, 4, m0);
+                for (int64_t m = m0 + 4; m < m0 + mc; m++) reduce_exact_tile_rows(a, wr, r, 1, m);
+            } else
+                for (int64_t m = m0; m < m0 + mc; m++) reduce_exact_tile_rows(a, wr, r, 1, m);
+        }
+    }
+}
+
+/* ---- axis 0 (scatter) -------------------------------------------------------------------- */
+
+/* fast: MC activation rows x G groups (from g0) of integer accumulators live in registers over
+ * one activation block of stored rows, then fold into acc (f32, in memory). */
+AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const int G, int64_t m0, int g0)
+{
+    const tcq_trellis *w = a->w;
+    const uint32_t *cb;
+    int64_t cs;
+    kblock_col(w, a->b, &cb, &cs);
+    const kq_act *qa = a->qa;
+    const int T = w->p.T;
+    for (int64_t ic = a->i0; ic < a->i1; ic += QB) {
+        const int64_t kb = ic / QB, ie = TCQ_MIN(a->i1, ic + QB);
+        __m512i iacc[16];
+        for (int m = 0; m < MC; m++)
+            for (int g = 0; g < G; g++) iacc[m * G + g] = _mm512_set1_epi32(qa->corr[(m0 + m) * qa->nblk + kb]);
+        for (int64_t i = ic; i < ie; i++) {
+            const blk bl = blk_load(d, (cb + i * cs));
+            if (i + 8 < ie) {
+                const char *pf = (const char *)(cb + (i + 8) * cs);
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+            }
+            __m512i qv[4];
+            for (int m = 0; m < MC; m++) qv[m] = _mm512_set1_epi32((int)qa->q4[(m0 + m) * qa->npad + i]);
+            for (int g = 0; g < G; g++) {
+                const __m512i x = dec_x(d, bl, g0 + g);
+                for (int m = 0; m < MC; m++) iacc[m * G + g] = _mm512_dpbusd_epi32(iacc[m * G + g], x, qv[m]);
+            }
+        }
+        for (int m = 0; m < MC; m++) {
+            const __m512 dv = _mm512_set1_ps(qa->d[(m0 + m) * qa->nblk + kb]);
+            float *acc = a->acc + (m0 + m) * T + g0 * 16;
+            for (int g = 0; g < G; g++)
+                _mm512_storeu_ps(acc + g * 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m * G + g]), dv,
+                                                               _mm512_loadu_ps(acc + g * 16)));
+        }
+    }
+}
+
+AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const int G, int64_t m0, int g0)
+{
+    const tcq_trellis *w = a->w;
+    const uint32_t *cb;
+    int64_t cs;
+    kblock_col(w, a->b, &cb, &cs);
+    const int T = w->p.T;
+    const int64_t in = w->rows;
+    __m512 facc[16];
+    for (int m = 0; m < MC; m++)
+        for (int g = 0; g < G; g++) facc[m * G + g] = _mm512_loadu_ps(a->acc + (m0 + m) * T + (g0 + g) * 16);
+    for (int64_t i = a->i0; i < a->i1; i++) {
+        const blk bl = blk_load(d, (cb + i * cs));
+        if (i + 8 < a->i1) {
+            const char *pf = (const char *)(cb + (i + 8) * cs);
+            _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(pf + 64, _MM_HINT_T0);
+        }
+        const __m512 scale = _mm512_set1_ps(_cvtsh_ss(w->scales[i]));
+        __m512 xv[4];
+        for (int m = 0; m < MC; m++) xv[m] = _mm512_set1_ps(a->x[(m0 + m) * in + i]);
+        for (int g = 0; g < G; g++) {
+            const __m512 wv = dec_w(d, bl, g0 + g, scale);
+            for (int m = 0; m < MC; m++) facc[m * G + g] = _mm512_fmadd_ps(wv, xv[m], facc[m * G + g]);
+        }
+    }
+    for (int m = 0; m < MC; m++)
+        for (int g = 0; g < G; g++) _mm512_storeu_ps(a->acc + (m0 + m) * T + (g0 + g) * 16, facc[m * G + g]);
+}
+
+/* groups per pass so that MC * G accumulators fit the register file */
+#define SC_DISPATCH(body, a, d, mc, m0)                                                            \
+    do {                                                                                           \
+        const int ng_ = (d)->ng;                                                                   \
+        switch (mc) {                                                                              \
+        case 1: /* 8 accumulators + the 8 group indices stay in registers; 16 spilled */        \
+            for (int g0_ = 0; g0_ < ng_; g0_ += 8) {                                               \
+                if (ng_ >= 8) body(a, d, 1, 8, m0, g0_);                                           \
+                else body(a, d, 1, 4, m0, g0_);                                                    \
+            }                                                                                      \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            for (int g0_ = 0; g0_ < ng_; g0_ += 8) {                                               \
+                if (ng_ >= 8) body(a, d, 2, 8, m0, g0_);                                           \
+                else body(a, d, 2, 4, m0, g0_);                                                    \
+            }                                                                                      \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            for (int g0_ = 0; g0_ < ng_; g0_ += 4) body(a, d, 3, 4, m0, g0_);                      \
+            break;                                                                                 \
+        default:                                                                                   \
+            for (int g0_ = 0; g0_ < ng_; g0_ += 4) body(a, d, 4, 4, m0, g0_);                      \
+            break;                                                                                 \
+        }                                                                                          \
+    } while (0)
+
+/* Row chunks outermost, then the column blocks: each chunk of rows is read column block after
+ * column block while it is still in L1/L2 (better line and TLB use than one block column over
+ * the whole partition). */
+#define SCATTER_CHUNK_FAST QB
+#define SCATTER_CHUNK_EXACT (4 * QB)
+
+static void scatter_fast_shared(const ks_args *a)
+{
+    dec d;
+    dec_init(&d, a->w->p);
+    const int T = a->w->p.T;
+    for (int64_t j = 0; j < a->nbc * a->M * T; j++) a->acc[j] = 0;
+    for (int64_t ic = a->i0; ic < a->i1; ic += SCATTER_CHUNK_FAST)
+        for (int64_t cb = 0; cb < a->nbc; cb++) {
+            ks_args s = *a;
+            s.i0 = ic;
+            s.i1 = TCQ_MIN(a->i1, ic + SCATTER_CHUNK_FAST);
+            s.b = a->b + cb;
+            s.acc = a->acc + cb * a->M * T;
+            for (int64_t m0 = 0; m0 < a->M; m0 += 4) SC_DISPATCH(scatter_fast_body, &s, &d, (int)TCQ_MIN(4, a->M - m0), m0);
+        }
+    const __m512 ri = _mm512_set1_ps(TCQ_RMAD_RINV);
+    for (int64_t j = 0; j < a->nbc * a->M * T; j += 16)
+        _mm512_storeu_ps(a->acc + j, _mm512_mul_ps(_mm512_loadu_ps(a->acc + j), ri));
+}
+
+static void scatter_exact_shared(const ks_args *a)
+{
+    dec d;
+    dec_init(&d, a->w->p);
+    const int T = a->w->p.T;
+    for (int64_t j = 0; j < a->nbc * a->M * T; j++) a->acc[j] = 0;
+    for (int64_t ic = a->i0; ic < a->i1; ic += SCATTER_CHUNK_EXACT)
+        for (int64_t cb = 0; cb < a->nbc; cb++) {
+            ks_args s = *a;
+            s.i0 = ic;
+            s.i1 = TCQ_MIN(a->i1, ic + SCATTER_CHUNK_EXACT);
+            s.b = a->b + cb;
+            s.acc = a->acc + cb * a->M * T;
+            for (int64_t m0 = 0; m0 < a->M; m0 += 4) SC_DISPATCH(scatter_exact_body, &s, &d, (int)TCQ_MIN(4, a->M - m0), m0);
+        }
+}
+
+/* tile: decode an activation block of stored rows (<= 64 rows x T) into the scratch buffer once,
+ * then run every (4 rows of M) x (4 groups) register block over it */
+AI void scatter_fast_tile_blk(const ks_args *a, const __m512i *xb, int ng, int64_t ic, int64_t n, const int MC,
+                              int64_t m0, int g0)
+{
+    const kq_act *qa = a->qa;
+    const int64_t kb = ic / QB;
+    __m512i iacc[16];
+    for (int m = 0; m < MC; m++)
+        for (int g = 0; g < 4; g++) iacc[m * 4 + g] = _mm512_set1_epi32(qa->corr[(m0 + m) * qa->nblk + kb]);
+    for (int64_t i = 0; i < n; i++) {
+        __m512i qv[4];
+        for (int m = 0; m < MC; m++) qv[m] = _mm512_set1_epi32((int)qa->q4[(m0 + m) * qa->npad + ic + i]);
+        for (int g = 0; g < 4; g++) {
+            const __m512i x = _mm512_load_si512(xb + i * ng + g0 + g);
+            for (int m = 0; m < MC; m++) iacc[m * 4 + g] = _mm512_dpbusd_epi32(iacc[m * 4 + g], x, qv[m]);
+        }
+    }
+    for (int m = 0; m < MC; m++) {
+        const __m512 dv = _mm512_set1_ps(qa->d[(m0 + m) * qa->nblk + kb]);
+        float *acc = a->acc + (m0 + m) * a->w->p.T + g0 * 16;
+        for (int g = 0; g < 4; g++)
+            _mm512_storeu_ps(acc + g * 16,
+                             _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m * 4 + g]), dv, _mm512_loadu_ps(acc + g * 16)));
+    }
+}
+
+static void scatter_fast_tile(const ks_args *a)
+{
+    const tcq_trellis *w = a->w;
+    const uint32_t *cb;
+    int64_t cs;
+    kblock_col(w, a->b, &cb, &cs);
+    dec d;
+    dec_init(&d, w->p);
+    const int T = w->p.T;
+    __m512i *xb = a->scratch;   /* [QB rows, ng] */
+    for (int64_t j = 0; j < a->M * T; j++) a->acc[j] = 0;
+    for (int64_t ic = a->i0; ic < a->i1; ic += QB) {
+        const int64_t n = TCQ_MIN(a->i1, ic + QB) - ic;
+        for (int64_t i = 0; i < n; i++) {
+            const blk bl = blk_load(&d, (cb + (ic + i) * cs));
+            for (int g = 0; g < d.ng; g++) _mm512_store_si512(xb + i * d.ng + g, dec_x(&d, bl, g));
+        }
+        for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
+            const int mc = (int)TCQ_MIN(4, a->M - m0);
+            for (int g0 = 0; g0 < d.ng; g0 += 4) {
+                if (mc == 4) scatter_fast_tile_blk(a, xb, d.ng, ic, n, 4, m0, g0);
+                else
+                    for (int m = 0; m < mc; m++) scatter_fast_tile_blk(a, xb, d.ng, ic, n, 1, m0 + m, g0);
+            }
+        }
+    }
+    const __m512 ri = _mm512_set1_ps(TCQ_RMAD_RINV);
+    for (int64_t j = 0; j < a->M * T; j += 16) _mm512_storeu_ps(a->acc + j, _mm512_mul_ps(_mm512_loadu_ps(a->acc + j), ri));
+}
+
+AI void scatter_exact_tile_blk(const ks_args *a, const float *wb, int T, int64_t ic, int64_t n, const int MC,
+                               int64_t m0, int g0)
+{
+    const int64_t in = a->w->rows;
+    __m512 facc[16];
+    for (int m = 0; m < MC; m++)
+        for (int g = 0; g < 4; g++) facc[m * 4 + g] = _mm512_loadu_ps(a->acc + (m0 + m) * T + (g0 + g) * 16);
+    for (int64_t i = 0; i < n; i++) {
+        __m512 xv[4];
+        for (int m = 0; m < MC; m++) xv[m] = _mm512_set1_ps(a->x[(m0 + m) * in + ic + i]);
+        for (int g = 0; g < 4; g++) {
+            const __m512 wv = _mm512_load_ps(wb + i * T + (g0 + g) * 16);
+            for (int m = 0; m < MC; m++) facc[m * 4 + g] = _mm512_fmadd_ps(wv, xv[m], facc[m * 4 + g]);
+        }
+    }
+    for (int m = 0; m < MC; m++)
+        for (int g = 0; g < 4; g++) _mm512_storeu_ps(a->acc + (m0 + m) * T + (g0 + g) * 16, facc[m * 4 + g]);
+}
+
+static void scatter_exact_tile(const ks_args *a)
+{
+    const tcq_trellis *w = a->w;
+    const int T = w->p.T;
+    float *wb = a->scratch;   /* [QB rows, T] */
+    for (int64_t j = 0; j < a->M * T; j++) a->acc[j] = 0;
+    for (int64_t ic = a->i0; ic < a->i1; ic += QB) {
+        const int64_t n = TCQ_MIN(a->i1, ic + QB) - ic;
+        for (int64_t i = 0; i < n; i++) decode_rows(w, ic + i, a->b, 1, wb + i * T);
+        for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
+            const int mc = (int)TCQ_MIN(4, a->M - m0);
+            for (int g0 = 0; g0 < T / 16; g0 += 4) {
+                if (mc == 4) scatter_exact_tile_blk(a, wb, T, ic, n, 4, m0, g0);
+                else
+                    for (int m = 0; m < mc; m++) scatter_exact_tile_blk(a, wb, T, ic, n, 1, m0 + m, g0);
+            }
+        }
+    }
+}
+
+static const tr_table table = {
+    .isa = "avx512",
+    .reduce = {{reduce_exact_shared, reduce_exact_shared, reduce_exact_tile},
+               {reduce_fast_shared, reduce_fast_shared, reduce_fast_tile16}},
+    .scatter = {{scatter_exact_shared, scatter_exact_shared, scatter_exact_tile},
+                {scatter_fast_shared, scatter_fast_shared, scatter_fast_tile}},
+    .decode = decode_rows,
+    .tag = {{NULL, NULL, NULL}, {NULL, NULL, "i16"}},
+    .scatter_nbc = {{4, 4, 1}, {4, 4, 1}},
+};
+
+const tr_table *tcq_tr_avx512(void)
+{
+    const tcq_cpu_features *f = tcq_cpu();
+    if (!(f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni && f->avx512vbmi)) return NULL;
+    return &table;
+}

@@ -1,0 +1,58 @@
+/* The attention core, included by attn.c (generic), attn_avx2.c and attn_avx512.c, which only
+ * differ in the flags the build gives them.  The arithmetic is written out in a fixed order
+ * (eight lanes combined as ((0+4)+(1+5))+((2+6)+(3+7)), separate multiply and add), so every
+ * ISA computes bit-identical results; the wider ones just vectorize it better. */
+#ifndef ATTN_NAME
+#error "define ATTN_NAME before including attn_impl.h"
+#endif
+
+#include <math.h>
+#include <string.h>
+
+static float attn_dot(const float *a, const float *b, int n)
+{
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int u = 0; u < 8; u++) acc[u] += a[i + u] * b[i + u];
+    for (; i < n; i++) acc[0] += a[i] * b[i];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+static const float *attn_row(const tcq_attn_args *a, const void *cache, int t)
+{
+    if (!a->kv_f16) return (const float *)cache + (size_t)t * a->kv_dim;
+    const uint16_t *p = (const uint16_t *)cache + (size_t)t * a->kv_dim;
+    for (int i = 0; i < a->hd; i++) a->buf[i] = tcq_model_h2f(p[i]);
+    return a->buf;
+}
+
+void ATTN_NAME(const tcq_attn_args *a)
+{
+    const int hd = a->hd, G = a->G, n = a->n;
+    const size_t S = (size_t)a->n;   /* scores row stride */
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int t = 0; t < n; t++) {
+        const float *k = attn_row(a, a->k, t);
+        for (int g = 0; g < G; g++) a->scores[g * S + t] = attn_dot(a->q + (size_t)g * hd, k, hd) * scale;
+    }
+    for (int g = 0; g < G; g++) {
+        float *p = a->scores + g * S, mx = -INFINITY, sum = 0;
+        for (int t = 0; t < n; t++) mx = p[t] > mx ? p[t] : mx;
+        for (int t = 0; t < n; t++) {
+            p[t] = expf(p[t] - mx);
+            sum += p[t];
+        }
+        const float inv = 1.0f / sum;
+        for (int t = 0; t < n; t++) p[t] *= inv;
+    }
+    memset(a->out, 0, (size_t)G * hd * sizeof *a->out);
+    for (int t = 0; t < n; t++) {
+        const float *v = attn_row(a, a->v, t);
+        for (int g = 0; g < G; g++) {
+            const float w = a->scores[g * S + t];
+            float *o = a->out + (size_t)g * hd;
+            for (int i = 0; i < hd; i++) o[i] += w * v[i];
+        }
+    }
+}

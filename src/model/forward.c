@@ -1,0 +1,201 @@
+/* The transformer forward, llama2.c style.  Rows are tokens; each row carries its session and
+ * position, so a prefill chunk (one session, consecutive positions) and a decode batch (one row
+ * per session) are the same code.  Per layer:
+ *   xb = rmsnorm(x) -> q, k, v = xb Wq^T, xb Wk^T, xb Wv^T -> [Qwen3: per-head q/k rmsnorm]
+ *   -> rope(q, k) -> cache k, v -> att = softmax(q K^T / sqrt(hd)) V -> x += att Wo^T
+ *   xb = rmsnorm(x) -> hb = silu(xb Wg^T) * (xb Wu^T) -> x += hb Wd^T
+ * then logits = rmsnorm(x) Wlm^T for the rows that want them. */
+#include "model/model.h"
+
+#include <math.h>
+#include <string.h>
+
+/* out = w * (x / sqrt(mean(x^2) + eps)), as transformers' RMSNorm in f32 (sum in double). */
+static void rmsnorm(float *out, const float *x, const float *w, int n, float eps)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float inv = (float)(1.0 / sqrt((double)(float)(ss / n) + (double)eps));
+    for (int i = 0; i < n; i++) out[i] = w[i] * (x[i] * inv);
+}
+
+static void rope(const tcq_model *m, float *v /* [n_heads, hd] */, int n_heads, int pos)
+{
+    const int hd = m->cfg.head_dim, half = hd / 2;
+    for (int i = 0; i < half; i++) {
+        float ang = (float)pos * m->rope_inv_freq[i];
+        float c = (float)cos((double)ang), s = (float)sin((double)ang);
+        for (int h = 0; h < n_heads; h++) {
+            float *p = v + (size_t)h * hd;
+            int a = m->cfg.rope_interleaved ? 2 * i : i, b = m->cfg.rope_interleaved ? 2 * i + 1 : i + half;
+            float x0 = p[a], x1 = p[b];
+            p[a] = x0 * c - x1 * s;
+            p[b] = x1 * c + x0 * s;
+        }
+    }
+}
+
+static void kv_store(tcq_session *s, int layer, int pos, const float *k, const float *v /* [kv_dim] */)
+{
+    size_t off = ((size_t)layer * s->ctx + pos) * s->kv_dim;
+    if (s->kv == TCQ_KV_F32) {
+        memcpy((float *)s->kcache + off, k, (size_t)s->kv_dim * sizeof(float));
+        memcpy((float *)s->vcache + off, v, (size_t)s->kv_dim * sizeof(float));
+    } else {
+        uint16_t *kc = (uint16_t *)s->kcache + off, *vc = (uint16_t *)s->vcache + off;
+        for (int i = 0; i < s->kv_dim; i++) {
+            kc[i] = tcq_f32_to_f16(k[i]);
+            vc[i] = tcq_f32_to_f16(v[i]);
+        }
+    }
+}
+
+typedef struct att_job {
+    tcq_model *m;
+    tcq_session *const *sess;   /* [M] */
+    const int *pos;             /* [M] */
+    int layer;
+} att_job;
+
+/* One (row, kv head) group: the attention core on its cache rows. */
+static void att_item(void *arg, int64_t item, int thread)
+{
+    const att_job *J = arg;
+    tcq_model *m = J->m;
+    const tcq_model_config *c = &m->cfg;
+    const int hd = c->head_dim, G = c->n_heads / c->n_kv_heads;
+    const int r = (int)(item / c->n_kv_heads), kvh = (int)(item % c->n_kv_heads);
+    const tcq_session *s = J->sess[r];
+    const size_t base = (size_t)J->layer * s->ctx * s->kv_dim + (size_t)kvh * hd, es = s->kv == TCQ_KV_F16 ? 2 : 4;
+    tcq_attn_args a;
+    a.q = m->q + ((size_t)r * c->n_heads + (size_t)kvh * G) * hd;
+    a.out = m->att + ((size_t)r * c->n_heads + (size_t)kvh * G) * hd;
+    a.k = (const char *)s->kcache + base * es;
+    a.v = (const char *)s->vcache + base * es;
+    a.kv_f16 = s->kv == TCQ_KV_F16;
+    a.kv_dim = s->kv_dim;
+    a.hd = hd;
+    a.G = G;
+    a.n = J->pos[r] + 1;
+    a.scores = m->att_scores + (size_t)thread * m->att_cap;
+    a.buf = a.scores + (size_t)G * s->ctx;
+    m->attn(&a);
+}
+
+static tcq_status ensure_att_scratch(tcq_model *m, int ctx)
+{
+    int need = ctx * (m->cfg.n_heads / m->cfg.n_kv_heads) + m->cfg.head_dim;
+    if (m->att_cap >= need) return TCQ_OK;
+    tcq_afree(m->att_scores);
+    m->att_scores = tcq_amalloc((size_t)tcq_pool_size(m->pool) * need * sizeof(float));
+    m->att_cap = m->att_scores ? need : 0;
+    return m->att_scores ? TCQ_OK : tcq_fail(TCQ_ERR_NOMEM, "model: attention scratch of %d positions", ctx);
+}
+
+/* M rows (M <= TCQ_PREFILL_CHUNK).  Rows [out_from, M) get logits into logits [M-out_from, vocab]. */
+static tcq_status forward_rows(tcq_model *m, tcq_session *const *sess, const int *pos, const int32_t *tok, int M,
+                               int out_from, float *logits)
+{
+    const tcq_model_config *c = &m->cfg;
+    const int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    int max_ctx = 0;
+    for (int r = 0; r < M; r++) max_ctx = TCQ_MAX(max_ctx, sess[r]->ctx);
+    TCQ_TRY(ensure_att_scratch(m, max_ctx));
+
+    for (int r = 0; r < M; r++) tcq_model_embed(m, tok[r], m->x + (size_t)r * d);   /* x [M, d] */
+    for (int l = 0; l < c->n_layers; l++) {
+        const tcq_layer *L = &m->layers[l];
+        for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, m->x + (size_t)r * d, L->attn_norm, d, c->norm_eps);
+        TCQ_TRY(tcq_linear(&L->wq, m->xb, m->q, M, m->kctx));   /* q [M, qd] */
+        TCQ_TRY(tcq_linear(&L->wk, m->xb, m->k, M, m->kctx));   /* k [M, kvd] */
+        TCQ_TRY(tcq_linear(&L->wv, m->xb, m->v, M, m->kctx));   /* v [M, kvd] */
+        for (int r = 0; r < M; r++) {
+            float *q = m->q + (size_t)r * qd, *k = m->k + (size_t)r * kvd;
+            if (L->q_norm) {
+                for (int h = 0; h < c->n_heads; h++) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, c->norm_eps);
+                for (int h = 0; h < c->n_kv_heads; h++) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, c->norm_eps);
+            }
+            rope(m, q, c->n_heads, pos[r]);
+            rope(m, k, c->n_kv_heads, pos[r]);
+            kv_store(sess[r], l, pos[r], k, m->v + (size_t)r * kvd);
+        }
+        att_job J = {m, sess, pos, l};
+        tcq_pool_run(m->pool, (int64_t)M * c->n_kv_heads, att_item, &J);    /* att [M, qd] */
+        TCQ_TRY(tcq_linear(&L->wo, m->att, m->xb2, M, m->kctx));          /* xb2 [M, d] */
+        for (size_t i = 0; i < (size_t)M * d; i++) m->x[i] += m->xb2[i];
+        for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, m->x + (size_t)r * d, L->ffn_norm, d, c->norm_eps);
+        TCQ_TRY(tcq_linear_swiglu(&L->gate, &L->up, m->xb, m->hb, M, m->kctx));   /* hb [M, hidden] */
+        TCQ_TRY(tcq_linear(&L->down, m->hb, m->xb2, M, m->kctx));                /* xb2 [M, d] */
+        for (size_t i = 0; i < (size_t)M * d; i++) m->x[i] += m->xb2[i];
+    }
+    if (out_from >= M) return TCQ_OK;
+    for (int r = out_from; r < M; r++)
+        rmsnorm(m->xb + (size_t)(r - out_from) * d, m->x + (size_t)r * d, m->final_norm, d, c->norm_eps);
+    return tcq_linear(&m->lm_head, m->xb, logits, M - out_from, m->kctx);   /* logits [M-out_from, V] */
+}
+
+static tcq_status check_tokens(const tcq_model *m, const int32_t *tokens, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab_size)
+            return tcq_fail(TCQ_ERR_INVALID_ARG, "token %d at position %d is outside the vocabulary [0, %d)", tokens[i],
+                            i, m->cfg.vocab_size);
+    return TCQ_OK;
+}
+
+/* all: logits of every row into logits [n, V]; else only the last row's into logits [V]. */
+static tcq_status run_sequence(tcq_model *m, tcq_session *s, const int32_t *tokens, int n, float *logits, int all)
+{
+    if (!m || !s || (n > 0 && !tokens) || n < 0) return tcq_fail(TCQ_ERR_INVALID_ARG, "forward: bad arguments");
+    if (n > s->ctx - s->pos)
+        return tcq_fail(TCQ_ERR_RANGE, "context overflow: %d tokens at position %d exceed the context of %d", n, s->pos,
+                        s->ctx);
+    TCQ_TRY(check_tokens(m, tokens, n));
+    tcq_session *rs[TCQ_PREFILL_CHUNK];
+    int pos[TCQ_PREFILL_CHUNK];
+    const size_t V = (size_t)m->cfg.vocab_size;
+    for (int i = 0; i < n; i += TCQ_PREFILL_CHUNK) {
+        int M = TCQ_MIN(TCQ_PREFILL_CHUNK, n - i);
+        for (int r = 0; r < M; r++) {
+            rs[r] = s;
+            pos[r] = s->pos + r;
+        }
+        int last = i + M == n;
+        int from = all ? 0 : (logits && last ? M - 1 : M);
+        tcq_status st = forward_rows(m, rs, pos, tokens + i, M, from, all && logits ? logits + (size_t)i * V : logits);
+        if (st != TCQ_OK) return st;
+        s->pos += M;
+    }
+    return TCQ_OK;
+}
+
+tcq_status tcq_model_forward(tcq_model *m, tcq_session *s, const int32_t *tokens, int n, float *logits)
+{
+    if (!logits) return run_sequence(m, s, tokens, n, NULL, 0);
+    return run_sequence(m, s, tokens, n, logits, 1);
+}
+
+tcq_status tcq_model_prefill(tcq_model *m, tcq_session *s, const int32_t *tokens, int n, float *last_logits)
+{
+    return run_sequence(m, s, tokens, n, last_logits, 0);
+}
+
+tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *sess, const int32_t *tokens, int nb,
+                                   float *logits)
+{
+    if (!m || !sess || !tokens || !logits || nb < 1 || nb > TCQ_MAX_BATCH)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "forward_batch: bad arguments (nb = %d, at most %d)", nb, TCQ_MAX_BATCH);
+    int pos[TCQ_MAX_BATCH];
+    for (int b = 0; b < nb; b++) {
+        if (!sess[b]) return tcq_fail(TCQ_ERR_INVALID_ARG, "forward_batch: session %d is NULL", b);
+        for (int j = 0; j < b; j++)
+            if (sess[j] == sess[b]) return tcq_fail(TCQ_ERR_INVALID_ARG, "forward_batch: session %d repeats %d", b, j);
+        if (sess[b]->pos >= sess[b]->ctx)
+            return tcq_fail(TCQ_ERR_RANGE, "context overflow: session %d is full (%d positions)", b, sess[b]->ctx);
+        pos[b] = sess[b]->pos;
+    }
+    TCQ_TRY(check_tokens(m, tokens, nb));
+    TCQ_TRY(forward_rows(m, sess, pos, tokens, nb, 0, logits));
+    for (int b = 0; b < nb; b++) sess[b]->pos++;
+    return TCQ_OK;
+}

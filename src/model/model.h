@@ -1,0 +1,92 @@
+/* Model internals shared by the files of src/model. Not installed. */
+#ifndef TCQ_MODEL_INTERNAL_H
+#define TCQ_MODEL_INTERNAL_H
+
+#include "core/internal.h"
+
+/* f16 -> f32 inline (exact, subnormals included: the shifted bits times 2^112 rebias the
+ * exponent), so the KV-cache conversion loops vectorize.  Equal to tcq_f16_to_f32. */
+static inline float tcq_model_h2f(uint16_t h)
+{
+    union { uint32_t u; float f; } o;
+    o.u = (uint32_t)(h & 0x7fffu) << 13;
+    o.f *= 0x1p112f;
+    if ((h & 0x7c00u) == 0x7c00u) o.u |= 0x7f800000u;   /* inf / nan keep their payload */
+    o.u |= (uint32_t)(h & 0x8000u) << 16;
+    return o.f;
+}
+
+/* Attention of one (row, kv head): its G query heads over cache positions [0, n). */
+typedef struct tcq_attn_args {
+    const float *q;           /* [G, hd] */
+    float *out;               /* [G, hd] */
+    const void *k, *v;        /* cache row 0 of this layer and kv head; row t at + t * kv_dim */
+    int kv_f16;               /* cache dtype: f16 (1) or f32 (0) */
+    int kv_dim, hd, G, n;
+    float *scores;            /* scratch [G, n] */
+    float *buf;               /* scratch [hd] */
+} tcq_attn_args;
+typedef void (*tcq_attn_fn)(const tcq_attn_args *a);
+void tcq_attn_generic(const tcq_attn_args *a);
+/* The build for an ISA (all give bit-identical results). */
+tcq_attn_fn tcq_attn_select(tcq_isa isa);
+
+typedef struct tcq_layer {
+    const float *attn_norm;   /* [dim] */
+    const float *ffn_norm;    /* [dim] */
+    const float *q_norm, *k_norm; /* [head_dim], Qwen3 only (else NULL) */
+    tcq_weight wq;            /* [n_heads*head_dim, dim] */
+    tcq_weight wk, wv;        /* [n_kv*head_dim, dim] */
+    tcq_weight wo;            /* [dim, n_heads*head_dim] */
+    tcq_weight gate, up;      /* [hidden, dim] */
+    tcq_weight down;          /* [dim, hidden] */
+} tcq_layer;
+
+struct tcq_model {
+    tcq_model_config cfg;
+    tcq_layer *layers;        /* [n_layers] */
+    const float *final_norm;  /* [dim] */
+    /* Embedding table [vocab, dim]: dense or MLX affine, rows converted on lookup. */
+    tcq_weight emb;
+    tcq_weight lm_head;       /* [vocab, dim]; a view of emb when tied */
+    float *rope_inv_freq;     /* [head_dim/2] */
+
+    /* Storage the views point into. */
+    tcq_st_set *st;           /* HF directory */
+    void *map;                /* llama2.c checkpoint mapping */
+    size_t map_len;
+    void **owned;             /* converted norms etc., freed at the end */
+    int n_owned, cap_owned;
+    size_t weight_bytes;
+    char describe[128];
+
+    tcq_pool *pool;
+    tcq_kctx *kctx;
+    tcq_model_opts opts;      /* as given to load (progress callback) */
+
+    /* Scratch for up to TCQ_PREFILL_CHUNK rows. */
+    float *x, *xb, *q, *k, *v, *att, *hb, *xb2; /* [chunk, ...] */
+    tcq_attn_fn attn;         /* chosen at load from tcq_isa_active() */
+    float *att_scores;        /* [pool threads, att_cap] */
+    int att_cap;
+};
+
+struct tcq_session {
+    int ctx, pos;
+    tcq_kv_dtype kv;
+    int n_layers, kv_dim;
+    void *kcache, *vcache;    /* [n_layers, ctx, kv_dim] f32 or f16 */
+    size_t bytes;
+};
+
+/* Register memory the model frees. */
+tcq_status tcq_model_own(tcq_model *m, void *p);
+/* Load an HF directory / a llama2.c checkpoint into a zeroed model (cfg filled by them). */
+tcq_status tcq_model_load_hf(tcq_model *m, const char *path);
+tcq_status tcq_model_load_llama2c(tcq_model *m, const char *path);
+/* After the weights are bound: rope tables, scratch, pool, kernel context. */
+tcq_status tcq_model_finish(tcq_model *m, const tcq_model_opts *opts);
+/* Embedding row of token t as f32. */
+void tcq_model_embed(const tcq_model *m, int32_t t, float *out /* [dim] */);
+
+#endif

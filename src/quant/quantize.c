@@ -1,0 +1,394 @@
+/* tcq_quantize_model: fold, rotate, code, write.  Tensors are processed one at a time in name
+ * order (f32 only while in flight); the outputs, k bits per coded weight and bf16 for the rest,
+ * are held until the one model.safetensors is written. */
+#include "quant.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct out_tensor {
+    char *name;
+    tcq_dtype dt;
+    int ndim;
+    int64_t shape[2];
+    void *data;
+    size_t nbytes;
+} out_tensor;
+
+typedef struct qctx {
+    const tcq_quantize_opts *o;
+    tcq_block_params p;
+    const char *in_dir;
+    tcq_st_set *set;
+    tcq_hadamard *h;
+    tcq_pool *pool;
+    int64_t n;                  /* hidden size: the rotated dimension */
+    int tied;                   /* lm_head comes from the embedding */
+    int rotate_only;            /* bits 0: fold and rotate, code nothing, keep f32 */
+    out_tensor *outs;
+    int n_out, cap_out;
+    json_t *qobj;
+    tcq_quantize_progress pr;
+    tcq_quantize_cb cb;
+    void *user;
+    char note[512];
+} qctx;
+
+static tcq_status add_out(qctx *c, const char *name, tcq_dtype dt, int ndim, const int64_t *shape,
+                          void *data, size_t nbytes)
+{
+    if (c->n_out == c->cap_out) {
+        int cap = c->cap_out ? 2 * c->cap_out : 64;
+        out_tensor *o = realloc(c->outs, (size_t)cap * sizeof *o);
+        if (!o) {
+            free(data);
+            return tcq_fail(TCQ_ERR_NOMEM, "output tensor list");
+        }
+        c->outs = o;
+        c->cap_out = cap;
+    }
+    out_tensor *t = &c->outs[c->n_out];
+    t->name = strdup(name);
+    if (!t->name) {
+        free(data);
+        return tcq_fail(TCQ_ERR_NOMEM, "output tensor %s", name);
+    }
+    t->dt = dt;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    t->data = data;
+    t->nbytes = nbytes;
+    c->n_out++;
+    return TCQ_OK;
+}
+
+/* Dense output: bf16, or f32 when only rotating (so the fold can be checked to f32 precision). */
+static tcq_status add_dense(qctx *c, const char *name, const float *x, int ndim, const int64_t *shape)
+{
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) numel *= shape[i];
+    const size_t es = c->rotate_only ? 4 : 2;
+    void *b = malloc((size_t)(numel ? numel : 1) * es);
+    if (!b) return tcq_fail(TCQ_ERR_NOMEM, "tensor %s: dense copy", name);
+    if (c->rotate_only) memcpy(b, x, (size_t)numel * 4);
+    else
+        for (int64_t i = 0; i < numel; i++) ((uint16_t *)b)[i] = tcq_f32_to_bf16(x[i]);
+    c->pr.dense_weights += numel;
+    return add_out(c, name, c->rotate_only ? TCQ_DTYPE_F32 : TCQ_DTYPE_BF16, ndim, shape, b, (size_t)numel * es);
+}
+
+/* Module path of "P.weight". */
+static void module_of(const char *name, char *mod, size_t size)
+{
+    snprintf(mod, size, "%s", name);
+    char *dot = strrchr(mod, '.');
+    if (dot) *dot = 0;
+}
+
+/* Code rows [R, C] as module `mod` (P.weight U32 [R, C*k/32], P.scales F16 [R]). */
+static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t R, int64_t C, int axis)
+{
+    const int64_t words = R * C * c->p.k / 32;
+    uint32_t *codes = malloc((size_t)words * 4);
+    uint16_t *scales = malloc((size_t)R * 2);
+    if (!codes || !scales) {
+        free(codes);
+        free(scales);
+        return tcq_fail(TCQ_ERR_NOMEM, "module %s: codes for [%lld, %lld]", mod, (long long)R, (long long)C);
+    }
+    double err = 0, ref = 0;
+    tcq_status s = tcq_encode_rows(c->p, &c->o->enc, rows, NULL, R, C, codes, scales, c->pool, &err);
+    if (s != TCQ_OK) {
+        free(codes);
+        free(scales);
+        tcq_error_prefix("module %s", mod);
+        return s;
+    }
+    for (int64_t i = 0; i < R * C; i++) ref += (double)rows[i] * rows[i];
+    c->pr.sq_err += err;
+    c->pr.sq_ref += ref;
+    c->pr.coded_weights += R * C;
+    c->pr.done += R * C;
+    char name[512];
+    const int64_t cshape[2] = {R, C * c->p.k / 32}, sshape[1] = {R};
+    snprintf(name, sizeof name, "%s.weight", mod);
+    s = add_out(c, name, TCQ_DTYPE_U32, 2, cshape, codes, (size_t)words * 4);
+    if (s != TCQ_OK) {
+        free(scales);
+        return s;
+    }
+    snprintf(name, sizeof name, "%s.scales", mod);
+    TCQ_TRY(add_out(c, name, TCQ_DTYPE_F16, 1, sshape, scales, (size_t)R * 2));
+    json_t *e = tcq_quant_entry(c->p.k, c->p.T, c->p.L, axis);
+    if (!e || json_object_set_new(c->qobj, mod, e)) return tcq_fail(TCQ_ERR_NOMEM, "module %s: entry", mod);
+    return TCQ_OK;
+}
+
+static tcq_status load_vector(qctx *c, const char *name, int64_t len, float **out)
+{
+    *out = NULL;
+    const tcq_tensor_info *t = tcq_st_set_find(c->set, name);
+    if (!t) return tcq_fail(TCQ_ERR_NOT_FOUND, "%s: tensor %s is missing", c->in_dir, name);
+    if (t->ndim != 1 || t->shape[0] != len)
+        return tcq_fail(TCQ_ERR_FORMAT, "%s: tensor %s: expected shape [%lld]", t->file, name, (long long)len);
+    return tcq_quant_load_f32(t, out);
+}
+
+static tcq_status check_2d(const qctx *c, const tcq_tensor_info *t, int dim, const char *what)
+{
+    if (t->ndim != 2 || t->shape[dim] != c->n || t->shape[1 - dim] <= 0)
+        return tcq_fail(TCQ_ERR_FORMAT, "%s: tensor %s: a %s needs shape %s with hidden_size %lld", t->file,
+                        t->name, what, dim ? "[out, hidden]" : "[hidden, in]", (long long)c->n);
+    return TCQ_OK;
+}
+
+/* W [out, n] with norm `gain` folded (NULL name: none) -> coded axis 1 or dense bf16 as `name`. */
+static tcq_status do_reader(qctx *c, const char *name, float *W, int64_t out, const char *gain_name, int code)
+{
+    float *g = NULL;
+    if (gain_name) TCQ_TRY(load_vector(c, gain_name, c->n, &g));
+    tcq_status s = tcq_rotate_reader(c->h, W, out, g, c->pool);
+    free(g);
+    TCQ_TRY(s);
+    char mod[512];
+    module_of(name, mod, sizeof mod);
+    const int64_t shape[2] = {out, c->n};
+    if (code && !c->rotate_only && c->n % c->p.T == 0) return code_rows(c, mod, W, out, c->n, 1);
+    if (code && !c->rotate_only) {
+        snprintf(c->note, sizeof c->note, "%s kept dense bf16: row length %lld is not a multiple of %d", name,
+                 (long long)c->n, c->p.T);
+        json_object_set_new(c->qobj, mod, json_false());
+    }
+    return add_dense(c, name, W, 2, shape);
+}
+
+static tcq_status do_writer(qctx *c, const tcq_tensor_info *t, const float *W)
+{
+    const int64_t in = t->shape[1];
+    float *Wt = malloc((size_t)(in * c->n) * sizeof *Wt);
+    if (!Wt) return tcq_fail(TCQ_ERR_NOMEM, "tensor %s: rotation buffer", t->name);
+    tcq_status s = tcq_rotate_writer(c->h, W, in, Wt, c->pool);
+    char mod[512];
+    module_of(t->name, mod, sizeof mod);
+    if (s == TCQ_OK && !c->rotate_only && c->n % c->p.T == 0) {
+        s = code_rows(c, mod, Wt, in, c->n, 0);
+    } else if (s == TCQ_OK) {
+        if (!c->rotate_only) {
+            snprintf(c->note, sizeof c->note, "%s kept dense bf16: row length %lld is not a multiple of %d",
+                     t->name, (long long)c->n, c->p.T);
+            json_object_set_new(c->qobj, mod, json_false());
+        }
+        float *R = malloc((size_t)(in * c->n) * sizeof *R);   /* back to [n, in] */
+        if (!R) s = tcq_fail(TCQ_ERR_NOMEM, "tensor %s: transpose", t->name);
+        for (int64_t i = 0; R && i < in; i++)
+            for (int64_t r = 0; r < c->n; r++) R[r * in + i] = Wt[i * c->n + r];
+        if (R) s = add_dense(c, t->name, R, 2, t->shape);
+        free(R);
+    }
+    free(Wt);
+    return s;
+}
+
+static tcq_status process(qctx *c, const tcq_tensor_info *t)
+{
+    char gain[512];
+    const qrole role = tcq_quant_role(t->name, gain, sizeof gain);
+    if (role == QR_SKIP) return TCQ_OK;
+    if (role == QR_UNKNOWN)
+        return tcq_fail(TCQ_ERR_UNSUPPORTED, "%s: tensor %s: not part of a llama/qwen3 dense model, cannot "
+                        "rotate it", t->file, t->name);
+    float *x = NULL;
+    TCQ_TRY(tcq_quant_load_f32(t, &x));
+    tcq_status s = TCQ_OK;
+    switch (role) {
+    case QR_EMBED:
+        s = check_2d(c, t, 1, "embedding");
+        if (s == TCQ_OK && c->tied) {
+            /* Untie: lm_head = E diag(final norm) R differs from the rotated embedding. */
+            float *lm = malloc((size_t)t->numel * sizeof *lm);
+            if (!lm) s = tcq_fail(TCQ_ERR_NOMEM, "tensor %s: lm_head copy", t->name);
+            if (lm) {
+                memcpy(lm, x, (size_t)t->numel * sizeof *lm);
+                s = do_reader(c, "lm_head.weight", lm, t->shape[0], "model.norm.weight", 0);
+                free(lm);
+            }
+        }
+        if (s == TCQ_OK) s = tcq_hadamard_rows(c->h, x, t->shape[0], 0, c->pool);
+        if (s == TCQ_OK) s = add_dense(c, t->name, x, 2, t->shape);
+        break;
+    case QR_LM_HEAD:
+        s = check_2d(c, t, 1, "lm_head");
+        if (s == TCQ_OK) s = do_reader(c, t->name, x, t->shape[0], "model.norm.weight", 0);
+        break;
+    case QR_NORM:
+        if (t->ndim != 1 || t->shape[0] != c->n) {
+            s = tcq_fail(TCQ_ERR_FORMAT, "%s: tensor %s: a norm needs shape [%lld]", t->file, t->name, (long long)c->n);
+            break;
+        }
+        for (int64_t i = 0; i < c->n; i++) x[i] = 1.0f;
+        s = add_dense(c, t->name, x, 1, t->shape);
+        break;
+    case QR_HEAD_NORM:
+    case QR_BIAS_READER:
+        s = add_dense(c, t->name, x, t->ndim, t->shape);
+        break;
+    case QR_BIAS_WRITER:
+        if (t->ndim != 1 || t->shape[0] != c->n) {
+            s = tcq_fail(TCQ_ERR_FORMAT, "%s: tensor %s: expected shape [%lld]", t->file, t->name, (long long)c->n);
+            break;
+        }
+        s = tcq_hadamard_rows(c->h, x, 1, 0, c->pool);
+        if (s == TCQ_OK) s = add_dense(c, t->name, x, 1, t->shape);
+        break;
+    case QR_READER:
+        s = check_2d(c, t, 1, "projection");
+        if (s == TCQ_OK) s = do_reader(c, t->name, x, t->shape[0], gain, 1);
+        break;
+    case QR_WRITER:
+        s = check_2d(c, t, 0, "output projection");
+        if (s == TCQ_OK) s = do_writer(c, t, x);
+        break;
+    default:
+        s = tcq_fail(TCQ_ERR_INTERNAL, "tensor %s: role %d", t->name, (int)role);
+    }
+    free(x);
+    return s;
+}
+
+static int cmp_info(const void *a, const void *b)
+{
+    return strcmp((*(const tcq_tensor_info *const *)a)->name, (*(const tcq_tensor_info *const *)b)->name);
+}
+
+/* config.json: model_type, hidden_size, tie_word_embeddings, not already quantized. */
+static tcq_status read_config(const char *in_dir, json_t **out, int64_t *hidden, int *tied)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", in_dir);
+    json_error_t je;
+    json_t *cfg = json_load_file(path, 0, &je);
+    if (!cfg) return tcq_fail(TCQ_ERR_FORMAT, "%s: line %d: %s", path, je.line, je.text);
+    tcq_status s = TCQ_OK;
+    const char *mt = json_string_value(json_object_get(cfg, "model_type"));
+    json_t *hs = json_object_get(cfg, "hidden_size"), *tw = json_object_get(cfg, "tie_word_embeddings");
+    if (!json_is_object(cfg)) s = tcq_fail(TCQ_ERR_FORMAT, "%s: not a JSON object", path);
+    else if (!mt) s = tcq_fail(TCQ_ERR_FORMAT, "%s: model_type is missing", path);
+    else if (strcmp(mt, "llama") && strcmp(mt, "qwen3"))
+        s = tcq_fail(TCQ_ERR_UNSUPPORTED, "%s: model_type \"%s\": quantize supports llama and qwen3", path, mt);
+    else if (!json_is_integer(hs) || json_integer_value(hs) <= 0)
+        s = tcq_fail(TCQ_ERR_FORMAT, "%s: hidden_size is missing or not a positive integer", path);
+    else if (json_object_get(cfg, "quantization") || json_object_get(cfg, "quantization_config"))
+        s = tcq_fail(TCQ_ERR_UNSUPPORTED, "%s: the model is already quantized", path);
+    else if (tw && !json_is_boolean(tw))
+        s = tcq_fail(TCQ_ERR_FORMAT, "%s: tie_word_embeddings is not a boolean", path);
+    if (s != TCQ_OK) {
+        json_decref(cfg);
+        return s;
+    }
+    *hidden = json_integer_value(hs);
+    *tied = json_is_true(tw);
+    *out = cfg;
+    return TCQ_OK;
+}
+
+static tcq_status make_dir(const char *in_dir, const char *out_dir)
+{
+    if (mkdir(out_dir, 0777) && errno != EEXIST)
+        return tcq_fail(TCQ_ERR_IO, "%s: cannot create: %s", out_dir, strerror(errno));
+    struct stat a, b;
+    if (stat(out_dir, &b) || !S_ISDIR(b.st_mode)) return tcq_fail(TCQ_ERR_IO, "%s: not a directory", out_dir);
+    if (!stat(in_dir, &a) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "%s: output directory is the input directory", out_dir);
+    return TCQ_OK;
+}
+
+static tcq_status run(qctx *c, const char *out_dir, json_t *cfg)
+{
+    const int64_t count = tcq_st_set_count(c->set);
+    const tcq_tensor_info **ts = malloc((size_t)(count ? count : 1) * sizeof *ts);
+    if (!ts) return tcq_fail(TCQ_ERR_NOMEM, "tensor list");
+    int has_lm = 0;
+    for (int64_t i = 0; i < count; i++) {
+        ts[i] = tcq_st_set_tensor(c->set, i);
+        const qrole r = tcq_quant_role(ts[i]->name, NULL, 0);
+        if (r == QR_LM_HEAD) has_lm = 1;
+        if ((r == QR_READER || r == QR_WRITER) && !c->rotate_only && c->n % c->p.T == 0)
+            c->pr.total += ts[i]->numel;
+    }
+    qsort(ts, (size_t)count, sizeof *ts, cmp_info);
+    tcq_status s = TCQ_OK;
+    if (!has_lm && !c->tied) s = tcq_fail(TCQ_ERR_NOT_FOUND, "%s: lm_head.weight is missing and "
+                                          "tie_word_embeddings is not true", c->in_dir);
+    if (!tcq_st_set_find(c->set, "model.embed_tokens.weight"))
+        s = tcq_fail(TCQ_ERR_NOT_FOUND, "%s: tensor model.embed_tokens.weight is missing", c->in_dir);
+    c->tied = !has_lm;
+    c->pr.tensor_count = (int)count;
+    if (s == TCQ_OK && c->cb) c->cb(&c->pr, c->user);
+    for (int64_t i = 0; s == TCQ_OK && i < count; i++) {
+        c->note[0] = 0;
+        c->pr.tensor = ts[i]->name;
+        s = process(c, ts[i]);
+        c->pr.tensor_index = (int)i + 1;
+        c->pr.note = c->note[0] ? c->note : NULL;
+        if (s == TCQ_OK && c->cb) c->cb(&c->pr, c->user);
+    }
+    free(ts);
+    TCQ_TRY(s);
+    if (c->tied) json_object_set_new(c->qobj, "lm_head", json_false());
+    json_object_set_new(c->qobj, "model.embed_tokens", json_false());
+
+    tcq_st_writer *w = NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
+    TCQ_TRY(tcq_st_writer_create(&w));
+    s = tcq_st_writer_metadata(w, "format", "pt");
+    for (int i = 0; s == TCQ_OK && i < c->n_out; i++) {
+        const out_tensor *t = &c->outs[i];
+        s = tcq_st_writer_add(w, t->name, t->dt, t->ndim, t->shape, t->data, t->nbytes);
+    }
+    if (s == TCQ_OK) s = tcq_st_writer_write(w, path);
+    tcq_st_writer_free(w);
+    TCQ_TRY(s);
+    /* The dense tensors' dtype, where the config names one (transformers reads it as the
+     * default compute type). */
+    static const char *dtype_keys[] = {"dtype", "torch_dtype"};
+    for (int i = 0; i < 2; i++)
+        if (json_is_string(json_object_get(cfg, dtype_keys[i])))
+            json_object_set_new(cfg, dtype_keys[i], json_string(c->rotate_only ? "float32" : "bfloat16"));
+    snprintf(path, sizeof path, "%s/config.json", out_dir);
+    TCQ_TRY(tcq_quant_write_config(cfg, c->rotate_only ? NULL : c->qobj, path));
+    return tcq_quant_copy_tokenizer(c->in_dir, out_dir);
+}
+
+tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq_quantize_opts *opts,
+                              tcq_quantize_cb cb, void *user)
+{
+    if (!in_dir || !out_dir || !opts) return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: NULL argument");
+    qctx c = {.o = opts, .in_dir = in_dir, .cb = cb, .user = user};
+    c.p = (tcq_block_params){opts->L ? opts->L : 12, opts->bits, opts->T ? opts->T : 256};
+    c.rotate_only = opts->bits == 0;
+    if (!c.rotate_only) TCQ_TRY(tcq_block_check(c.p));
+    json_t *cfg = NULL;
+    TCQ_TRY(read_config(in_dir, &cfg, &c.n, &c.tied));
+    tcq_status s = make_dir(in_dir, out_dir);
+    if (s == TCQ_OK) s = tcq_st_set_open(in_dir, &c.set);
+    if (s == TCQ_OK) s = tcq_hadamard_create(c.n, 1, opts->seed, &c.h);
+    if (s != TCQ_OK && c.set && !c.h) tcq_error_prefix("%s: hidden_size", in_dir);
+    if (s == TCQ_OK) s = tcq_pool_create(opts->threads, &c.pool);
+    if (s == TCQ_OK && !(c.qobj = json_object())) s = tcq_fail(TCQ_ERR_NOMEM, "quantization object");
+    if (s == TCQ_OK) s = run(&c, out_dir, cfg);
+    for (int i = 0; i < c.n_out; i++) {
+        free(c.outs[i].name);
+        free(c.outs[i].data);
+    }
+    free(c.outs);
+    json_decref(c.qobj);
+    json_decref(cfg);
+    tcq_pool_free(c.pool);
+    tcq_hadamard_free(c.h);
+    tcq_st_set_close(c.set);
+    return s;
+}

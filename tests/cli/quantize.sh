@@ -1,0 +1,30 @@
+#!/bin/bash
+# tcq quantize: argument errors exit 2, model errors exit 1 with a message naming the file.
+set -u
+TCQ=$1
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+check() { # expected-rc pattern args...
+    local want=$1 pat=$2
+    shift 2
+    "$TCQ" quantize "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [ "$rc" != "$want" ] || ! grep -q -- "$pat" "$tmp/err" "$tmp/out"; then
+        echo "FAIL: tcq quantize $* -> rc $rc (want $want), output:"; cat "$tmp/out" "$tmp/err"
+        fail=1
+    fi
+}
+check 0 "usage: tcq quantize" --help
+check 2 "usage" onlyone
+check 2 "bits must be 2, 3 or 4" "$tmp/in" "$tmp/out1" --bits 5
+check 2 "needs an integer" "$tmp/in" "$tmp/out1" --bits x
+check 2 "exclude each other" "$tmp/in" "$tmp/out1" --bits 2 --rotate-only
+check 2 "unknown or incomplete option" "$tmp/in" "$tmp/out1" --bits 2 --frobnicate 1
+check 1 "$tmp/in/config.json" "$tmp/in" "$tmp/out1" --bits 2
+mkdir -p "$tmp/in"
+echo '{"model_type": "mistral", "hidden_size": 256}' >"$tmp/in/config.json"
+check 1 'model_type "mistral"' "$tmp/in" "$tmp/out1" --bits 2
+echo '{"model_type": "llama", "hidden_size": 256}' >"$tmp/in/config.json"
+check 1 "$tmp/in" "$tmp/in" "$tmp/out1" --bits 3
+exit $fail

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Everything the CUDA backend checks on a GPU machine, in one call:
+#   tests/cuda/run-on-device.sh [BIN_DIR] [OUT_DIR]
+# BIN_DIR holds test_cuda and tcq (built with -DTCQ_CUDA=ON); logs and the bench JSON go to
+# OUT_DIR.  Runs the full test, compute-sanitizer memcheck and racecheck on the quick test, then
+# `tcq cuda-bench`.  Prints a short summary last.
+set -u
+bin=${1:-build-cuda}
+out=${2:-${OUT:-/tmp/tcq-cuda-out}}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+summary=()
+step() {   # step NAME TIMEOUT CMD...
+  local name=$1 to=$2; shift 2
+  local t0=$(date +%s)
+  timeout "$to" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  summary+=("$(printf '%-12s rc=%-3s %4ss  %s' "$name" "$rc" "$(( $(date +%s) - t0 ))" "$(grep -E 'checks|ERROR SUMMARY|RACECHECK SUMMARY|worst' "$out/$name.log" | tr '\n' ' ' | cut -c1-150)")")
+  return $rc
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$out/gpu.txt" 2>&1
+step test "${TCQ_TEST_TIMEOUT:-300}" "$bin/test_cuda"
+grep -E "CHECK|worst|device" "$out/test.log" | head -30
+if command -v compute-sanitizer >/dev/null 2>&1; then
+  TCQ_CUDA_TEST_QUICK=1 step memcheck "${TCQ_MEMCHECK_TIMEOUT:-240}" compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/test_cuda"
+  TCQ_CUDA_TEST_QUICK=1 step racecheck "${TCQ_RACECHECK_TIMEOUT:-300}" compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/test_cuda"
+else
+  summary+=("compute-sanitizer: not found")
+fi
+if [ "${TCQ_SKIP_BENCH:-0}" = 0 ]; then
+  step bench "${TCQ_BENCH_TIMEOUT:-300}" "$bin/tcq" cuda-bench ${TCQ_BENCH_ARGS:-}
+  cat "$out/bench.log"
+fi
+echo "==== summary ($(date -u +%FT%TZ), $(head -2 "$out/gpu.txt" | tail -1))"
+printf '%s\n' "${summary[@]}"

@@ -1,0 +1,335 @@
+/* CUDA backend against the CPU: every kernel vs a float64 reference computed from the decoded
+ * weights (tcq_trellis_decode), remainder shapes, poisoned outputs, determinism, and the GPU
+ * encoder bit for bit against tcq_encode_rows.  Needs a GPU (exit 77 = skipped without one).
+ * TCQ_CUDA_TEST_BIG=0 skips the full Qwen3-14B MLP shapes. */
+#include "test.h"
+
+#include <stdint.h>
+
+static uint64_t rng;
+static tcq_cuda_ctx *ctx;
+
+typedef struct host_w {
+    tcq_trellis t;         /* host view */
+    uint32_t *codes;
+    uint16_t *scales;
+} host_w;
+
+/* Random codes are valid codes: every bit pattern of a block is a tail-biting state sequence. */
+static void make_w(host_w *h, int L, int k, int T, int axis, int interleaved, int64_t out, int64_t in)
+{
+    memset(h, 0, sizeof *h);
+    h->t.p = (tcq_block_params){L, k, T};
+    h->t.axis = axis;
+    h->t.interleaved = interleaved;
+    h->t.rows = axis ? out : in;
+    h->t.cols = axis ? in : out;
+    const int64_t nw = h->t.rows * h->t.cols * k / 32;
+    h->codes = malloc((size_t)nw * 4);
+    h->scales = malloc((size_t)h->t.rows * 2);
+    for (int64_t i = 0; i < nw; i++) h->codes[i] = (uint32_t)test_rand(&rng);
+    for (int64_t r = 0; r < h->t.rows; r++) h->scales[r] = tcq_f32_to_f16((float)(0.01 + test_uniform(&rng)));
+    if (interleaved) {
+        uint32_t *il = malloc((size_t)nw * 4);
+        CHECK_OK(tcq_interleave(h->t.rows, h->t.cols, h->codes, il));
+        free(h->codes);
+        h->codes = il;
+    }
+    h->t.codes = h->codes;
+    h->t.scales = h->scales;
+}
+
+static void free_w(host_w *h)
+{
+    free(h->codes);
+    free(h->scales);
+}
+
+static void *dev_alloc(size_t bytes)
+{
+    void *p = NULL;
+    CHECK_OK(tcq_cuda_malloc(&p, bytes));
+    return p;
+}
+
+/* y_ref [M, out] in double from W [out, in] (f32 or bf16-rounded) and x (optionally bf16-rounded). */
+static void ref_linear(const float *W, const float *x, double *y, int64_t M, int64_t out, int64_t in, int bf16)
+{
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t o = 0; o < out; o++) {
+            double s = 0;
+            const float *wr = W + o * in, *xr = x + m * in;
+            for (int64_t i = 0; i < in; i++) {
+                const double xv = bf16 ? tcq_bf16_to_f32(tcq_f32_to_bf16(xr[i])) : xr[i];
+                const double wv = bf16 ? tcq_bf16_to_f32(tcq_f32_to_bf16(wr[i])) : wr[i];
+                s += wv * xv;
+            }
+            y[m * out + o] = s;
+        }
+}
+
+static double rel_err(const float *y, const double *ref, int64_t n, int *nonfinite)
+{
+    double num = 0, den = 0;
+    *nonfinite = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(y[i])) (*nonfinite)++;
+        const double d = (double)y[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* One linear case: returns the relative error (and checks it). */
+static double check_linear(int L, int k, int T, int axis, int il, int64_t out, int64_t in, int64_t M)
+{
+    host_w h;
+    make_w(&h, L, k, T, axis, il, out, in);
+    float *W = malloc((size_t)(out * in) * 4), *x = malloc((size_t)(M * in) * 4), *y = malloc((size_t)(M * out) * 4);
+    double *ref = malloc((size_t)(M * out) * 8);
+    CHECK_OK(tcq_trellis_decode(&h.t, W));
+    for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
+    const int big = M > 32;
+    ref_linear(W, x, ref, M, out, in, big);
+    const size_t wb = tcq_cuda_trellis_bytes(&h.t);
+    void *dwb = dev_alloc(wb);
+    float *dx = dev_alloc((size_t)(M * in) * 4), *dy = dev_alloc((size_t)(M * out) * 4);
+    tcq_trellis dw;
+    CHECK_OK(tcq_cuda_trellis_upload(ctx, &h.t, dwb, wb, &dw));
+    CHECK_OK(tcq_cuda_copy_to_device(ctx, dx, x, (size_t)(M * in) * 4));
+    CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, (size_t)(M * out) * 4));   /* NaN poison */
+    CHECK_OK(tcq_cuda_linear(ctx, &dw, dx, dy, M, TCQ_PATH_EXACT));
+    CHECK_OK(tcq_cuda_sync(ctx));
+    CHECK_OK(tcq_cuda_copy_to_host(ctx, y, dy, (size_t)(M * out) * 4));
+    int nf;
+    const double e = rel_err(y, ref, M * out, &nf);
+    const double tol = big ? 2e-5 : 1e-5;
+    CHECK(nf == 0 && e <= tol, "linear L=%d k=%d T=%d axis=%d il=%d out=%lld in=%lld M=%lld: rel err %.3g (tol %g), %d unwritten/non-finite",
+          L, k, T, axis, il, (long long)out, (long long)in, (long long)M, e, tol, nf);
+    /* determinism: a second call gives the same bits */
+    float *y2 = malloc((size_t)(M * out) * 4);
+    CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, (size_t)(M * out) * 4));
+    CHECK_OK(tcq_cuda_linear(ctx, &dw, dx, dy, M, TCQ_PATH_AUTO));
+    CHECK_OK(tcq_cuda_copy_to_host(ctx, y2, dy, (size_t)(M * out) * 4));
+    CHECK(memcmp(y, y2, (size_t)(M * out) * 4) == 0, "linear not deterministic (L=%d k=%d axis=%d M=%lld)", L, k, axis, (long long)M);
+    free(y2);
+    tcq_cuda_free(dwb);
+    tcq_cuda_free(dx);
+    tcq_cuda_free(dy);
+    free(W);
+    free(x);
+    free(y);
+    free(ref);
+    free_w(&h);
+    return e;
+}
+
+static void check_decode_bf16(int L, int k, int T, int axis, int il, int64_t out, int64_t in)
+{
+    host_w h;
+    make_w(&h, L, k, T, axis, il, out, in);
+    uint16_t *Wc = malloc((size_t)(out * in) * 2), *Wg = malloc((size_t)(out * in) * 2);
+    CHECK_OK(tcq_trellis_decode_bf16(&h.t, Wc));
+    const size_t wb = tcq_cuda_trellis_bytes(&h.t);
+    void *dwb = dev_alloc(wb);
+    uint16_t *dW = dev_alloc((size_t)(out * in) * 2);
+    tcq_trellis dw;
+    CHECK_OK(tcq_cuda_trellis_upload(ctx, &h.t, dwb, wb, &dw));
+    CHECK_OK(tcq_cuda_memset(ctx, dW, 0xff, (size_t)(out * in) * 2));
+    CHECK_OK(tcq_cuda_trellis_decode_bf16(ctx, &dw, dW));
+    CHECK_OK(tcq_cuda_copy_to_host(ctx, Wg, dW, (size_t)(out * in) * 2));
+    CHECK(memcmp(Wc, Wg, (size_t)(out * in) * 2) == 0, "decode bf16 differs from the CPU (L=%d k=%d T=%d axis=%d il=%d)", L, k, T, axis, il);
+    tcq_cuda_free(dwb);
+    tcq_cuda_free(dW);
+    free(Wc);
+    free(Wg);
+    free_w(&h);
+}
+
+static void check_swiglu(int L, int k, int T, int64_t out, int64_t in, int64_t M)
+{
+    host_w g, u;
+    make_w(&g, L, k, T, 1, 0, out, in);
+    make_w(&u, L, k, T, 1, 0, out, in);
+    float *Wg = malloc((size_t)(out * in) * 4), *Wu = malloc((size_t)(out * in) * 4), *x = malloc((size_t)(M * in) * 4);
+    float *y = malloc((size_t)(M * out) * 4);
+    double *rg = malloc((size_t)(M * out) * 8), *ru = malloc((size_t)(M * out) * 8);
+    CHECK_OK(tcq_trellis_decode(&g.t, Wg));
+    CHECK_OK(tcq_trellis_decode(&u.t, Wu));
+    for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
+    ref_linear(Wg, x, rg, M, out, in, M > 32);
+    ref_linear(Wu, x, ru, M, out, in, M > 32);
+    for (int64_t i = 0; i < M * out; i++) rg[i] = rg[i] / (1.0 + exp(-rg[i])) * ru[i];
+    const size_t wb = tcq_cuda_trellis_bytes(&g.t);
+    void *dgb = dev_alloc(wb), *dub = dev_alloc(wb);
+    float *dx = dev_alloc((size_t)(M * in) * 4), *dy = dev_alloc((size_t)(M * out) * 4);
+    tcq_trellis dg, du;
+    CHECK_OK(tcq_cuda_trellis_upload(ctx, &g.t, dgb, wb, &dg));
+    CHECK_OK(tcq_cuda_trellis_upload(ctx, &u.t, dub, wb, &du));
+    CHECK_OK(tcq_cuda_copy_to_device(ctx, dx, x, (size_t)(M * in) * 4));
+    CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, (size_t)(M * out) * 4));
+    CHECK_OK(tcq_cuda_linear_swiglu(ctx, &dg, &du, dx, dy, M, TCQ_PATH_AUTO));
+    CHECK_OK(tcq_cuda_copy_to_host(ctx, y, dy, (size_t)(M * out) * 4));
+    int nf;
+    const double e = rel_err(y, rg, M * out, &nf);
+    CHECK(nf == 0 && e <= 3e-5, "swiglu k=%d out=%lld in=%lld M=%lld: rel err %.3g, %d non-finite", k, (long long)out,
+          (long long)in, (long long)M, e, nf);
+    tcq_cuda_free(dgb);
+    tcq_cuda_free(dub);
+    tcq_cuda_free(dx);
+    tcq_cuda_free(dy);
+    free(Wg);
+    free(Wu);
+    free(x);
+    free(y);
+    free(rg);
+    free(ru);
+    free_w(&g);
+    free_w(&u);
+}
+
+static void check_encoder(int L, int k, int T, int64_t R, int64_t C, int weighted)
+{
+    const tcq_block_params p = {L, k, T};
+    float *src = malloc((size_t)(R * C) * 4), *w = weighted ? malloc((size_t)(R * C) * 4) : NULL;
+    for (int64_t i = 0; i < R * C; i++) src[i] = (float)(test_gauss(&rng) * 0.02);
+    if (w)
+        for (int64_t i = 0; i < R * C; i++) w[i] = (float)(0.1 + test_uniform(&rng));
+    const int64_t nw = R * C * k / 32;
+    uint32_t *cc = malloc((size_t)nw * 4), *gc = malloc((size_t)nw * 4);
+    uint16_t *cs = malloc((size_t)R * 2), *gs = malloc((size_t)R * 2);
+    double ce = 0, ge = 0;
+    CHECK_OK(tcq_encode_rows(p, NULL, src, w, R, C, cc, cs, NULL, &ce));
+    memset(gc, 0xab, (size_t)nw * 4);
+    CHECK_OK(tcq_cuda_encode_rows(ctx, p, NULL, src, w, R, C, gc, gs, &ge));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < nw; i++) bad += cc[i] != gc[i];
+    CHECK(bad == 0 && memcmp(cs, gs, (size_t)R * 2) == 0 && ce == ge,
+          "GPU encoder L=%d k=%d T=%d w=%d: %lld of %lld words differ, err cpu %.9g gpu %.9g", L, k, T, weighted,
+          (long long)bad, (long long)nw, ce, ge);
+    free(src);
+    free(w);
+    free(cc);
+    free(gc);
+    free(cs);
+    free(gs);
+}
+
+static void check_errors(void)
+{
+    host_w h;
+    make_w(&h, 12, 2, 256, 1, 0, 64, 256);
+    const size_t wb = tcq_cuda_trellis_bytes(&h.t);
+    void *dwb = dev_alloc(wb);
+    float *dx = dev_alloc(256 * 4), *dy = dev_alloc(64 * 4);
+    tcq_trellis dw;
+    CHECK(tcq_cuda_trellis_upload(ctx, &h.t, dwb, wb - 1, &dw) == TCQ_ERR_RANGE, "short device buffer accepted");
+    CHECK_OK(tcq_cuda_trellis_upload(ctx, &h.t, dwb, wb, &dw));
+    CHECK(tcq_cuda_linear(ctx, &dw, dx, dy, 0, TCQ_PATH_AUTO) == TCQ_ERR_INVALID_ARG, "M=0 accepted");
+    CHECK(tcq_cuda_linear(ctx, &dw, NULL, dy, 1, TCQ_PATH_AUTO) == TCQ_ERR_INVALID_ARG, "NULL x accepted");
+    CHECK(tcq_cuda_linear(ctx, &dw, dx, dy, 1, TCQ_PATH_FAST) == TCQ_ERR_UNSUPPORTED, "fast path claimed");
+    tcq_trellis bad = dw;
+    bad.cols = 300;
+    CHECK(tcq_cuda_linear(ctx, &bad, dx, dy, 1, TCQ_PATH_AUTO) == TCQ_ERR_INVALID_ARG, "C %% T != 0 accepted");
+    CHECK(*tcq_last_error() != 0, "no message for a bad shape");
+    float src[256] = {0};
+    uint32_t codes[16];
+    uint16_t sc[1];
+    CHECK(tcq_cuda_encode_rows(ctx, (tcq_block_params){14, 2, 256}, NULL, src, NULL, 1, 256, codes, sc, NULL) == TCQ_ERR_UNSUPPORTED,
+          "L=14 GPU encode claimed");
+    CHECK_OK(tcq_cuda_sync(ctx));
+    tcq_cuda_free(dwb);
+    tcq_cuda_free(dx);
+    tcq_cuda_free(dy);
+    free_w(&h);
+}
+
+int main(void)
+{
+    rng = test_seed();
+    if (!tcq_cuda_available()) {
+        fprintf(stderr, "test_cuda: no CUDA device, skipped\n");
+        return 77;
+    }
+    CHECK_OK(tcq_cuda_ctx_create(0, &ctx));
+    if (!ctx) return test_done("test_cuda");
+    char desc[256];
+    CHECK_OK(tcq_cuda_describe(ctx, desc, sizeof desc));
+    fprintf(stderr, "device: %s\n", desc);
+    check_errors();
+    const char *quick = getenv("TCQ_CUDA_TEST_QUICK");
+    if (quick && strcmp(quick, "0") != 0) {   /* a small run for compute-sanitizer */
+        check_linear(12, 2, 256, 1, 0, 100, 512, 1);
+        check_linear(12, 3, 256, 0, 0, 512, 100, 6);
+        check_linear(12, 4, 256, 1, 0, 40, 256, 13);
+        check_linear(8, 1, 64, 0, 0, 128, 70, 33);
+        check_decode_bf16(12, 3, 256, 0, 1, 512, 30);
+        check_swiglu(12, 2, 256, 64, 256, 3);
+        check_encoder(8, 2, 64, 2, 128, 1);
+        check_encoder(12, 2, 256, 1, 256, 0);
+        tcq_cuda_ctx_free(ctx);
+        return test_done("test_cuda (quick)");
+    }
+
+    /* every k, L in {8, 12, 16}, T, axis; odd row counts; M across the kernel classes */
+    static const int Ls[] = {8, 12, 16}, Ts[] = {64, 128, 256};
+    static const int64_t Ms[] = {1, 2, 3, 4, 5, 8, 13, 32, 33};
+    double worst = 0;
+    int n = 0;
+    for (int k = 1; k <= 4; k++)
+        for (int li = 0; li < 3; li++)
+            for (int ti = 0; ti < 3; ti++)
+                for (int axis = 0; axis <= 1; axis++) {
+                    const int L = Ls[li], T = Ts[ti];
+                    if (k >= L || (T * k) % 32) continue;
+                    const int64_t out = axis ? 37 + 16 * (int64_t)(test_rand(&rng) % 8) : T * (1 + (int64_t)(test_rand(&rng) % 3));
+                    const int64_t in = axis ? T * (1 + (int64_t)(test_rand(&rng) % 3)) : 45 + (int64_t)(test_rand(&rng) % 80);
+                    const int64_t M = Ms[(k + li + ti + axis) % 9];
+                    const double e = check_linear(L, k, T, axis, 0, out, in, M);
+                    worst = e > worst ? e : worst;
+                    n++;
+                }
+    for (int mi = 0; mi < 9; mi++) {   /* every M class on both axes at the artifact geometry */
+        double e = check_linear(12, 2 + mi % 3, 256, 1, 0, 300, 1024, Ms[mi]);
+        worst = e > worst ? e : worst;
+        e = check_linear(12, 2 + mi % 3, 256, 0, 0, 512, 333, Ms[mi]);
+        worst = e > worst ? e : worst;
+        n += 2;
+    }
+    worst = fmax(worst, check_linear(12, 3, 256, 0, 1, 1024, 200, 1));    /* two-block interleave */
+    worst = fmax(worst, check_linear(12, 3, 256, 0, 1, 1536, 77, 6));
+    worst = fmax(worst, check_linear(12, 3, 256, 0, 1, 512, 100, 40));
+    worst = fmax(worst, check_linear(12, 2, 256, 1, 0, 100, 512, 100));
+    n += 4;
+    const char *big = getenv("TCQ_CUDA_TEST_BIG");
+    if (!big || strcmp(big, "0") != 0) {
+        for (int k = 2; k <= 4; k++) {
+            worst = fmax(worst, check_linear(12, k, 256, 1, 0, 17408, 5120, 1));
+            worst = fmax(worst, check_linear(12, k, 256, 0, k == 3, 5120, 17408, 1));
+            n += 2;
+        }
+        worst = fmax(worst, check_linear(12, 2, 256, 1, 0, 17408, 5120, 8));
+        worst = fmax(worst, check_linear(12, 3, 256, 0, 0, 5120, 17408, 16));
+        n += 2;
+    }
+    fprintf(stderr, "linear: %d cases, worst relative error %.3g\n", n, worst);
+
+    for (int k = 1; k <= 4; k++) check_decode_bf16(12, k, 256, k & 1, 0, k & 1 ? 200 : 512, k & 1 ? 512 : 200);
+    check_decode_bf16(12, 3, 256, 0, 1, 1024, 100);
+    check_decode_bf16(8, 2, 64, 0, 0, 192, 45);
+    check_swiglu(12, 2, 256, 300, 512, 1);
+    check_swiglu(12, 3, 256, 200, 768, 7);
+    check_swiglu(12, 4, 256, 64, 256, 50);
+
+    check_encoder(12, 2, 256, 6, 1024, 0);
+    check_encoder(12, 3, 256, 4, 768, 1);
+    check_encoder(12, 4, 256, 4, 512, 0);
+    check_encoder(12, 1, 256, 3, 512, 0);
+    check_encoder(8, 2, 64, 5, 320, 1);
+    check_encoder(10, 3, 128, 3, 384, 0);
+    check_encoder(9, 4, 64, 2, 256, 0);
+
+    tcq_cuda_ctx_free(ctx);
+    return test_done("test_cuda");
+}

@@ -1,0 +1,373 @@
+/* Kernels: one table-driven harness over op x format x ISA x path x regime x shape.
+ *
+ * Every case builds a random weight (random code words are valid tail-biting codes: any bit
+ * pattern decodes), fresh random activations, poisons y with NaN, runs the kernel on a 2-thread
+ * pool and checks each output against a float64 reference computed from tcq_weight_decode():
+ *   exact path: |y - ref| <= (n+4) u sum|w x| per output (u = 2^-24), and ||y-ref||/||ref|| <= 1e-5;
+ *   fast path:  the bound derived in bench/NOTES.md ("Fast path error bound"), per output:
+ *               sum_i |v_i| d_i / 2 + (nblk+4) u sum_i |v_i| (|a_i| + d_i) + 2^-21 sum |w x|
+ *               (v_i the weight without the activation-side factor, a_i the quantized activation's
+ *               source, d_i its block step);
+ * and that a 1-thread run gives bit-identical output.  The combination space is sampled: every
+ * op x format x ISA x path x regime appears, the other parameters are random per run. */
+#include "test.h"
+
+#include <float.h>
+
+#define QB TCQ_FAST_QB
+#define TMIN(a, b) ((a) < (b) ? (a) : (b))
+
+typedef struct wbuf {
+    tcq_weight w;
+    uint32_t *codes, *tmp;
+    uint16_t *scales, *h;
+    float *f, *sb;   /* dense f32; affine scales/biases as f32 */
+    double *W;       /* [out, in] decoded */
+} wbuf;
+
+enum { F_TR1, F_TR0, F_TR0I, F_F32, F_F16, F_BF16, F_AF4, F_AF8, F_COUNT };
+static const char *const fnames[] = {"trellis-ax1", "trellis-ax0", "trellis-ax0-il", "f32", "f16", "bf16",
+                                     "affine4", "affine8"};
+
+static int rnd(uint64_t *st, int lo, int hi) { return lo + (int)(test_rand(st) % (uint64_t)(hi - lo + 1)); }
+
+static void wfree(wbuf *b)
+{
+    free(b->codes), free(b->tmp), free(b->scales), free(b->h), free(b->f), free(b->sb), free(b->W);
+    memset(b, 0, sizeof *b);
+}
+
+/* Build a random weight of format f with roughly `out` outputs and `in` inputs (adjusted to what
+ * the format needs). */
+static void make_weight(uint64_t *st, int f, int out, int in, tcq_block_params p, wbuf *b)
+{
+    memset(b, 0, sizeof *b);
+    tcq_weight *w = &b->w;
+    if (f <= F_TR0I) {
+        const int axis = f == F_TR1;
+        if (f == F_TR0I) p = (tcq_block_params){.L = p.L, .k = 3, .T = 256};
+        int64_t R = axis ? out : in, C = axis ? in : out;
+        C = ((C + p.T - 1) / p.T) * p.T;
+        if (f == F_TR0I) C = ((C + 511) / 512) * 512;
+        const int64_t rw = C * p.k / 32;
+        b->codes = malloc((size_t)(R * rw) * 4);
+        b->scales = malloc((size_t)R * 2);
+        for (int64_t i = 0; i < R * rw; i++) b->codes[i] = (uint32_t)test_rand(st);
+        for (int64_t r = 0; r < R; r++)
+            b->scales[r] = tcq_f32_to_f16((float)(exp2(6 * test_uniform(st) - 3) * 0.05));
+        if (f == F_TR0I) {
+            b->tmp = malloc((size_t)(R * rw) * 4);
+            tcq_interleave(R, C, b->codes, b->tmp);
+            uint32_t *t = b->codes;
+            b->codes = b->tmp;
+            b->tmp = t;
+        }
+        w->fmt = TCQ_WF_TRELLIS;
+        w->tr = (tcq_trellis){.p = p, .axis = axis, .interleaved = f == F_TR0I, .rows = R, .cols = C,
+                              .codes = b->codes, .scales = b->scales};
+        w->out = axis ? R : C;
+        w->in = axis ? C : R;
+    } else if (f <= F_BF16) {
+        w->fmt = f == F_F32 ? TCQ_WF_F32 : f == F_F16 ? TCQ_WF_F16 : TCQ_WF_BF16;
+        w->out = out, w->in = in;
+        b->f = malloc((size_t)out * in * 4);
+        b->h = malloc((size_t)out * in * 2);
+        for (int64_t i = 0; i < (int64_t)out * in; i++) {
+            b->f[i] = (float)(0.05 * test_gauss(st));
+            b->h[i] = f == F_F16 ? tcq_f32_to_f16(b->f[i]) : tcq_f32_to_bf16(b->f[i]);
+        }
+        w->dense = f == F_F32 ? (const void *)b->f : (const void *)b->h;
+    } else {
+        const int bits = f == F_AF4 ? 4 : 8;
+        int gs = 32 << rnd(st, 0, 2);
+        while (in % gs && in % 32 == 0) gs /= 2;   /* keep a given in (swiglu's up) */
+        in = ((in + gs - 1) / gs) * gs;
+        const int64_t gpr = in / gs, nw = (int64_t)out * in * bits / 32, ng = (int64_t)out * gpr;
+        b->codes = malloc((size_t)nw * 4);
+        for (int64_t i = 0; i < nw; i++) b->codes[i] = (uint32_t)test_rand(st);
+        const tcq_dtype sd = (tcq_dtype[]){TCQ_DTYPE_F32, TCQ_DTYPE_F16, TCQ_DTYPE_BF16}[rnd(st, 0, 2)];
+        b->sb = malloc((size_t)ng * 2 * 4);
+        b->h = malloc((size_t)ng * 2 * 2);
+        for (int64_t i = 0; i < 2 * ng; i++) {
+            b->sb[i] = (float)(0.01 * test_gauss(st));
+            b->h[i] = sd == TCQ_DTYPE_F16 ? tcq_f32_to_f16(b->sb[i]) : tcq_f32_to_bf16(b->sb[i]);
+        }
+        w->fmt = TCQ_WF_AFFINE;
+        w->out = out, w->in = in;
+        w->af = (tcq_affine){.bits = bits, .group_size = gs, .out = out, .in = in, .w = b->codes, .sdtype = sd,
+                             .scales = sd == TCQ_DTYPE_F32 ? (void *)b->sb : (void *)b->h,
+                             .biases = sd == TCQ_DTYPE_F32 ? (void *)(b->sb + ng) : (void *)(b->h + ng)};
+    }
+    float *Wf = malloc((size_t)(w->out * w->in) * 4);
+    CHECK_OK(tcq_weight_decode(w, Wf));
+    b->W = malloc((size_t)(w->out * w->in) * 8);
+    for (int64_t i = 0; i < w->out * w->in; i++) b->W[i] = Wf[i];
+    free(Wf);
+}
+
+/* Per-output float64 reference and error bound for one weight.  For trellis weights also the
+ * fast path's specification evaluated in float64 (spec, tol): q = nearbyintf(a * (127/amax)) and
+ * d = amax/127 in f32 as documented for TCQ_FAST_QB blocks, y the integer code value, then
+ * sum_blk d * sum y q * scale / 147.8: an implementation that quantizes differently fails it. */
+static void reference(const wbuf *b, const float *x, int64_t M, int fast, int q16, double *ref, double *bound,
+                      double *spec, double *tol)
+{
+    const tcq_weight *w = &b->w;
+    /* q16: the tile kernel's int16 activations, one step per row, int32 sums of 256 products */
+    const int64_t out = w->out, in = w->in, QBx = q16 ? in : QB, nblk = q16 ? (in + 255) / 256 : (in + QB - 1) / QB;
+    const double u = 0x1p-24;
+    const int tr = w->fmt == TCQ_WF_TRELLIS, axis0 = tr && w->tr.axis == 0;
+    double *d = malloc((size_t)nblk * 8), *a = malloc((size_t)in * 8), *sc = malloc((size_t)in * 8);
+    double *q = malloc((size_t)in * 8);
+    for (int64_t m = 0; m < M; m++) {
+        const float *xm = x + m * in;
+        /* the activation the fast path quantizes, and its block steps */
+        for (int64_t i = 0; i < in; i++) {
+            sc[i] = axis0 ? tcq_f16_to_f32(w->tr.scales[i]) : 1.0;
+            a[i] = axis0 ? (double)(xm[i] * (float)sc[i]) : xm[i];
+        }
+        const float qmax = q16 ? 2047.0f : 127.0f;
+        for (int64_t k = 0; k * QBx < in; k++) {
+            float amax = 0;
+            const int64_t i1 = TMIN(in, (k + 1) * QBx);
+            for (int64_t i = k * QBx; i < i1; i++) amax = fmaxf(amax, fabsf((float)a[i]));
+            d[k] = amax / qmax;
+            for (int64_t i = k * QBx; i < i1; i++) q[i] = amax > 0 ? nearbyintf((float)a[i] * (qmax / amax)) : 0;
+        }
+        for (int64_t o = 0; o < out; o++) {
+            const double *Wr = b->W + o * in;
+            const double so = tr && !axis0 ? tcq_f16_to_f32(w->tr.scales[o]) : 1.0;
+            double s = 0, sa = 0, sq = 0, sr = 0, sp = 0, spa = 0, blk = 0, blka = 0;
+            for (int64_t i = 0; i < in; i++) {
+                const double t = Wr[i] * xm[i];
+                s += t;
+                sa += fabs(t);
+                const double v = fabs(Wr[i]) / sc[i];   /* weight without the activation-side factor */
+                sq += v * d[i / QBx] * 0.5;
+                sr += v * (fabs(a[i]) + d[i / QBx]);
+                if (tr) {
+                    /* the integer code value y of this weight: W = f32(y/147.8) * scale */
+                    const double y = nearbyint(Wr[i] / (sc[i] * so) * TCQ_RMAD_DIV);
+                    blk += y * q[i];
+                    blka += fabs(y * q[i]);
+                    if (i % QB == QB - 1 || i == in - 1) {
+                        sp += blk * d[i / QBx];
+                        spa += blka * d[i / QBx];
+                        blk = blka = 0;
+                    }
+                }
+            }
+            ref[m * out + o] = s;
+            bound[m * out + o] = fast ? sq * (1 + 1e-4) + (nblk + 4) * u * sr + 0x1p-21 * sa + 1e-30
+                                      : (in + 4) * u * sa + 1e-30;
+            if (spec) {
+                spec[m * out + o] = sp * so / TCQ_RMAD_DIV;
+                tol[m * out + o] = 4 * (nblk + 8) * u * spa * so / TCQ_RMAD_DIV + 1e-30;
+            }
+        }
+    }
+    free(d), free(a), free(sc), free(q);
+}
+
+static tcq_pool *g_pool2;
+static int g_cases, g_isas[TCQ_ISA_COUNT + 1], g_nisa;
+static double g_worst_exact, g_worst_fast_rel, g_worst_fast_ratio;
+
+static tcq_kpath path_of(int p) { return p ? TCQ_PATH_FAST : TCQ_PATH_EXACT; }
+
+/* Run one case (swiglu over an interleaved axis-0 pair is skipped: not a real layout). */
+#define ISA_AVX2_NOVNNI 99   /* AVX2 with the vpmaddubsw+vpmaddwd dot product on an AVX-VNNI CPU */
+
+static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kregime reg)
+{
+    const int novnni = isa == ISA_AVX2_NOVNNI;
+    if (novnni) {
+        setenv("TCQ_AVX2_NO_VNNI", "1", 1);
+        isa = TCQ_ISA_AVX2;
+    }
+    tcq_block_params p = {.L = (int[]){8, 12, 16, 10, 13}[rnd(st, 0, 4)], .k = rnd(st, 1, 4),
+                          .T = 64 << rnd(st, 0, 2)};
+    if (p.T * p.k % 32) p.T = 256;
+    int64_t M = reg == TCQ_KR_M1 ? 1 : reg == TCQ_KR_SHARED ? rnd(st, 2, 4) : reg == TCQ_KR_TILE ? rnd(st, 5, 40)
+                                   : reg == TCQ_KR_GEMM ? rnd(st, 33, 100) : rnd(st, 1, 40);
+    if (reg == TCQ_KR_AUTO && rnd(st, 0, 7) == 0) M = 100;
+    const int coded_dim = (int)p.T * rnd(st, 1, 3), other = rnd(st, 1, 150);
+    int out, in;
+    if (f == F_TR1 || swiglu) out = other, in = coded_dim;
+    else if (f == F_TR0 || f == F_TR0I) out = coded_dim * rnd(st, 1, 2), in = other * rnd(st, 1, 3);
+    else out = other, in = rnd(st, 1, 300);
+    if (swiglu && f == F_TR0I) {
+        if (novnni) unsetenv("TCQ_AVX2_NO_VNNI");
+        return;
+    }
+    wbuf g, up;
+    make_weight(st, f, out, in, p, &g);
+    if (swiglu) {
+        tcq_block_params p2 = p;
+        p2.k = rnd(st, 1, 4);   /* gate and up may differ in k */
+        if (p2.T * p2.k % 32) p2.k = 4;
+        make_weight(st, f, out, (int)g.w.in, p2, &up);
+    }
+    const int64_t O = g.w.out, I = g.w.in;
+    float *x = malloc((size_t)(M * I) * 4), *y = malloc((size_t)(M * O) * 4), *y1 = malloc((size_t)(M * O) * 4);
+    for (int64_t i = 0; i < M * I; i++) x[i] = (float)test_gauss(st);
+    double *ref = malloc((size_t)(M * O) * 8), *bd = malloc((size_t)(M * O) * 8);
+    double *ref2 = malloc((size_t)(M * O) * 8), *bd2 = malloc((size_t)(M * O) * 8);
+    const int fast = path && f <= F_TR0I;
+    tcq_kctx *c2 = NULL, *c1 = NULL;
+    CHECK_OK(tcq_kctx_create(g_pool2, path_of(path), &c2));
+    CHECK_OK(tcq_kctx_create(NULL, path_of(path), &c1));
+    CHECK_OK(tcq_kctx_force(c2, isa, reg));
+    CHECK_OK(tcq_kctx_force(c1, isa, reg));
+    for (int64_t j = 0; j < M * O; j++) y[j] = y1[j] = NAN;
+    tcq_status s2 = swiglu ? tcq_linear_swiglu(&g.w, &up.w, x, y, M, c2) : tcq_linear(&g.w, x, y, M, c2);
+    tcq_status s1 = swiglu ? tcq_linear_swiglu(&g.w, &up.w, x, y1, M, c1) : tcq_linear(&g.w, x, y1, M, c1);
+    double *sp = malloc((size_t)(M * O) * 8), *tl = malloc((size_t)(M * O) * 8);
+    double *sp2 = malloc((size_t)(M * O) * 8), *tl2 = malloc((size_t)(M * O) * 8);
+    const int q16 = strstr(tcq_kctx_last_kernel(c2), ".i16") != NULL;
+    reference(&g, x, M, fast, q16, ref, bd, sp, tl);
+    if (swiglu) {
+        reference(&up, x, M, fast, q16, ref2, bd2, sp2, tl2);
+        for (int64_t j = 0; j < M * O; j++) {
+            const double dsilu = 1.1;   /* |silu'| <= 1.0999 */
+            double gv = ref[j], uv = ref2[j], sg = gv / (1 + exp(-gv));
+            ref[j] = sg * uv;
+            bd[j] = dsilu * bd[j] * (fabs(uv) + bd2[j]) + fabs(sg) * bd2[j] + 1e-6 * fabs(ref[j]) + 1e-30;
+            gv = sp[j], uv = sp2[j], sg = gv / (1 + exp(-gv));
+            sp[j] = sg * uv;
+            tl[j] = dsilu * tl[j] * (fabs(uv) + tl2[j]) + fabs(sg) * tl2[j] + 1e-6 * fabs(sp[j]) + 1e-30;
+        }
+    }
+    char label[256];
+    snprintf(label, sizeof label, "%s %s isa=%s%s path=%s regime=%s kernel=%s L=%d k=%d T=%d M=%lld out=%lld in=%lld",
+             swiglu ? "swiglu" : "linear", fnames[f], tcq_isa_name((tcq_isa)isa), novnni ? "-novnni" : "", path ? "fast" : "exact",
+             tcq_kregime_name(reg), tcq_kctx_last_kernel(c2), p.L, p.k, p.T, (long long)M, (long long)O,
+             (long long)I);
+    CHECK(s2 == TCQ_OK && s1 == TCQ_OK, "%s: %s", label, tcq_last_error());
+    if (getenv("TCQ_TEST_VERBOSE")) fprintf(stderr, "%s\n", label);
+    double e2 = 0, r2 = 0, worst = 0;
+    int bad = 0;
+    for (int64_t j = 0; j < M * O; j++) {
+        const double e = fabs((double)y[j] - ref[j]);
+        if (!(e <= bd[j])) {
+            if (bad++ < 3) fprintf(stderr, "  %s: y[%lld]=%.9g ref=%.9g err=%.3g bound=%.3g\n", label,
+                                   (long long)j, y[j], ref[j], e, bd[j]);
+        }
+        worst = fmax(worst, e / bd[j]);
+        e2 += e * e;
+        r2 += ref[j] * ref[j];
+    }
+    const double rel = r2 > 0 ? sqrt(e2 / r2) : sqrt(e2);
+    CHECK(bad == 0, "%s: %d outputs outside the bound", label, bad);
+    if (!fast) {
+        CHECK(rel <= 1e-5, "%s: exact relative error %.3g > 1e-5", label, rel);
+        g_worst_exact = fmax(g_worst_exact, rel);
+    } else {
+        g_worst_fast_rel = fmax(g_worst_fast_rel, rel);
+        g_worst_fast_ratio = fmax(g_worst_fast_ratio, worst);
+    }
+    if (fast && strstr(tcq_kctx_last_kernel(c2), "fast")) {
+        /* the int8 kernels: the documented quantization, evaluated in float64 */
+        int badq = 0;
+        for (int64_t j = 0; j < M * O; j++)
+            if (!(fabs((double)y[j] - sp[j]) <= tl[j]) && badq++ < 3)
+                fprintf(stderr, "  %s: y[%lld]=%.9g spec=%.9g tol=%.3g\n", label, (long long)j, y[j], sp[j], tl[j]);
+        CHECK(badq == 0, "%s: %d outputs differ from the fast-path specification", label, badq);
+    }
+    CHECK(memcmp(y, y1, (size_t)(M * O) * 4) == 0, "%s: 1-thread and 2-thread outputs differ", label);
+    tcq_kctx_free(c2);
+    tcq_kctx_free(c1);
+    free(x), free(y), free(y1), free(ref), free(bd), free(ref2), free(bd2), free(sp), free(tl), free(sp2), free(tl2);
+    wfree(&g);
+    if (swiglu) wfree(&up);
+    g_cases++;
+    if (novnni) unsetenv("TCQ_AVX2_NO_VNNI");
+}
+
+/* Bad shapes and mismatched buffers return errors, never crash. */
+static void bad_inputs(uint64_t *st)
+{
+    tcq_block_params p = {.L = 12, .k = 2, .T = 64};
+    wbuf b;
+    make_weight(st, F_TR1, 8, 128, p, &b);
+    tcq_kctx *c = NULL;
+    CHECK_OK(tcq_kctx_create(NULL, TCQ_PATH_AUTO, &c));
+    float x[4 * 256], y[4 * 256];
+    memset(x, 0, sizeof x);
+    tcq_weight w = b.w;
+    CHECK(tcq_linear(&w, x, y, 0, c) == TCQ_ERR_INVALID_ARG, "M=0 accepted");
+    CHECK(tcq_linear(&w, NULL, y, 1, c) == TCQ_ERR_INVALID_ARG, "NULL x accepted");
+    CHECK(tcq_linear(&w, x, x + 4, 1, c) == TCQ_ERR_INVALID_ARG, "overlapping x/y accepted");
+    CHECK(tcq_linear(&w, x, y, 1, NULL) == TCQ_ERR_INVALID_ARG, "NULL ctx accepted");
+    w.in = 256;
+    CHECK(tcq_linear(&w, x, y, 1, c) == TCQ_ERR_INVALID_ARG, "in mismatch accepted");
+    CHECK(strstr(tcq_last_error(), "trellis") != NULL, "message names the trellis: %s", tcq_last_error());
+    w = b.w;
+    w.tr.axis = 0;
+    CHECK(tcq_linear(&w, x, y, 1, c) == TCQ_ERR_INVALID_ARG, "axis flip with wrong shape accepted");
+    w = b.w;
+    w.tr.axis = 2;
+    CHECK(tcq_linear(&w, x, y, 1, c) == TCQ_ERR_INVALID_ARG, "axis 2 accepted");
+    w = b.w;
+    w.tr.cols = 100;
+    CHECK(tcq_linear(&w, x, y, 1, c) == TCQ_ERR_INVALID_ARG, "cols %% T != 0 accepted");
+    w = b.w;
+    w.tr.interleaved = 1;
+    CHECK(tcq_linear(&w, x, y, 1, c) == TCQ_ERR_INVALID_ARG, "interleave on k=2 axis 1 accepted");
+    w = b.w;
+    w.fmt = TCQ_WF_COUNT;
+    CHECK(tcq_linear(&w, x, y, 1, c) == TCQ_ERR_INVALID_ARG, "unknown format accepted");
+    w.fmt = TCQ_WF_F32;
+    w.dense = NULL;
+    CHECK(tcq_linear(&w, x, y, 1, c) == TCQ_ERR_INVALID_ARG, "NULL dense accepted");
+    w = b.w;
+    w.fmt = TCQ_WF_AFFINE;
+    w.af = (tcq_affine){.bits = 3, .group_size = 64, .out = 8, .in = 128, .w = b.codes, .scales = x, .biases = x,
+                        .sdtype = TCQ_DTYPE_F32};
+    CHECK(tcq_linear(&w, x, y, 1, c) == TCQ_ERR_UNSUPPORTED, "affine bits=3 accepted");
+    w.af.bits = 4;
+    w.af.in = 100;
+    CHECK(tcq_linear(&w, x, y, 1, c) == TCQ_ERR_INVALID_ARG, "affine shape mismatch accepted");
+    wbuf b2;
+    make_weight(st, F_TR1, 16, 128, p, &b2);
+    CHECK(tcq_linear_swiglu(&b.w, &b2.w, x, y, 1, c) == TCQ_ERR_INVALID_ARG, "swiglu out mismatch accepted");
+    CHECK(tcq_kctx_force(c, 7, TCQ_KR_AUTO) == TCQ_ERR_INVALID_ARG, "ISA 7 accepted");
+    CHECK(tcq_kctx_force(c, -1, TCQ_KR_COUNT) == TCQ_ERR_INVALID_ARG, "regime COUNT accepted");
+    tcq_kctx *bad = NULL;
+    CHECK(tcq_kctx_create(NULL, (tcq_kpath)9, &bad) == TCQ_ERR_INVALID_ARG && !bad, "path 9 accepted");
+    tcq_kctx_free(c);
+    wfree(&b);
+    wfree(&b2);
+}
+
+int main(void)
+{
+    uint64_t st = test_seed();
+    CHECK_OK(tcq_pool_create(2, &g_pool2));
+    for (int i = 0; i < TCQ_ISA_COUNT; i++) {
+        const tcq_isa keep = tcq_isa_active();
+        if (tcq_isa_set((tcq_isa)i) == TCQ_OK) g_isas[g_nisa++] = i;
+        tcq_isa_set(keep);
+    }
+    if (g_nisa > TCQ_ISA_AVX2) g_isas[g_nisa++] = ISA_AVX2_NOVNNI;
+    bad_inputs(&st);
+    /* every op x format x ISA x path x regime once (regimes and paths only where they differ),
+     * plus random extra cases */
+    for (int op = 0; op < 2; op++)
+        for (int f = 0; f < F_COUNT; f++)
+            for (int ii = 0; ii < g_nisa; ii++)
+                for (int path = 0; path < 2; path++)
+                    for (int reg = 0; reg < TCQ_KR_COUNT; reg++) {
+                        if (f > F_TR0I && (path || reg)) continue;
+                        run_case(&st, op, f, g_isas[ii], path, (tcq_kregime)reg);
+                    }
+    const char *e = getenv("TCQ_TEST_EXTRA");
+    const int extra = e ? atoi(e) : 150;
+    for (int i = 0; i < extra; i++)
+        run_case(&st, rnd(&st, 0, 3) == 0, rnd(&st, 0, 2), g_isas[rnd(&st, 0, g_nisa - 1)], rnd(&st, 0, 1),
+                 (tcq_kregime)rnd(&st, 0, TCQ_KR_COUNT - 1));
+    fprintf(stderr, "%d cases; worst exact rel err %.3g; fast: worst rel err %.3g, worst err/bound %.3f\n",
+            g_cases, g_worst_exact, g_worst_fast_rel, g_worst_fast_ratio);
+    tcq_pool_free(g_pool2);
+    return test_done("test_kernels");
+}

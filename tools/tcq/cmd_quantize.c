@@ -1,0 +1,132 @@
+/* tcq quantize IN_DIR OUT_DIR --bits K: the library's tcq_quantize_model with a progress bar. */
+#include "cli.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void quantize_usage(FILE *f)
+{
+    fprintf(f, "usage: tcq quantize IN_DIR OUT_DIR --bits 2|3|4 [--L 12] [--seed S] [--threads N]\n"
+               "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
+               "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
+               "  transform, codes every attention and MLP projection with the bitshift trellis\n"
+               "  (k bits per weight, per-row fp16 scales) and writes a model directory:\n"
+               "  config.json with the quantization entries, model.safetensors, tokenizer files.\n"
+               "  Input: a llama or qwen3 model directory (f32/f16/bf16 safetensors, sharded or not).\n"
+               "  --seed: Hadamard sign seed (default 1); --threads: default one per CPU.\n"
+               "  --rotate-only: fold and rotate, code nothing, write f32 (an equivalent dense model).\n");
+}
+
+typedef struct bar {
+    double t0, last;
+    int tty;
+    tcq_quantize_progress final;   /* the latest report (its strings are not kept) */
+} bar;
+
+static void fmt_time(double s, char *buf, size_t n)
+{
+    if (!isfinite(s) || s < 0) s = 0;
+    const long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+static void progress(const tcq_quantize_progress *p, void *user)
+{
+    bar *b = user;
+    const double now = cli_now();
+    b->final = *p;
+    b->final.tensor = b->final.note = NULL;
+    if (p->note) fprintf(stderr, "%stcq quantize: warning: %s\n", b->tty ? "\r\033[K" : "", p->note);
+    const int last = p->tensor_index == p->tensor_count;
+    if (!b->tty && !last && now - b->last < 10) return;   /* logs: a line every 10 s */
+    b->last = now;
+    const double frac = p->total ? (double)p->done / (double)p->total : (double)p->tensor_index / (p->tensor_count ? p->tensor_count : 1);
+    const double el = now - b->t0;
+    char eta[32], elapsed[32];
+    fmt_time(frac > 0 ? el * (1 - frac) / frac : 0, eta, sizeof eta);
+    fmt_time(el, elapsed, sizeof elapsed);
+    char line[64];
+    const int w = 30, fill = (int)(frac * w);
+    for (int i = 0; i < w; i++) line[i] = i < fill ? '#' : '-';
+    line[w] = 0;
+    fprintf(stderr, "%s[%s] %5.1f%% %d/%d tensors %s elapsed, ETA %s  %.60s%s", b->tty ? "\r\033[K" : "", line,
+            100 * frac, p->tensor_index, p->tensor_count, elapsed, eta, p->tensor ? p->tensor : "",
+            b->tty && !last ? "" : "\n");
+}
+
+int cmd_quantize(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL;
+    long long bits = 0, L = 12, seed = 1, threads = 0;
+    int rotate_only = 0;
+    for (int i = 1; i < argc; i++) {
+        long long *dst = NULL;
+        if (cli_is_help(argv[i])) {
+            quantize_usage(stdout);
+            return 0;
+        }
+        if (argv[i][0] != '-') {
+            if (!in) in = argv[i];
+            else if (!out) out = argv[i];
+            else {
+                fprintf(stderr, "tcq quantize: unexpected argument '%s'\n", argv[i]);
+                return 2;
+            }
+            continue;
+        }
+        if (!strcmp(argv[i], "--rotate-only")) {
+            rotate_only = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--bits")) dst = &bits;
+        else if (!strcmp(argv[i], "--L")) dst = &L;
+        else if (!strcmp(argv[i], "--seed")) dst = &seed;
+        else if (!strcmp(argv[i], "--threads")) dst = &threads;
+        if (!dst || i + 1 >= argc) {
+            fprintf(stderr, "tcq quantize: unknown or incomplete option '%s'\n", argv[i]);
+            quantize_usage(stderr);
+            return 2;
+        }
+        if (cli_parse_long(argv[i], argv[i + 1], dst)) return 2;
+        i++;
+    }
+    if (!in || !out) {
+        quantize_usage(stderr);
+        return 2;
+    }
+    if (rotate_only && bits) {
+        fprintf(stderr, "tcq quantize: --rotate-only and --bits exclude each other\n");
+        return 2;
+    }
+    if (!rotate_only && (bits < 2 || bits > 4)) {
+        fprintf(stderr, "tcq quantize: --bits must be 2, 3 or 4\n");
+        return 2;
+    }
+    if (L < TCQ_L_MIN || L > TCQ_L_MAX || seed < 0 || threads < 0 || threads > 1024) {
+        fprintf(stderr, "tcq quantize: --L must be in [%d, %d], --seed >= 0, --threads in [0, 1024]\n",
+                TCQ_L_MIN, TCQ_L_MAX);
+        return 2;
+    }
+    tcq_quantize_opts o = {.bits = (int)bits, .L = (int)L, .T = 256, .seed = (uint64_t)seed, .threads = (int)threads};
+    bar b = {cli_now(), 0, isatty(2), {0}};
+    if (rotate_only) fprintf(stderr, "tcq quantize: %s -> %s, rotate only, seed=%lld\n", in, out, seed);
+    else fprintf(stderr, "tcq quantize: %s -> %s, k=%lld L=%lld T=256 seed=%lld\n", in, out, bits, L, seed);
+    tcq_status s = tcq_quantize_model(in, out, &o, progress, &b);
+    if (s != TCQ_OK) {
+        if (b.tty) fputc('\n', stderr);
+        return cli_fail(s, "quantize");
+    }
+    const tcq_quantize_progress *f = &b.final;
+    if (rotate_only) {
+        fprintf(stderr, "tcq quantize: folded and rotated, %lld weights written dense f32, %.1f s\n",
+                (long long)f->dense_weights, cli_now() - b.t0);
+        return 0;
+    }
+    fprintf(stderr, "tcq quantize: %lld weights coded at k=%lld (relative MSE %.5f in the rotated basis), "
+                    "%lld kept dense bf16, %.1f s\n", (long long)f->coded_weights, bits,
+            f->sq_ref > 0 ? f->sq_err / f->sq_ref : 0.0, (long long)f->dense_weights, cli_now() - b.t0);
+    return 0;
+}
