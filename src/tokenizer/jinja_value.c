@@ -339,11 +339,26 @@ jv jv_stringify(jctx *c, jv v)
     return r;
 }
 
-static void json_string(jstr s, tok_buf *b)
+static void json_string(jstr s, tok_buf *b, int ensure_ascii)
 {
     tok_buf_putc(b, '"');
     for (size_t i = 0; i < s.n; i++) {
         unsigned char ch = (unsigned char)s.p[i];
+        if (ensure_ascii && ch >= 0x80) {   /* \uXXXX, surrogate pairs above U+FFFF, as Python */
+            int len = tok_utf8_len(ch);
+            uint32_t cp = len > 1 && i + (size_t)len <= s.n ? ch & (0x7Fu >> len) : 0xFFFD;
+            for (int k = 1; k < len && i + (size_t)len <= s.n; k++) cp = (cp << 6) | ((unsigned char)s.p[i + k] & 63u);
+            char e[16];
+            if (cp >= 0x10000) {
+                cp -= 0x10000;
+                snprintf(e, sizeof e, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+            } else {
+                snprintf(e, sizeof e, "\\u%04x", cp);
+            }
+            tok_buf_puts(b, e);
+            i += (size_t)(len > 1 ? len : 1) - 1;
+            continue;
+        }
         switch (ch) {
         case '"': tok_buf_puts(b, "\\\""); break;
         case '\\': tok_buf_puts(b, "\\\\"); break;
@@ -369,8 +384,11 @@ static void json_newline(tok_buf *b, int indent, int level)
     for (int i = 0; i < indent * level; i++) tok_buf_putc(b, ' ');
 }
 
-void jv_to_json(jctx *c, int line, jv v, tok_buf *b, int indent, int sort_keys, int level)
+void jv_to_json(jctx *c, int line, jv v, tok_buf *b, const jjson_opts *o, int level)
 {
+    int indent = o->indent;
+    /* Python's defaults: ", " and ": ", or "," and ": " with an indent */
+    const char *isep = o->item_sep ? o->item_sep : indent >= 0 ? "," : ", ", *ksep = o->key_sep ? o->key_sep : ": ";
     switch (v.t) {
     case JV_UNDEF: case JV_NONE: tok_buf_puts(b, "null"); return;
     case JV_BOOL: tok_buf_puts(b, v.u.b ? "true" : "false"); return;
@@ -379,15 +397,15 @@ void jv_to_json(jctx *c, int line, jv v, tok_buf *b, int indent, int sort_keys, 
         else if (v.t == JV_FLOAT && isinf(v.u.f)) tok_buf_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity");
         else jv_to_str(c, v, b, 0);
         return;
-    case JV_STR: json_string(v.u.s, b); return;
+    case JV_STR: json_string(v.u.s, b, o->ensure_ascii); return;
     case JV_LIST:
         if (!v.u.l->n) { tok_buf_puts(b, "[]"); return; }
         nest_in(c);
         tok_buf_putc(b, '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
-            if (i) tok_buf_puts(b, indent >= 0 ? "," : ", ");
+            if (i) tok_buf_puts(b, isep);
             if (indent >= 0) json_newline(b, indent, level + 1);
-            jv_to_json(c, line, v.u.l->v[i], b, indent, sort_keys, level + 1);
+            jv_to_json(c, line, v.u.l->v[i], b, o, level + 1);
         }
         if (indent >= 0) json_newline(b, indent, level);
         tok_buf_putc(b, ']');
@@ -399,24 +417,25 @@ void jv_to_json(jctx *c, int line, jv v, tok_buf *b, int indent, int sort_keys, 
         nest_in(c);
         size_t *ord = ja_alloc(c, d->n * sizeof *ord);
         for (size_t i = 0; i < d->n; i++) ord[i] = i;
-        if (sort_keys)   /* insertion sort: dicts of a template are small */
+        if (o->sort_keys)   /* insertion sort: dicts of a template are small */
             for (size_t i = 1; i < d->n; i++)
                 for (size_t j = i; j > 0 && jv_compare(c, line, d->k[ord[j - 1]], d->k[ord[j]]) > 0; j--) {
                     size_t t = ord[j]; ord[j] = ord[j - 1]; ord[j - 1] = t;
                 }
         tok_buf_putc(b, '{');
         for (size_t i = 0; i < d->n; i++) {
-            if (i) tok_buf_puts(b, indent >= 0 ? "," : ", ");
+            if (i) tok_buf_puts(b, isep);
             if (indent >= 0) json_newline(b, indent, level + 1);
             jv k = d->k[ord[i]];
-            if (k.t == JV_STR) json_string(k.u.s, b);
-            else {
+            if (k.t == JV_STR) json_string(k.u.s, b, o->ensure_ascii);
+            else {   /* Python writes non-string keys as strings */
+                jjson_opts plain = {-1, 0, 0, NULL, NULL};
                 tok_buf_putc(b, '"');
-                jv_to_json(c, line, k, b, -1, 0, 0);
+                jv_to_json(c, line, k, b, &plain, 0);
                 tok_buf_putc(b, '"');
             }
-            tok_buf_puts(b, ": ");
-            jv_to_json(c, line, d->v[ord[i]], b, indent, sort_keys, level + 1);
+            tok_buf_puts(b, ksep);
+            jv_to_json(c, line, d->v[ord[i]], b, o, level + 1);
         }
         if (indent >= 0) json_newline(b, indent, level);
         tok_buf_putc(b, '}');
