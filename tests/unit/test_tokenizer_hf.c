@@ -1,6 +1,7 @@
 /* Against Hugging Face transformers 5.17 / tokenizers 0.23 (tests/data/README.md):
  * tokenizer_hf/vectors.json (AutoTokenizer ids, with special tokens, decode) and chat_hf/
- * (apply_chat_template renderings and their ids) for tinyqwen and Qwen3. */
+ * (apply_chat_template renderings and their ids) for tinyqwen and Qwen3, and tinyqwen's ids of
+ * the whole valid.txt (tinyqwen_ref/). */
 #include "test.h"
 
 #include <jansson.h>
@@ -124,12 +125,41 @@ static void test_chat(tcq_tokenizer *const toks[2])
     json_decref(ids_ref);
 }
 
+/* The whole valid.txt: the count transformers gave (tinyqwen_ref/ppl.json) and the first 32768
+ * ids it stored (ppl_tokens.safetensors, the perplexity windows). */
+static void test_valid_txt(const tcq_tokenizer *tok)
+{
+    char *text = slurp(TCQ_SHARED_DATA "/tinyqwen/valid.txt");
+    json_error_t err;
+    json_t *ppl = json_load_file(TCQ_SOURCE_DIR "/tests/data/tinyqwen_ref/ppl.json", 0, &err);
+    tcq_st_file *st = NULL;
+    CHECK_OK(tcq_st_open(TCQ_SOURCE_DIR "/tests/data/tinyqwen_ref/ppl_tokens.safetensors", &st));
+    const tcq_tensor_info *ti = st ? tcq_st_find(st, "tokens") : NULL;
+    CHECK(text && ppl && ti && ti->dtype == TCQ_DTYPE_I32, "valid.txt / ppl.json / ppl_tokens");
+    if (text && ppl && ti && ti->dtype == TCQ_DTYPE_I32 && tok) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        CHECK_OK(tcq_tokenizer_encode_alloc(tok, text, strlen(text), 0, &ids, &n));
+        CHECK((json_int_t)n == json_integer_value(json_object_get(ppl, "n_tokens")), "valid.txt: %zu tokens, want %lld", n,
+              json_integer_value(json_object_get(ppl, "n_tokens")));
+        const int32_t *want = ti->data;
+        size_t k = 0;
+        while (ids && k < n && k < (size_t)ti->numel && ids[k] == want[k]) k++;
+        CHECK(k == (size_t)ti->numel, "valid.txt: first difference at token %zu of %lld", k, (long long)ti->numel);
+        free(ids);
+    }
+    tcq_st_close(st);
+    json_decref(ppl);
+    free(text);
+}
+
 int main(void)
 {
     tcq_tokenizer *toks[2] = {NULL, NULL};
     for (int t = 0; t < 2; t++) CHECK_OK(tcq_tokenizer_load(DIRS[t], &toks[t]));
     test_vectors(toks);
     test_chat(toks);
+    test_valid_txt(toks[0]);
     for (int t = 0; t < 2; t++) tcq_tokenizer_free(toks[t]);
     return test_done("test_tokenizer_hf");
 }
