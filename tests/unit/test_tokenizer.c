@@ -293,6 +293,49 @@ static void test_word_cut(void)
 
 static void write_file(const char *path, const char *s);
 
+/* stories260K: the greedy ids of the HF copy (tests/data/stories260K_ref/greedy.json), streamed
+ * through the llama2.c decoder, give the first section of stories260K.expected.txt. */
+static void test_stories_greedy(void)
+{
+    FILE *f = fopen(TCQ_SOURCE_DIR "/tests/data/stories260K_ref/greedy.json", "rb");
+    static char js[65536], exp_txt[8192];
+    size_t jl = f ? fread(js, 1, sizeof js - 1, f) : 0;
+    if (f) fclose(f);
+    js[jl] = 0;
+    f = fopen(TCQ_SHARED_DATA "/stories260K/stories260K.expected.txt", "rb");
+    size_t el = f ? fread(exp_txt, 1, sizeof exp_txt - 1, f) : 0;
+    if (f) fclose(f);
+    exp_txt[el] = 0;
+    char *a = strchr(exp_txt, '\n'), *b = a ? strstr(a, "\n\n## ") : NULL;   /* the first section */
+    char *ids_at = strstr(js, "\"greedy_ids\"");
+    CHECK(a && b && ids_at, "greedy.json / expected.txt");
+    if (!a || !b || !ids_at) return;
+    a++;
+    *b = 0;
+    tcq_tokenizer *tok = NULL;
+    tcq_detok *d = NULL;
+    CHECK_OK(tcq_tokenizer_load(TCQ_SHARED_DATA "/stories260K/tok512.bin", &tok));
+    if (tok) CHECK_OK(tcq_detok_create(tok, TCQ_DETOK_SKIP_SPECIAL, &d));
+    if (!d) { tcq_tokenizer_free(tok); return; }
+    char out[8192];
+    size_t on = 0;
+    int n_ids = 0;
+    for (char *p = strchr(ids_at, '[') + 1, *e; *p && *p != ']'; p = e + (*e == ',')) {
+        long id = strtol(p, &e, 10);
+        if (e == p) break;
+        const char *t;
+        size_t tl;
+        CHECK_OK(tcq_detok_push(d, (int32_t)id, &t, &tl));
+        if (on + tl < sizeof out) { memcpy(out + on, t, tl); on += tl; }
+        n_ids++;
+    }
+    out[on] = 0;
+    while (on && (out[on - 1] == '\n' || out[on - 1] == ' ')) out[--on] = 0;
+    CHECK(n_ids == 257 && strcmp(out, a) == 0, "greedy text (%d ids):\n%s\n--- want:\n%s", n_ids, out, a);
+    tcq_detok_free(d);
+    tcq_tokenizer_free(tok);
+}
+
 /* Regex classes as Oniguruma (tokenizers' engine) has them: \s matches U+0085, \w marks. */
 static void test_regex_classes(void)
 {
@@ -368,5 +411,6 @@ int main(void)
     test_threads();
     test_word_cut();
     test_regex_classes();
+    test_stories_greedy();
     return test_done("test_tokenizer");
 }
