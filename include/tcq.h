@@ -563,7 +563,8 @@ typedef struct tcq_tokenizer tcq_tokenizer;
 /* path: a model directory (reads tokenizer.json, and if present tokenizer_config.json for
  * bos/eos, add_bos_token/add_eos_token (which override the post-processor, as transformers'
  * Llama tokenizer does) and the chat template, and chat_template.jinja, which wins over the
- * config's), a tokenizer.json file (the same files beside it are read), or a llama2.c
+ * config's; a directory with no tokenizer.json but a tokenizer.bin loads that as llama2.c's),
+ * a tokenizer.json file (the same files beside it are read), or a llama2.c
  * tokenizer.bin (a name ending in ".bin": vocabulary size read to end of file).
  * tokenizer.json support: model BPE (merges as "a b" or ["a", "b"], byte_fallback, unk/fuse_unk,
  * ignore_merges); normalizers NFC/NFD/NFKC/NFKD, Lowercase, Strip, Prepend, Replace (string),
