@@ -192,7 +192,9 @@ __global__ void __launch_bounds__(kThreadsS, 1) k_scatter(Geo g, Geo unused, Out
     const int nw = gridDim.x * (blockDim.x >> 5);
     const int64_t nkt = o.groups * 4;
     for (int item = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); item < o.n_items; item += nw) {
-        const int tile = item / o.S, s = item % o.S;
+        /* chunk-major: warps running together read whole coded rows (neighbouring output tiles
+         * of the same rows), not 32-byte pieces of many rows */
+        const int tile = item % o.ntiles, s = item / o.ntiles;
         const int64_t P = (int64_t)tile * 128 + 16 * gq;          /* this lane's 16 outputs */
         const bool pok = P < g.C;
         const int64_t blk = P >> g.log2T;
