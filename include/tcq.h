@@ -1014,8 +1014,10 @@ tcq_status tcq_cuda_time_dense_bf16(tcq_cuda_ctx *ctx, int64_t out, int64_t in, 
                                     int reps, int trials, double *us);
 /* Device-to-device copy of `bytes`: GB/s counting bytes read plus written. */
 tcq_status tcq_cuda_time_copy(tcq_cuda_ctx *ctx, size_t bytes, int reps, int trials, double *gbps);
-/* GPU encoder throughput on R x C Gaussian rows: weights per second. */
-tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R, int64_t C, double *wps);
+/* GPU encoder throughput on R x C Gaussian rows, weights per second: the whole call (host scales
+ * and division, transfers) and the kernels alone (kernel_wps may be NULL). */
+tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R, int64_t C, double *wps,
+                                double *kernel_wps);
 
 #ifdef __cplusplus
 }
