@@ -19,6 +19,7 @@ check 0 "usage: tcq quantize" --help
 check 2 "usage" onlyone
 check 2 "bits must be 2, 3 or 4" "$tmp/in" "$tmp/out1" --bits 5
 check 2 "needs an integer" "$tmp/in" "$tmp/out1" --bits x
+check 2 "default or seams" "$tmp/in" "$tmp/out1" --bits 2 --search best
 check 2 "exclude each other" "$tmp/in" "$tmp/out1" --bits 2 --rotate-only
 check 2 "unknown or incomplete option" "$tmp/in" "$tmp/out1" --bits 2 --frobnicate 1
 check 1 "$tmp/in/config.json" "$tmp/in" "$tmp/out1" --bits 2

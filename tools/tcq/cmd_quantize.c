@@ -9,6 +9,7 @@
 static void quantize_usage(FILE *f)
 {
     fprintf(f, "usage: tcq quantize IN_DIR OUT_DIR --bits 2|3|4 [--L 12] [--seed S] [--threads N]\n"
+               "                    [--search default|seams] [--seams N]\n"
                "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
                "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
                "  transform, codes every attention and MLP projection with the bitshift trellis\n"
@@ -16,6 +17,8 @@ static void quantize_usage(FILE *f)
                "  config.json with the quantization entries, model.safetensors, tokenizer files.\n"
                "  Input: a llama or qwen3 model directory (f32/f16/bf16 safetensors, sharded or not).\n"
                "  --seed: Hadamard sign seed (default 1); --threads: default one per CPU.\n"
+               "  --search seams: the encoder tries N more tail-biting seams per block (default 8;\n"
+               "  2 + N Viterbi passes instead of 2): lower error, slower.\n"
                "  --rotate-only: fold and rotate, code nothing, write f32 (an equivalent dense model).\n");
 }
 
@@ -60,7 +63,8 @@ static void progress(const tcq_quantize_progress *p, void *user)
 int cmd_quantize(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL;
-    long long bits = 0, L = 12, seed = 1, threads = 0;
+    long long bits = 0, L = 12, seed = 1, threads = 0, seams = 0;
+    tcq_search search = TCQ_SEARCH_TWO_PASS;
     int rotate_only = 0;
     for (int i = 1; i < argc; i++) {
         long long *dst = NULL;
@@ -81,7 +85,15 @@ int cmd_quantize(int argc, char **argv)
             rotate_only = 1;
             continue;
         }
+        if (!strcmp(argv[i], "--search") && i + 1 < argc) {
+            if (tcq_search_parse(argv[++i], &search) != TCQ_OK) {
+                fprintf(stderr, "tcq quantize: --search must be default or seams, got '%s'\n", argv[i]);
+                return 2;
+            }
+            continue;
+        }
         if (!strcmp(argv[i], "--bits")) dst = &bits;
+        else if (!strcmp(argv[i], "--seams")) dst = &seams;
         else if (!strcmp(argv[i], "--L")) dst = &L;
         else if (!strcmp(argv[i], "--seed")) dst = &seed;
         else if (!strcmp(argv[i], "--threads")) dst = &threads;
@@ -105,15 +117,17 @@ int cmd_quantize(int argc, char **argv)
         fprintf(stderr, "tcq quantize: --bits must be 2, 3 or 4\n");
         return 2;
     }
-    if (L < TCQ_L_MIN || L > TCQ_L_MAX || seed < 0 || threads < 0 || threads > 1024) {
-        fprintf(stderr, "tcq quantize: --L must be in [%d, %d], --seed >= 0, --threads in [0, 1024]\n",
-                TCQ_L_MIN, TCQ_L_MAX);
+    if (L < TCQ_L_MIN || L > TCQ_L_MAX || seed < 0 || threads < 0 || threads > 1024 || seams < 0 || seams > 64) {
+        fprintf(stderr, "tcq quantize: --L must be in [%d, %d], --seed >= 0, --threads in [0, 1024], "
+                        "--seams in [0, 64]\n", TCQ_L_MIN, TCQ_L_MAX);
         return 2;
     }
-    tcq_quantize_opts o = {.bits = (int)bits, .L = (int)L, .T = 256, .seed = (uint64_t)seed, .threads = (int)threads};
+    tcq_quantize_opts o = {.bits = (int)bits, .L = (int)L, .T = 256, .seed = (uint64_t)seed, .threads = (int)threads,
+                           .enc = {.search = search, .seams = (int)seams}};
     bar b = {cli_now(), 0, isatty(2), {0}};
     if (rotate_only) fprintf(stderr, "tcq quantize: %s -> %s, rotate only, seed=%lld\n", in, out, seed);
-    else fprintf(stderr, "tcq quantize: %s -> %s, k=%lld L=%lld T=256 seed=%lld\n", in, out, bits, L, seed);
+    else fprintf(stderr, "tcq quantize: %s -> %s, k=%lld L=%lld T=256 seed=%lld search=%s\n", in, out, bits, L, seed,
+                 tcq_search_name(search));
     tcq_status s = tcq_quantize_model(in, out, &o, progress, &b);
     if (s != TCQ_OK) {
         if (b.tty) fputc('\n', stderr);
