@@ -9,7 +9,7 @@
 static void help(FILE *f)
 {
     fprintf(f, "usage: tcq bench model [MODEL] [--prompt N] [--gen N] [--batch B] [--threads N] [--kv f32|f16]\n"
-               "                        [--bits K] [--layers N] [--vocab V] [--json]\n"
+               "                        [--bits K] [--layers N] [--vocab V] [--kpath auto|exact|fast] [--json]\n"
                "  MODEL: a model directory or llama2.c .bin; without it a synthetic Qwen3-14B-geometry model\n"
                "  (dim 5120, ffn 17408, 40 heads / 8 kv of 128, vocab 151936) with --layers (2) random layers,\n"
                "  --bits 0 (bf16, default) or 1..4 (trellis L=12 T=256, random codes).\n"
@@ -48,6 +48,9 @@ int bench_model(int argc, char **argv)
         else if (strcmp(a, "--kv") == 0) {
             if (cli_parse_kv(v, &kv)) return 2;
             i++;
+        } else if (!strcmp(a, "--kpath")) {
+            if (cli_parse_kpath(v)) return 2;
+            i++;
         } else if (a[0] != '-' && !path) path = a;
         else {
             fprintf(stderr, "tcq bench model: unexpected argument '%s'\n", a);
@@ -80,7 +83,7 @@ int bench_model(int argc, char **argv)
         c.rope_theta = 1e6;
         c.norm_eps = 1e-6f;
         c.bos_id = -1;
-        tcq_model_opts o = {.n_threads = (int)threads};
+        tcq_model_opts o = {.n_threads = (int)threads, .path = cli_kpath};
         double t0 = cli_now();
         tcq_status s = tcq_model_synthetic(&c, (int)bits, 1234, &o, &m);
         if (s != TCQ_OK) return cli_fail(s, "synthetic model");

@@ -252,7 +252,8 @@ tcq_status tcq_encode_block_ref(tcq_block_params p, const tcq_encode_opts *opts,
                                 double *err);
 
 /* The fast block encoder (best ISA, same output as the reference).  Same contract as
- * tcq_encode_block_ref. */
+ * tcq_encode_block_ref.  Keeps its scratch per calling thread between calls (2^L-sized tables
+ * and T x 2^(L-k) floats: about 1.1 MiB at L=12, k=2), freed when the thread exits. */
 tcq_status tcq_encode_block(tcq_block_params p, const tcq_encode_opts *opts, const float *x /* [T] */,
                             const float *w /* [T] or NULL */, uint32_t *words /* [T*k/32] */,
                             uint32_t *states /* [T] or NULL */, double *err);
@@ -562,7 +563,8 @@ typedef struct tcq_tokenizer tcq_tokenizer;
 /* path: a model directory (reads tokenizer.json, and if present tokenizer_config.json for
  * bos/eos, add_bos_token/add_eos_token (which override the post-processor, as transformers'
  * Llama tokenizer does) and the chat template, and chat_template.jinja, which wins over the
- * config's), a tokenizer.json file (the same files beside it are read), or a llama2.c
+ * config's; a directory with no tokenizer.json but a tokenizer.bin loads that as llama2.c's),
+ * a tokenizer.json file (the same files beside it are read), or a llama2.c
  * tokenizer.bin (a name ending in ".bin": vocabulary size read to end of file).
  * tokenizer.json support: model BPE (merges as "a b" or ["a", "b"], byte_fallback, unk/fuse_unk,
  * ignore_merges); normalizers NFC/NFD/NFKC/NFKD, Lowercase, Strip, Prepend, Replace (string),
@@ -718,7 +720,8 @@ tcq_status tcq_model_config_parse(const char *json, size_t len, const char *labe
 typedef struct tcq_model_opts {
     int n_threads;            /* <= 0: one per online CPU */
     tcq_kpath path;           /* trellis numerical path (TCQ_PATH_AUTO) */
-    /* Optional load progress: frac in [0, 1], what names the current step. */
+    /* Optional progress of loading and of tcq_eval_* (per window): frac in [0, 1], what names
+     * the current step. */
     void (*progress)(void *arg, double frac, const char *what);
     void *progress_arg;
     /* 1: read every mapped weight page once at load (with progress), so the first forward does
@@ -735,8 +738,8 @@ void tcq_model_free(tcq_model *m);
 const tcq_model_config *tcq_model_get_config(const tcq_model *m);
 /* Bytes of weight data the model reads (mapped tensors + converted norms). */
 size_t tcq_model_weight_bytes(const tcq_model *m);
-/* Human-readable weight format summary, e.g. "bf16" or "trellis k=3 + bf16" (static storage
- * owned by the model). */
+/* Human-readable weight format summary, e.g. "bf16; embeddings bf16 (tied)" or
+ * "trellis k=3; embeddings bf16 (tied)" (storage owned by the model). */
 const char *tcq_model_describe(const tcq_model *m);
 
 /* A model of the given geometry with random weights (benchmarks, tests): bits 0 gives dense bf16
@@ -774,7 +777,10 @@ tcq_status tcq_model_forward(tcq_model *m, tcq_session *s, const int32_t *tokens
 tcq_status tcq_model_prefill(tcq_model *m, tcq_session *s, const int32_t *tokens /* [n] */, int n,
                              float *last_logits /* [vocab] or NULL */);
 /* One token for each of nb (1..TCQ_MAX_BATCH) independent sessions, run as nb rows through
- * the same linear calls.  Sessions must be distinct.  Equal to nb separate forwards. */
+ * the same linear calls.  Sessions must be distinct.  The same computation as nb separate
+ * forwards; the kernels' M-row paths may round differently from M = 1 (tests allow 1e-3).
+ * Likewise a chunk of a prompt (attention through sgemm) and token-by-token decode agree to
+ * rounding, not bit for bit; each is bit-identical for any thread count. */
 #define TCQ_MAX_BATCH 4
 tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *sess /* [nb] */,
                                    const int32_t *tokens /* [nb] */, int nb,
@@ -1012,8 +1018,10 @@ tcq_status tcq_cuda_time_dense_bf16(tcq_cuda_ctx *ctx, int64_t out, int64_t in, 
                                     int reps, int trials, double *us);
 /* Device-to-device copy of `bytes`: GB/s counting bytes read plus written. */
 tcq_status tcq_cuda_time_copy(tcq_cuda_ctx *ctx, size_t bytes, int reps, int trials, double *gbps);
-/* GPU encoder throughput on R x C Gaussian rows: weights per second. */
-tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R, int64_t C, double *wps);
+/* GPU encoder throughput on R x C Gaussian rows, weights per second: the whole call (host scales
+ * and division, transfers) and the kernels alone (kernel_wps may be NULL). */
+tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R, int64_t C, double *wps,
+                                double *kernel_wps);
 
 #ifdef __cplusplus
 }

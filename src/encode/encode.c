@@ -2,6 +2,7 @@
  * independent, so the result does not depend on the thread count. */
 #include "viterbi.h"
 
+#include <pthread.h>
 #include <string.h>
 
 const vit_kernel *vit_kernel_active(void)
@@ -33,12 +34,41 @@ tcq_status vit_encode_block(tcq_block_params p, const tcq_encode_opts *opts, vit
     return TCQ_OK;
 }
 
+/* tcq_encode_block keeps one scratch per calling thread (freed when the thread exits): a
+ * caller that codes block after block -- a sequential LDLQ loop, say -- would otherwise pay
+ * for fresh tables and fresh pages on every call (211 us against 80 us per block at L=12). */
+static pthread_key_t g_sc_key;
+static pthread_once_t g_sc_once = PTHREAD_ONCE_INIT;
+static int g_sc_key_ok;
+
+static void sc_destroy(void *p)
+{
+    vit_scratch_release(p);
+    free(p);
+}
+
+static void sc_key_init(void) { g_sc_key_ok = pthread_key_create(&g_sc_key, sc_destroy) == 0; }
+
+static vit_scratch *thread_scratch(void)
+{
+    pthread_once(&g_sc_once, sc_key_init);
+    if (!g_sc_key_ok) return NULL;
+    vit_scratch *sc = pthread_getspecific(g_sc_key);
+    if (!sc && (sc = calloc(1, sizeof *sc)) != NULL && pthread_setspecific(g_sc_key, sc) != 0) {
+        free(sc);
+        sc = NULL;
+    }
+    return sc;
+}
+
 tcq_status tcq_encode_block(tcq_block_params p, const tcq_encode_opts *opts, const float *x,
                             const float *w, uint32_t *words, uint32_t *states, double *err)
 {
-    vit_scratch sc = {0};
-    tcq_status rc = vit_encode_block(p, opts, &sc, x, w, words, states, err);
-    vit_scratch_release(&sc);
+    vit_scratch *sc = thread_scratch();
+    if (sc) return vit_encode_block(p, opts, sc, x, w, words, states, err);
+    vit_scratch local = {0};
+    tcq_status rc = vit_encode_block(p, opts, &local, x, w, words, states, err);
+    vit_scratch_release(&local);
     return rc;
 }
 

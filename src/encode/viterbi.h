@@ -1,35 +1,33 @@
-/* Internal to the encoder: the forward pass every ISA implements, and the scratch it works in.
+/* Internal to the encoder: the passes every ISA implements and the scratch they work in.
  *
  * The vector passes never store the costs D_t: for each vector of groups of step t+1 they
  * build the 2^k predecessor cost vectors D_t(g + j 2^(L-k)) = fma(e, d, M_t(.)) in registers
  * (d = x_t - v(s), e = d or w_t d) and reduce them into M_{t+1}, the only store; only D_{T-1}
  * is written, for the end-state choice.  The working set is the value table (16 KiB at
- * L = 12) and two rows of M.  (Storing D and reading it back, in place or ping-pong, was 1.4x
- * and 3x slower.)  The generic pass keeps the two-phase form in plain loops.
+ * L = 12) and two rows of M.  The generic pass keeps a two-phase form in plain loops.
  *
- * The fast passes store no backpointers.  They keep, for every step t >= 1, the 2^(L-k) group
- * minima M_t(g) = min_j D_{t-1}(g + j 2^(L-k)) that D_t(s) = M_t(s >> k) + c_t(s) was built
- * from; the traceback recomputes the 2^k candidate costs of the one state it follows with the
- * same float operations, so its argmin is the reference's backpointer bit for bit, and the
- * forward loop spends no compares or blends on argmins. */
+ * No pass stores backpointers.  The rows M_t (t >= 1) are kept, and the traceback recomputes
+ * the 2^k candidate costs of the one state it follows with the same float operations, so its
+ * argmin is the reference's backpointer bit for bit and the forward loop spends no compares or
+ * blends on argmins. */
 #ifndef TCQ_VITERBI_H
 #define TCQ_VITERBI_H
 
 #include "../core/internal.h"
 
 typedef struct vit_scratch {
-    int tab_L;             /* L the tables a, b hold (0: none) */
-    size_t cap_N, cap_M;   /* floats allocated in D0/D1/a/b and in M */
+    int tab_L;             /* L the tables v, vr, rev hold (0: none) */
+    size_t cap_N, cap_M;   /* entries allocated per 2^L table, and in M */
     void *base;            /* one allocation holding v, vr and D */
     float *v;              /* [2^L] the canonical values v(s) */
     float *vr;             /* [2^L] v(rev_L(r)): the table of the time-reversed trellis */
     float *vp;             /* [2^L] v in a vector pass's lane order (built by that pass) */
     int vp_key;            /* what vp holds (0: nothing) ... */
     const float *vp_src;   /* ... and from which table */
-    float *D;              /* [2^L] path costs, updated in place */
+    float *D;              /* [2^L] path costs (the vector passes: D_{T-1} only) */
     float *M;              /* [T, 2^(L-k)] group minima; row 0 unused */
-    float *P;              /* [2^(L-k)] seam proxy costs */
-    uint32_t *order;       /* [2 * 2^(L-k)] overlaps sorted by proxy cost (and merge space) */
+    float *P;              /* [2^(L-k)] seam proxy costs (allocated [2^L]) */
+    uint32_t *order;       /* [2 * 2^(L-k)] overlaps by proxy cost, and merge space ([2^L]) */
     uint32_t *rev;         /* [2^L] L-bit reversal */
     float xr[256], wr[256];
     uint32_t st[256], best[256];

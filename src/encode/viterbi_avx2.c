@@ -4,9 +4,30 @@
  * vectors) and reduced by vminps into M_{t+1}.  Only D_{T-1} is stored.  (The broadcast lane
  * order of the AVX-512 pass measured slower here for k = 1: with 256-bit vectors the shuffle
  * port is not one of the two FMA ports, so vpermps is nearly free.) */
-#include "viterbi_pass.h"
+#include "viterbi.h"
 
 #include <immintrin.h>
+
+/* The smallest s with D[s] equal to the minimum: a vector min, then the first equal lane. */
+static inline uint32_t vit_argmin_avx2(const float *D, uint32_t N)
+{
+    __m256 m0 = _mm256_load_ps(D), m1 = _mm256_load_ps(D + 8);
+    for (uint32_t s = 16; s < N; s += 16) {
+        m0 = _mm256_min_ps(_mm256_load_ps(D + s), m0);
+        m1 = _mm256_min_ps(_mm256_load_ps(D + s + 8), m1);
+    }
+    __m256 m = _mm256_min_ps(m0, m1);
+    m = _mm256_min_ps(m, _mm256_permute2f128_ps(m, m, 1));
+    m = _mm256_min_ps(m, _mm256_permute_ps(m, 0x4e));
+    m = _mm256_min_ps(m, _mm256_permute_ps(m, 0xb1));
+    for (uint32_t s = 0;; s += 8) {
+        const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_load_ps(D + s), m, _CMP_EQ_OQ));
+        if (eq) return s + (uint32_t)__builtin_ctz((unsigned)eq);
+    }
+}
+#define VIT_ARGMIN vit_argmin_avx2
+#include "viterbi_pass.h"
+
 #include <math.h>
 
 #define VIT_INLINE static inline __attribute__((always_inline))

@@ -9,9 +9,27 @@
  * loads).  The value table is stored in the same lane order (vp), and one vpermps per 16
  * groups puts M_{t+1} back in natural order before the store.  Per 16 states that is one
  * vsubps (table as memory operand), one fma, (2^k-1)/2^k vminps and 1/2^k vpermps: 3 uops. */
-#include "viterbi_pass.h"
+#include "viterbi.h"
 
 #include <immintrin.h>
+
+/* The smallest s with D[s] equal to the minimum: a vector min, then the first equal lane. */
+static inline uint32_t vit_argmin_avx512(const float *D, uint32_t N)
+{
+    __m512 m0 = _mm512_load_ps(D), m1 = _mm512_load_ps(D + 16);
+    for (uint32_t s = 32; s < N; s += 32) {
+        m0 = _mm512_min_ps(_mm512_load_ps(D + s), m0);
+        m1 = _mm512_min_ps(_mm512_load_ps(D + s + 16), m1);
+    }
+    const __m512 best = _mm512_set1_ps(_mm512_reduce_min_ps(_mm512_min_ps(m0, m1)));
+    for (uint32_t s = 0;; s += 16) {
+        const __mmask16 eq = _mm512_cmpeq_ps_mask(_mm512_load_ps(D + s), best);
+        if (eq) return s + (uint32_t)__builtin_ctz(eq);
+    }
+}
+#define VIT_ARGMIN vit_argmin_avx512
+#include "viterbi_pass.h"
+
 #include <math.h>
 #include <string.h>
 

@@ -24,6 +24,24 @@ static inline __attribute__((always_inline)) float vit_D(tcq_block_params p, con
     return vit_cost(sc, x, w, t, s, sc->M[(size_t)t * G + (s >> p.k)]);
 }
 
+#ifndef VIT_ARGMIN
+/* The smallest s with D[s] equal to the minimum (N >= 256, a multiple of 16).  The minimum of
+ * costs >= 0 does not depend on the order, so it is taken in 8 independent chains. */
+static inline uint32_t vit_argmin_scalar(const float *D, uint32_t N)
+{
+    float m[8];
+    for (int i = 0; i < 8; i++) m[i] = D[i];
+    for (uint32_t s = 8; s < N; s += 8)
+        for (int i = 0; i < 8; i++) m[i] = D[s + i] < m[i] ? D[s + i] : m[i];
+    float best = m[0];
+    for (int i = 1; i < 8; i++) best = m[i] < best ? m[i] : best;
+    uint32_t s = 0;
+    while (D[s] != best) s++;
+    return s;
+}
+#define VIT_ARGMIN vit_argmin_scalar
+#endif
+
 /* After the forward pass left D_{T-1} in D: choose the end state (smallest s among equal
  * minima, restricted to (s & (G-1)) == end_ov when end_ov >= 0) and trace back into states. */
 static inline void vit_pass_tail(tcq_block_params p, const vit_scratch *sc, const float *D, const float *x,
@@ -43,13 +61,7 @@ static inline void vit_pass_tail(tcq_block_params p, const vit_scratch *sc, cons
             }
         }
     } else {
-        best_s = 0;
-        float best = D[0];
-        for (uint32_t s = 1; s < N; s++)
-            if (D[s] < best) {
-                best = D[s];
-                best_s = s;
-            }
+        best_s = VIT_ARGMIN(D, N);
     }
     states[p.T - 1] = best_s;
     for (int t = p.T - 1; t > t_stop; t--) {

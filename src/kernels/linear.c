@@ -220,7 +220,7 @@ static tcq_kregime pick_regime(const tcq_kctx *c, int64_t M, int is_trellis, int
     if (r != TCQ_KR_AUTO) return r;
     if (M == 1) return TCQ_KR_M1;
     if (M <= SHARED_MAX_M) return TCQ_KR_SHARED;
-    if (M < gemm_from_M[axis != 0][exact != 0]) return TCQ_KR_TILE;
+    if (M < gemm_from_M[axis != 0][exact ? 0 : 1]) return TCQ_KR_TILE;
     return TCQ_KR_GEMM;
 }
 

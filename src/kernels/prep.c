@@ -3,6 +3,7 @@
  * all ISAs see the same integers. */
 #include "kernels.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -48,14 +49,17 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, cons
         for (int64_t blk = 0; blk < nblk; blk++) {
             const int64_t i0 = blk * TCQ_FAST_QB, i1 = TCQ_MIN(n, i0 + TCQ_FAST_QB);
             float a[TCQ_FAST_QB], amax = 0;
+            int finite = 1;
             for (int64_t i = i0; i < i1; i++) {
                 a[i - i0] = scales ? xm[i] * tcq_f16_to_f32(scales[i]) : xm[i];
+                finite &= fabsf(a[i - i0]) <= FLT_MAX;
                 amax = fmaxf(amax, fabsf(a[i - i0]));
             }
             int32_t sum = 0;
-            /* amax == 0 or non-finite: the block contributes nothing (q = 0, d = amax keeps NaN/Inf
-             * visible in the output rather than hiding it) */
-            const int ok = amax > 0 && amax <= 3.4e38f;
+            /* amax == 0: the block contributes nothing.  A NaN or Inf: q = 0 and d = NaN, so the
+             * outputs show it (as the exact path's would) instead of hiding it. */
+            if (!finite) amax = NAN;
+            const int ok = amax > 0 && amax <= FLT_MAX;
             const float inv = ok ? 127.0f / amax : 0.0f;
             for (int64_t i = i0; i < i0 + TCQ_FAST_QB; i++) {
                 int v = 0;
@@ -68,13 +72,18 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, cons
                 q2[i] = (uint32_t)(uint16_t)(int16_t)v * 0x00010001u;
                 sum += v;
             }
-            qa->d[m * nblk + blk] = ok ? amax / 127.0f : (amax == 0 ? 0.0f : amax);
+            qa->d[m * nblk + blk] = ok ? amax / 127.0f : (amax == 0 ? 0.0f : NAN);
             qa->corr[m * nblk + blk] = -510 * sum;
         }
         if (!scales && n % 32 == 0) {
             float amax = 0;
-            for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(xm[i]));
-            const int ok = amax > 0 && amax <= 3.4e38f;
+            int finite = 1;
+            for (int64_t i = 0; i < n; i++) {
+                finite &= fabsf(xm[i]) <= FLT_MAX;
+                amax = fmaxf(amax, fabsf(xm[i]));
+            }
+            if (!finite) amax = NAN;
+            const int ok = amax > 0 && amax <= FLT_MAX;
             const float inv = ok ? (float)TCQ_Q16_MAX / amax : 0.0f;
             int16_t *q16 = qa->q16 + m * npad;
             for (int64_t c = 0; c < n; c += 32)
@@ -84,7 +93,7 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, cons
                     v = v > TCQ_Q16_MAX ? TCQ_Q16_MAX : v < -TCQ_Q16_MAX ? -TCQ_Q16_MAX : v;
                     q16[c + e] = (int16_t)v;
                 }
-            qa->d16[m] = ok ? amax / (float)TCQ_Q16_MAX : (amax == 0 ? 0.0f : amax);
+            qa->d16[m] = ok ? amax / (float)TCQ_Q16_MAX : (amax == 0 ? 0.0f : NAN);
         }
     }
     return TCQ_OK;

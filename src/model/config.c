@@ -119,8 +119,23 @@ static tcq_status parse_root(json_t *root, const char *label, tcq_model_config *
     json_t *act = json_object_get(root, "hidden_act");
     if (json_is_string(act) && strcmp(json_string_value(act), "silu") != 0)
         return tcq_fail(TCQ_ERR_UNSUPPORTED, "%s: hidden_act \"%s\" is not supported (silu)", label, json_string_value(act));
-    json_t *ab = json_object_get(root, "attention_bias");
-    if (json_is_true(ab)) return tcq_fail(TCQ_ERR_UNSUPPORTED, "%s: attention_bias true is not supported", label);
+    /* Variants this forward does not compute: refuse rather than run them wrong. */
+    const char *flags[] = {"attention_bias", "mlp_bias", "use_sliding_window"};
+    for (int i = 0; i < 3; i++)
+        if (json_is_true(json_object_get(root, flags[i])))
+            return tcq_fail(TCQ_ERR_UNSUPPORTED, "%s: %s true is not supported", label, flags[i]);
+    json_t *lt = json_object_get(root, "layer_types");
+    if (json_is_array(lt)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(lt, i, x) {
+            if (!json_is_string(x) || strcmp(json_string_value(x), "full_attention") != 0)
+                return tcq_fail(TCQ_ERR_UNSUPPORTED, "%s: layer_types[%zu] is not \"full_attention\"", label, i);
+        }
+    }
+    double prf;
+    TCQ_TRY(get_num(root, label, "partial_rotary_factor", 1.0, &prf));
+    if (prf != 1.0) return tcq_fail(TCQ_ERR_UNSUPPORTED, "%s: partial_rotary_factor %g is not supported", label, prf);
 
     if (c->n_heads % c->n_kv_heads)
         return tcq_fail(TCQ_ERR_FORMAT, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", label,

@@ -2,6 +2,7 @@
 #include "model/model.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* log-softmax statistics of one row: max and log-sum-exp, in double. */
@@ -54,6 +55,11 @@ static tcq_status eval_run(tcq_model *m, tcq_model *ref, const int32_t *tokens, 
     double nll = 0, rnll = 0, kl = 0;
     int64_t np = 0, agree = 0;
     for (int64_t w = 0; rc == TCQ_OK && w < windows; w++) {
+        if (m->opts.progress) {
+            char what[64];
+            snprintf(what, sizeof what, "window %lld of %lld", (long long)w + 1, (long long)windows);
+            m->opts.progress(m->opts.progress_arg, (double)w / windows, what);
+        }
         const int32_t *t = tokens + w * ctx;
         tcq_session_rewind(s, 0);
         if (rs) tcq_session_rewind(rs, 0);

@@ -101,6 +101,8 @@ static tcq_status forward_rows(tcq_model *m, tcq_session *const *sess, const int
     int max_ctx = 0;
     for (int r = 0; r < M; r++) max_ctx = TCQ_MAX(max_ctx, sess[r]->ctx);
     TCQ_TRY(ensure_att_scratch(m, max_ctx));
+    int one_seq = 1;   /* a prefill chunk: one session, consecutive positions */
+    for (int r = 1; r < M; r++) one_seq &= sess[r] == sess[0] && pos[r] == pos[0] + r;
 
     for (int r = 0; r < M; r++) tcq_model_embed(m, tok[r], m->x + (size_t)r * d);   /* x [M, d] */
     for (int l = 0; l < c->n_layers; l++) {
@@ -119,8 +121,10 @@ static tcq_status forward_rows(tcq_model *m, tcq_session *const *sess, const int
             rope(m, k, c->n_kv_heads, pos[r]);
             kv_store(sess[r], l, pos[r], k, m->v + (size_t)r * kvd);
         }
-        att_job J = {m, sess, pos, l};
-        tcq_pool_run(m->pool, (int64_t)M * c->n_kv_heads, att_item, &J);    /* att [M, qd] */
+        if (!one_seq || tcq_attn_block(m, sess[0], pos[0], M, l)) {
+            att_job J = {m, sess, pos, l};
+            tcq_pool_run(m->pool, (int64_t)M * c->n_kv_heads, att_item, &J);    /* att [M, qd] */
+        }
         TCQ_TRY(tcq_linear(&L->wo, m->att, m->xb2, M, m->kctx));          /* xb2 [M, d] */
         for (size_t i = 0; i < (size_t)M * d; i++) m->x[i] += m->xb2[i];
         for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, m->x + (size_t)r * d, L->ffn_norm, d, c->norm_eps);

@@ -219,8 +219,12 @@ static tcq_status bind_all(hf_ctx *h)
     TCQ_TRY(bind_norm(h, "model.norm.weight", d, &m->final_norm));
     if (m->opts.progress) m->opts.progress(m->opts.progress_arg, 1.0, "done");
     if (m->cfg.tied_embeddings < 0) m->cfg.tied_embeddings = find(h, "lm_head.weight") == NULL;
-    if (c->tied_embeddings) m->lm_head = m->emb;
-    else TCQ_TRY(bind_linear(h, "lm_head", c->vocab_size, d, &m->lm_head));
+    /* Tied, unless the artifact stores a quantized lm_head of its own (then it is the one the
+     * quantizer meant to be used). */
+    int own = !c->tied_embeddings ||
+              (find(h, "lm_head.weight") && tcq_qconfig_lookup(h->q, "lm_head").mode != TCQ_QMODE_NONE);
+    if (own) TCQ_TRY(bind_linear(h, "lm_head", c->vocab_size, d, &m->lm_head));
+    else m->lm_head = m->emb;
     return TCQ_OK;
 }
 

@@ -68,11 +68,14 @@ tcq_status tcq_model_load_llama2c(tcq_model *m, const char *path)
 
     const int64_t d = c->dim, hd = c->hidden_dim, L = c->n_layers, V = c->vocab_size;
     const int64_t kvd = (int64_t)c->n_kv_heads * c->head_dim, S = c->max_seq;
+    /* The size the header implies, first in double: absurd headers must not overflow int64. */
+    const double needd = (double)V * d * (c->tied_embeddings ? 1 : 2) + (double)L * d * (2.0 + 2 * d + 2 * kvd + 3 * hd) +
+                         d + (double)S * c->head_dim;
+    if (28 + 4 * needd > (double)m->map_len)
+        return tcq_fail(TCQ_ERR_FORMAT, "%s: truncated: %zu bytes, the header implies %.0f", path, m->map_len,
+                        28 + 4 * needd);
     const int64_t need = V * d + L * d + L * d * d + 2 * L * d * kvd + L * d * d + L * d + 3 * L * d * hd + d +
                          S * c->head_dim + (c->tied_embeddings ? 0 : V * d);
-    if ((int64_t)m->map_len < 28 + need * 4)
-        return tcq_fail(TCQ_ERR_FORMAT, "%s: truncated: %zu bytes, the header implies %lld", path, m->map_len,
-                        (long long)(28 + need * 4));
 
     const float *p = (const float *)((const char *)map + 28);
     m->layers = calloc((size_t)L, sizeof *m->layers);

@@ -135,6 +135,7 @@ void tcq_model_free(tcq_model *m)
     if (!m) return;
     tcq_kctx_free(m->kctx);
     tcq_afree(m->att_scores);
+    tcq_afree(m->blk_scratch);
     tcq_pool_free(m->pool);
     for (int i = 0; i < m->n_owned; i++) tcq_afree(m->owned[i]);
     free(m->owned);

@@ -69,6 +69,8 @@ struct tcq_model {
     tcq_attn_fn attn;         /* chosen at load from tcq_isa_active() */
     float *att_scores;        /* [pool threads, att_cap] */
     int att_cap;
+    float *blk_scratch;       /* [pool threads, blk_cap] for tcq_attn_block */
+    size_t blk_cap;
 };
 
 struct tcq_session {
@@ -78,6 +80,11 @@ struct tcq_session {
     void *kcache, *vcache;    /* [n_layers, ctx, kv_dim] f32 or f16 */
     size_t bytes;
 };
+
+/* Attention of a prefill chunk (M rows of one session at positions p0..p0+M-1, q in m->q, out
+ * to m->att) through sgemm; returns 1 without doing anything when the per-row core should
+ * serve it (small M, scratch too large). */
+int tcq_attn_block(tcq_model *m, const tcq_session *s, int p0, int M, int layer);
 
 /* Register memory the model frees. */
 tcq_status tcq_model_own(tcq_model *m, void *p);

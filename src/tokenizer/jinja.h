@@ -89,8 +89,12 @@ struct jctx {
     const char *src;
     int loop_ctl;               /* 1 break, 2 continue */
     tcq_status status;          /* of the failure that unwound */
-    int depth;
+    int depth;                  /* macro calls */
+    int nest;                   /* parser and value recursion, bounded so no input overflows the stack */
 };
+
+/* Recursion bound of the parser and of str()/tojson()/comparisons of nested values. */
+#define JINJA_MAX_NEST 200
 
 /* Arena and errors. */
 void *ja_alloc(jctx *c, size_t n);
@@ -140,8 +144,12 @@ int jv_compare(jctx *c, int line, jv a, jv b);
 /* str(v) as Python prints it, appended to b; repr: quote strings (inside lists). */
 void jv_to_str(jctx *c, jv v, tok_buf *b, int repr);
 jv jv_stringify(jctx *c, jv v);
-/* json.dumps(v, ensure_ascii=False) with optional indent (< 0: none) and sort_keys. */
-void jv_to_json(jctx *c, int line, jv v, tok_buf *b, int indent, int sort_keys, int level);
+/* json.dumps(v, ensure_ascii, indent (< 0: none), separators (NULL: Python's defaults), sort_keys). */
+typedef struct jjson_opts {
+    int indent, sort_keys, ensure_ascii;
+    const char *item_sep, *key_sep;
+} jjson_opts;
+void jv_to_json(jctx *c, int line, jv v, tok_buf *b, const jjson_opts *o, int level);
 const char *jv_type_name(jv v);
 /* HTML escape as markupsafe.escape does. */
 jv jv_escape(jctx *c, jstr s);

@@ -134,9 +134,16 @@ jv jinja_filter(jctx *c, int line, const char *name, jv v, const jargs *a)
         jfail(c, line, "object of type %s has no length", jv_type_name(v));
     }
     if (!strcmp(name, "tojson")) {
-        jv ind = jarg(a, 0, "indent", none);
+        /* transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
+        jv ind = jarg(a, 1, "indent", none), seps = jarg(a, 2, "separators", none);
+        jjson_opts o = {ind.t == JV_INT ? (int)ind.u.i : -1, jv_truthy(jarg(a, 3, "sort_keys", jv_bool(0))),
+                        jv_truthy(jarg(a, 0, "ensure_ascii", jv_bool(0))), NULL, NULL};
+        if (seps.t == JV_LIST && seps.u.l->n == 2 && seps.u.l->v[0].t == JV_STR && seps.u.l->v[1].t == JV_STR) {
+            o.item_sep = seps.u.l->v[0].u.s.p;
+            o.key_sep = seps.u.l->v[1].u.s.p;
+        }
         tok_buf b = {0};
-        jv_to_json(c, line, v, &b, ind.t == JV_INT ? (int)ind.u.i : -1, jv_truthy(jarg(a, -1, "sort_keys", jv_bool(0))), 0);
+        jv_to_json(c, line, v, &b, &o, 0);
         jv r = jv_str(c, b.p ? b.p : "", b.n);
         tok_buf_free(&b);
         return r;

@@ -246,11 +246,16 @@ static jnode *parse_filters(parser *ps, jnode *n)
 static jnode *parse_unary(parser *ps, int with_filter)
 {
     jnode *n;
+    if (ps->c->nest > JINJA_MAX_NEST) jfail(ps->c, ps->line, "nested deeper than %d levels", JINJA_MAX_NEST);
     if (accept_op(ps, "-")) {
         n = node(ps, E_NEG);
+        ps->c->nest++;
         n->a = parse_unary(ps, 0);
+        ps->c->nest--;
     } else if (accept_op(ps, "+")) {
+        ps->c->nest++;
         n = parse_unary(ps, 0);
+        ps->c->nest--;
     } else {
         n = parse_postfix(ps, parse_primary(ps));
     }
@@ -335,7 +340,9 @@ static jnode *parse_not(parser *ps)
 {
     if (accept_kw(ps, "not")) {
         jnode *n = node(ps, E_NOT);
+        if (++ps->c->nest > JINJA_MAX_NEST) jfail(ps->c, ps->line, "nested deeper than %d levels", JINJA_MAX_NEST);
         n->a = parse_not(ps);
+        ps->c->nest--;
         return n;
     }
     return parse_compare(ps);
@@ -367,6 +374,7 @@ static jnode *parse_or(parser *ps)
 
 static jnode *parse_expr(parser *ps)
 {
+    if (++ps->c->nest > JINJA_MAX_NEST) jfail(ps->c, ps->line, "nested deeper than %d levels", JINJA_MAX_NEST);
     jnode *n = parse_or(ps);
     while (accept_kw(ps, "if")) {
         jnode *c = node(ps, E_COND);
@@ -375,6 +383,7 @@ static jnode *parse_expr(parser *ps)
         c->c = accept_kw(ps, "else") ? parse_expr(ps) : NULL;
         n = c;
     }
+    ps->c->nest--;
     return n;
 }
 
@@ -387,7 +396,17 @@ static void expect_end(parser *ps)
  * with the parser positioned after it inside that tag. */
 static const char *parse_body(parser *ps, const char *const *ends, jnode ***out, int *nout);
 
+static jnode *parse_stmt_in(parser *ps, const char *kw);
+
 static jnode *parse_stmt(parser *ps, const char *kw)
+{
+    if (++ps->c->nest > JINJA_MAX_NEST) jfail(ps->c, ps->line, "nested deeper than %d levels", JINJA_MAX_NEST);
+    jnode *n = parse_stmt_in(ps, kw);
+    ps->c->nest--;
+    return n;
+}
+
+static jnode *parse_stmt_in(parser *ps, const char *kw)
 {
     jnode *n;
     if (!strcmp(kw, "if")) {

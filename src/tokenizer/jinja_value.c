@@ -49,6 +49,11 @@ void jfail(jctx *c, int line, const char *fmt, ...)
     longjmp(c->jb, 1);
 }
 
+static void nest_in(jctx *c)
+{
+    if (++c->nest > JINJA_MAX_NEST) jfail(c, 0, "a value nested deeper than %d levels", JINJA_MAX_NEST);
+}
+
 jv jv_str(jctx *c, const char *p, size_t n)
 {
     char *s = ja_alloc(c, n + 1);
@@ -154,8 +159,14 @@ int jv_truthy(jv v)
 static int is_num(jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
 static double num(jv v) { return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.u.b; }
 
-int jv_equal(jv a, jv b)
+static int equal_at(jv a, jv b, int depth);
+
+int jv_equal(jv a, jv b) { return equal_at(a, b, 0); }
+
+/* Deeper than JINJA_MAX_NEST, values compare unequal rather than overflow the stack. */
+static int equal_at(jv a, jv b, int depth)
 {
+    if (depth > JINJA_MAX_NEST) return 0;
     if (is_num(a) && is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) return (a.t == JV_INT ? a.u.i : a.u.b) == (b.t == JV_INT ? b.u.i : b.u.b);
         return num(a) == num(b);
@@ -167,14 +178,14 @@ int jv_equal(jv a, jv b)
     case JV_LIST:
         if (a.u.l->n != b.u.l->n) return 0;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return 0;
+            if (!equal_at(a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
         return 1;
     case JV_DICT:
         if (a.u.d->n != b.u.d->n) return 0;
         for (size_t i = 0; i < a.u.d->n; i++) {
             int found = 0;
             for (size_t j = 0; j < b.u.d->n && !found; j++)
-                found = jv_equal(a.u.d->k[i], b.u.d->k[j]) && jv_equal(a.u.d->v[i], b.u.d->v[j]);
+                found = equal_at(a.u.d->k[i], b.u.d->k[j], depth + 1) && equal_at(a.u.d->v[i], b.u.d->v[j], depth + 1);
             if (!found) return 0;
         }
         return 1;
@@ -196,10 +207,12 @@ int jv_compare(jctx *c, int line, jv a, jv b)
         return r ? (r < 0 ? -1 : 1) : (a.u.s.n < b.u.s.n ? -1 : a.u.s.n > b.u.s.n);
     }
     if (a.t == JV_LIST && b.t == JV_LIST) {
+        nest_in(c);
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
             int r = jv_compare(c, line, a.u.l->v[i], b.u.l->v[i]);
-            if (r) return r;
+            if (r) { c->nest--; return r; }
         }
+        c->nest--;
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
     }
     jfail(c, line, "cannot compare %s with %s", jv_type_name(a), jv_type_name(b));
@@ -282,6 +295,7 @@ static void str_repr(jstr s, tok_buf *b)
 void jv_to_str(jctx *c, jv v, tok_buf *b, int repr)
 {
     char s[32];
+    if (v.t == JV_LIST || v.t == JV_DICT) nest_in(c);
     switch (v.t) {
     case JV_UNDEF: break;
     case JV_NONE: tok_buf_puts(b, "None"); break;
@@ -312,6 +326,7 @@ void jv_to_str(jctx *c, jv v, tok_buf *b, int repr)
         break;
     case JV_FUNC: tok_buf_puts(b, "<function "); tok_buf_puts(b, v.u.fn->name); tok_buf_putc(b, '>'); break;
     }
+    if (v.t == JV_LIST || v.t == JV_DICT) c->nest--;
 }
 
 jv jv_stringify(jctx *c, jv v)
@@ -324,11 +339,26 @@ jv jv_stringify(jctx *c, jv v)
     return r;
 }
 
-static void json_string(jstr s, tok_buf *b)
+static void json_string(jstr s, tok_buf *b, int ensure_ascii)
 {
     tok_buf_putc(b, '"');
     for (size_t i = 0; i < s.n; i++) {
         unsigned char ch = (unsigned char)s.p[i];
+        if (ensure_ascii && ch >= 0x80) {   /* \uXXXX, surrogate pairs above U+FFFF, as Python */
+            int len = tok_utf8_len(ch);
+            uint32_t cp = len > 1 && i + (size_t)len <= s.n ? ch & (0x7Fu >> len) : 0xFFFD;
+            for (int k = 1; k < len && i + (size_t)len <= s.n; k++) cp = (cp << 6) | ((unsigned char)s.p[i + k] & 63u);
+            char e[16];
+            if (cp >= 0x10000) {
+                cp -= 0x10000;
+                snprintf(e, sizeof e, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+            } else {
+                snprintf(e, sizeof e, "\\u%04x", cp);
+            }
+            tok_buf_puts(b, e);
+            i += (size_t)(len > 1 ? len : 1) - 1;
+            continue;
+        }
         switch (ch) {
         case '"': tok_buf_puts(b, "\\\""); break;
         case '\\': tok_buf_puts(b, "\\\\"); break;
@@ -354,8 +384,11 @@ static void json_newline(tok_buf *b, int indent, int level)
     for (int i = 0; i < indent * level; i++) tok_buf_putc(b, ' ');
 }
 
-void jv_to_json(jctx *c, int line, jv v, tok_buf *b, int indent, int sort_keys, int level)
+void jv_to_json(jctx *c, int line, jv v, tok_buf *b, const jjson_opts *o, int level)
 {
+    int indent = o->indent;
+    /* Python's defaults: ", " and ": ", or "," and ": " with an indent */
+    const char *isep = o->item_sep ? o->item_sep : indent >= 0 ? "," : ", ", *ksep = o->key_sep ? o->key_sep : ": ";
     switch (v.t) {
     case JV_UNDEF: case JV_NONE: tok_buf_puts(b, "null"); return;
     case JV_BOOL: tok_buf_puts(b, v.u.b ? "true" : "false"); return;
@@ -364,44 +397,49 @@ void jv_to_json(jctx *c, int line, jv v, tok_buf *b, int indent, int sort_keys, 
         else if (v.t == JV_FLOAT && isinf(v.u.f)) tok_buf_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity");
         else jv_to_str(c, v, b, 0);
         return;
-    case JV_STR: json_string(v.u.s, b); return;
+    case JV_STR: json_string(v.u.s, b, o->ensure_ascii); return;
     case JV_LIST:
         if (!v.u.l->n) { tok_buf_puts(b, "[]"); return; }
+        nest_in(c);
         tok_buf_putc(b, '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
-            if (i) tok_buf_puts(b, indent >= 0 ? "," : ", ");
+            if (i) tok_buf_puts(b, isep);
             if (indent >= 0) json_newline(b, indent, level + 1);
-            jv_to_json(c, line, v.u.l->v[i], b, indent, sort_keys, level + 1);
+            jv_to_json(c, line, v.u.l->v[i], b, o, level + 1);
         }
         if (indent >= 0) json_newline(b, indent, level);
         tok_buf_putc(b, ']');
+        c->nest--;
         return;
     case JV_DICT: {
         jdict *d = v.u.d;
         if (!d->n) { tok_buf_puts(b, "{}"); return; }
+        nest_in(c);
         size_t *ord = ja_alloc(c, d->n * sizeof *ord);
         for (size_t i = 0; i < d->n; i++) ord[i] = i;
-        if (sort_keys)   /* insertion sort: dicts of a template are small */
+        if (o->sort_keys)   /* insertion sort: dicts of a template are small */
             for (size_t i = 1; i < d->n; i++)
                 for (size_t j = i; j > 0 && jv_compare(c, line, d->k[ord[j - 1]], d->k[ord[j]]) > 0; j--) {
                     size_t t = ord[j]; ord[j] = ord[j - 1]; ord[j - 1] = t;
                 }
         tok_buf_putc(b, '{');
         for (size_t i = 0; i < d->n; i++) {
-            if (i) tok_buf_puts(b, indent >= 0 ? "," : ", ");
+            if (i) tok_buf_puts(b, isep);
             if (indent >= 0) json_newline(b, indent, level + 1);
             jv k = d->k[ord[i]];
-            if (k.t == JV_STR) json_string(k.u.s, b);
-            else {
+            if (k.t == JV_STR) json_string(k.u.s, b, o->ensure_ascii);
+            else {   /* Python writes non-string keys as strings */
+                jjson_opts plain = {-1, 0, 0, NULL, NULL};
                 tok_buf_putc(b, '"');
-                jv_to_json(c, line, k, b, -1, 0, 0);
+                jv_to_json(c, line, k, b, &plain, 0);
                 tok_buf_putc(b, '"');
             }
-            tok_buf_puts(b, ": ");
-            jv_to_json(c, line, d->v[ord[i]], b, indent, sort_keys, level + 1);
+            tok_buf_puts(b, ksep);
+            jv_to_json(c, line, d->v[ord[i]], b, o, level + 1);
         }
         if (indent >= 0) json_newline(b, indent, level);
         tok_buf_putc(b, '}');
+        c->nest--;
         return;
     }
     case JV_FUNC: jfail(c, line, "tojson: a function is not JSON serializable");

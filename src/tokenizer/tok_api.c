@@ -112,7 +112,11 @@ tcq_status tcq_tokenizer_load(const char *path, tcq_tokenizer **out)
     if (S_ISDIR(sb.st_mode)) {
         snprintf(dir, sizeof dir, "%s", path);
         snprintf(json, sizeof json, "%s/tokenizer.json", dir);
-        if (!is_file(json)) return tcq_fail(TCQ_ERR_NOT_FOUND, "%s: no tokenizer.json in this directory", path);
+        if (!is_file(json)) {
+            snprintf(cfg, sizeof cfg, "%s/tokenizer.bin", dir);   /* a llama2.c export */
+            if (is_file(cfg)) return tcq_tokenizer_load_llama2c(cfg, 0, out);
+            return tcq_fail(TCQ_ERR_NOT_FOUND, "%s: no tokenizer.json (or llama2.c tokenizer.bin) in this directory", path);
+        }
     } else {
         snprintf(json, sizeof json, "%s", path);
         snprintf(dir, sizeof dir, "%s", path);

@@ -6,7 +6,61 @@
 
 static int is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
-static tcq_status encode_segment(const tcq_tokenizer *t, const char *s, size_t len, int first, tok_buf *ids)
+/* A per-call cache of pre-tokenized words and their ids: natural text repeats its words, and a
+ * tokenizer is shared by threads, so the cache lives in the call.  Keys are copied into blocks
+ * that never move; the map holds at most CACHE_MAX words. */
+enum { CACHE_MAX = 1 << 16, KEY_BLOCK = 1 << 16 };
+typedef struct key_block { struct key_block *next; size_t used; char data[KEY_BLOCK]; } key_block;
+typedef struct word_cache {
+    tok_strmap map;             /* word -> entry index */
+    tok_buf spans;              /* [entry] (offset, count) into ids, as two uint32 */
+    tok_buf ids;                /* int32 ids of all cached words */
+    key_block *keys;
+} word_cache;
+
+static void cache_free(word_cache *c)
+{
+    tok_strmap_free(&c->map);
+    tok_buf_free(&c->spans);
+    tok_buf_free(&c->ids);
+    while (c->keys) {
+        key_block *n = c->keys->next;
+        free(c->keys);
+        c->keys = n;
+    }
+}
+
+static tcq_status bpe_cached(const tcq_tokenizer *t, word_cache *c, const char *w, size_t len, tok_buf *out)
+{
+    if (len > 256) return tok_bpe_word(t, w, len, out);   /* long words rarely repeat */
+    int32_t e = c->map.keys ? tok_strmap_get(&c->map, w, (uint32_t)len) : -1;
+    if (e >= 0) {
+        uint32_t sp[2];
+        memcpy(sp, c->spans.p + (size_t)e * sizeof sp, sizeof sp);
+        return tok_buf_put(out, c->ids.p + (size_t)sp[0] * sizeof(int32_t), (size_t)sp[1] * sizeof(int32_t));
+    }
+    size_t before = out->n;
+    TCQ_TRY(tok_bpe_word(t, w, len, out));
+    if (c->map.count >= CACHE_MAX) return TCQ_OK;
+    if (!c->map.keys) TCQ_TRY(tok_strmap_init(&c->map, 1024));
+    if (!c->keys || c->keys->used + len > KEY_BLOCK) {
+        key_block *b = malloc(sizeof *b);
+        if (!b) return tcq_fail(TCQ_ERR_NOMEM, "tokenizer: out of memory");
+        b->next = c->keys;
+        b->used = 0;
+        c->keys = b;
+    }
+    char *key = c->keys->data + c->keys->used;
+    memcpy(key, w, len);
+    c->keys->used += len;
+    uint32_t sp[2] = {(uint32_t)(c->ids.n / sizeof(int32_t)), (uint32_t)((out->n - before) / sizeof(int32_t))};
+    TCQ_TRY(tok_buf_put(&c->ids, out->p + before, out->n - before));
+    TCQ_TRY(tok_buf_put(&c->spans, sp, sizeof sp));
+    return tok_strmap_put(&c->map, key, (uint32_t)len, (int32_t)(c->spans.n / sizeof sp - 1));
+}
+
+static tcq_status encode_segment(const tcq_tokenizer *t, word_cache *cache, const char *s, size_t len, int first,
+                                 tok_buf *ids)
 {
     if (len == 0) return TCQ_OK;
     if (t->kind == TOK_KIND_LLAMA2C) {
@@ -22,7 +76,7 @@ static tcq_status encode_segment(const tcq_tokenizer *t, const char *s, size_t l
     tok_pieces pcs = {0};
     tcq_status st = tok_normalize(t, s, len, &norm);
     if (st == TCQ_OK) st = tok_pretokenize(t, norm.p, norm.n, first, &pcs);
-    for (size_t i = 0; st == TCQ_OK && i < pcs.n; i++) st = tok_bpe_word(t, pcs.text.p + pcs.start[i], pcs.len[i], ids);
+    for (size_t i = 0; st == TCQ_OK && i < pcs.n; i++) st = bpe_cached(t, cache, pcs.text.p + pcs.start[i], pcs.len[i], ids);
     tok_pieces_free(&pcs);
     tok_buf_free(&norm);
     return st;
@@ -44,8 +98,10 @@ static tcq_status encode_all(const tcq_tokenizer *t, const char *text, size_t le
 {
     if (!t || (!text && len)) return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_tokenizer_encode: NULL argument");
     if (flags & TCQ_TOK_ADD_SPECIAL) TCQ_TRY(tok_buf_put(ids, t->prefix, (size_t)t->n_prefix * sizeof(int32_t)));
+    word_cache cache = {0};
+    tcq_status st = TCQ_OK;
     size_t seg = 0, i = 0;
-    while (i < len) {
+    while (i < len && st == TCQ_OK) {
         const tok_added *a = t->n_added ? added_at(t, text, len, i, flags) : NULL;
         if (!a) {
             i++;
@@ -53,13 +109,15 @@ static tcq_status encode_all(const tcq_tokenizer *t, const char *text, size_t le
         }
         size_t end = i;
         if (a->lstrip) while (end > seg && is_space((unsigned char)text[end - 1])) end--;
-        TCQ_TRY(encode_segment(t, text + seg, end - seg, seg == 0, ids));
-        TCQ_TRY(tok_buf_put(ids, &a->id, sizeof a->id));
+        st = encode_segment(t, &cache, text + seg, end - seg, seg == 0, ids);
+        if (st == TCQ_OK) st = tok_buf_put(ids, &a->id, sizeof a->id);
         i += a->len;
         if (a->rstrip) while (i < len && is_space((unsigned char)text[i])) i++;
         seg = i;
     }
-    TCQ_TRY(encode_segment(t, text + seg, len - seg, seg == 0, ids));
+    if (st == TCQ_OK) st = encode_segment(t, &cache, text + seg, len - seg, seg == 0, ids);
+    cache_free(&cache);
+    TCQ_TRY(st);
     if (flags & TCQ_TOK_ADD_SPECIAL) TCQ_TRY(tok_buf_put(ids, t->suffix, (size_t)t->n_suffix * sizeof(int32_t)));
     return TCQ_OK;
 }

@@ -3,6 +3,8 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
 
@@ -91,12 +93,51 @@ tcq_status tok_normalize(const tcq_tokenizer *t, const char *s, size_t len, tok_
     return TCQ_OK;
 }
 
+/* tokenizers runs its patterns through Oniguruma, whose Unicode \w is
+ * Letter|Mark|Number|Connector_Punctuation; PCRE2's (UCP) is letters, numbers and "_", so a
+ * combining mark would end a word.  Rewrite \w -> [\p{L}\p{M}\p{N}\p{Pc}] and \W -> [^...] (in a
+ * class \w expands in place, \W stays).  \s needs nothing: both match White_Space, U+0085 too.
+ * Caller frees the result. */
+static char *oniguruma_classes(const char *pat)
+{
+    size_t n = strlen(pat);
+    char *o = malloc(n * 28 + 1), *q = o;   /* the longest expansion: 2 bytes to 26 */
+    if (!o) return NULL;
+    int in_class = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (pat[i] == '\\' && i + 1 < n) {
+            char e = pat[++i];
+            if (e == 'w') q += sprintf(q, in_class ? "\\p{L}\\p{M}\\p{N}\\p{Pc}" : "[\\p{L}\\p{M}\\p{N}\\p{Pc}]");
+            else if (e == 'W' && !in_class) q += sprintf(q, "[^\\p{L}\\p{M}\\p{N}\\p{Pc}]");
+            else { *q++ = '\\'; *q++ = e; }
+            continue;
+        }
+        if (pat[i] == '[' && !in_class) {
+            in_class = 1;
+            *q++ = pat[i];
+            if (pat[i + 1] == '^') *q++ = pat[++i];
+            if (pat[i + 1] == ']') *q++ = pat[++i];   /* a leading ] is literal */
+            continue;
+        }
+        if (pat[i] == ']' && in_class) in_class = 0;
+        *q++ = pat[i];
+    }
+    *q = 0;
+    return o;
+}
+
 tcq_status tok_pre_compile(tok_pre *p, const char *pattern, int literal, const char *where)
 {
     int err;
     PCRE2_SIZE off;
+    char *rewritten = NULL;
+    if (!literal) {
+        if (!(rewritten = oniguruma_classes(pattern))) return tcq_fail(TCQ_ERR_NOMEM, "%s: out of memory", where);
+        pattern = rewritten;
+    }
     uint32_t opt = literal ? PCRE2_LITERAL : (PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF);
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opt, &err, &off, NULL);
+    free(rewritten);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);

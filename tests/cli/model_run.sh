@@ -52,4 +52,8 @@ head -c 60000 "$D/tinyqwen/valid.txt" >"$t/v.txt"
 check "perplexity json" "grep -q '\"windows\": 4' \"$t/ppl.json\""
 "$TCQ" kl "$D/tinyqwen" "$D/tinyqwen" "$t/v.txt" --ctx 64 --windows 2 --json >"$t/kl.json" 2>/dev/null
 check "kl of a model with itself is 0" "grep -q '\"mean_kl\": 0.00000000' \"$t/kl.json\" && grep -q '\"top1_agree\": 1.000000' \"$t/kl.json\""
+"$TCQ" perplexity "$D/tinyqwen" "$t/v.txt" --kpath bogus >/dev/null 2>"$t/err"
+check "bad --kpath is a usage error" "[ $? -eq 2 ] && grep -q 'kpath' \"$t/err\""
+"$TCQ" bench model --layers 1 --bits 2 --vocab 512 --prompt 8 --gen 2 --batch 2 --json >"$t/b.json" 2>/dev/null
+check "bench model (synthetic trellis k=2)" "grep -q '\"decode_tok_s\": [0-9]' \"$t/b.json\" && grep -q 'trellis k=2' \"$t/b.json\""
 exit $fail

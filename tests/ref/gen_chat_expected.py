@@ -98,6 +98,9 @@ MICRO = [
                   "{{ loop.nextitem.role if loop.nextitem is defined else '-' }};{% endfor %}"),
     ("ternary_filters", "{{ 'x' if false }}|{{ (none or 'dflt') }}|{{ [] or 'empty' }}|{{ 'abc'|length }}|{{ 'ab'|list }}|"
                         "{{ {'b': 2, 'a': 1}|tojson(sort_keys=true) }}|{{ ['x', 1, none, 2.0]|tojson }}|{{ 'a\u00e9'|tojson }}"),
+    ("tojson_options", "{{ {'a': '\u00e9', 'b': [1, 2]}|tojson(separators=(',', ':')) }}|"
+                       "{{ '\u00e9\U0001F600\\n'|tojson(ensure_ascii=true) }}|{{ {'y': [1], 'x': {}}|tojson(indent=2, sort_keys=true) }}|"
+                       "{{ {1: 2, true: 3, none: 4}|tojson }}|{{ [1.5, -0.0, 1e100]|tojson }}"),
 ]
 
 

@@ -105,7 +105,7 @@ static void expect_error(const char *tmpl, const char *needle)
     tcq_chat_message msg = {.role = "user", .content = "hi"};
     char *out = NULL;
     tcq_status s = tcq_chat_render(tmpl, &msg, 1, NULL, &out);
-    CHECK(s == TCQ_ERR_FORMAT && !out && strstr(tcq_last_error(), needle), "template \"%s\": %s: %s (want '%s')", tmpl,
+    CHECK(s == TCQ_ERR_FORMAT && !out && strstr(tcq_last_error(), needle), "template \"%.60s\": %s: %s (want '%s')", tmpl,
           tcq_status_str(s), tcq_last_error(), needle);
     free(out);
 }
@@ -121,6 +121,24 @@ int main(void)
     expect_error("{{ nofunc(1) }}", "'nofunc' is undefined");
     expect_error("{{ 1 / 0 }}", "division by zero");
     expect_error("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "recursion");
+    /* no input overflows the stack */
+    char deep[3 * 5000 + 16];
+    strcpy(deep, "{{ ");
+    for (int i = 0; i < 5000; i++) strcat(deep, "(");
+    strcat(deep, "1");
+    for (int i = 0; i < 5000; i++) strcat(deep, ")");
+    strcat(deep, " }}");
+    expect_error(deep, "nested deeper than");
+    strcpy(deep, "{{ ");
+    for (int i = 0; i < 5000; i++) strcat(deep, "-");
+    strcat(deep, "1 }}");
+    expect_error(deep, "nested deeper than");
+    strcpy(deep, "{{ ");
+    for (int i = 0; i < 3000; i++) strcat(deep, "not ");
+    strcat(deep, "1 }}");
+    expect_error(deep, "nested deeper than");
+    expect_error("{% set ns = namespace(x=1) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}",
+                 "nested deeper than");
     /* bad JSON arguments are the caller's error */
     tcq_chat_message bad = {.role = "user", .content = "x", .extra_json = "[1]"};
     char *out = NULL;

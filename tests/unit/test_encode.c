@@ -7,6 +7,13 @@
 
 static const int TS[3] = {64, 128, 256};
 
+/* Unoptimised builds (the sanitizer job) run a quarter of the random cases. */
+#ifdef __OPTIMIZE__
+#define TEST_REPS(n) (n)
+#else
+#define TEST_REPS(n) ((n) / 4)
+#endif
+
 /* Codes one block with the reference and with every runnable ISA; all must agree exactly. */
 static void check_block(tcq_block_params p, const tcq_encode_opts *o, const float *x, const float *w,
                         double *err_out)
@@ -31,14 +38,97 @@ static void check_block(tcq_block_params p, const tcq_encode_opts *o, const floa
     if (err_out) *err_out = er;
 }
 
+/* The single passes (free, start-only, both ends) of every ISA agree state for state. */
+static void test_passes(uint64_t *rs)
+{
+    static const vit_pass_fn fns[3] = {vit_pass_scalar, vit_pass_avx2, vit_pass_avx512};
+    float x[256], w[256];
+    uint32_t st[3][256];
+    for (int it = 0; it < TEST_REPS(24); it++) {
+        tcq_block_params p = {8 + (int)(test_rand(rs) % 5), 1 + (int)(test_rand(rs) % 4), 64};
+        for (int t = 0; t < p.T; t++) {
+            x[t] = it % 3 ? (float)test_gauss(rs) : tcq_code_value((uint32_t)(test_rand(rs) % (1u << p.L)));
+            w[t] = (float)test_uniform(rs);
+        }
+        const int G = 1 << (p.L - p.k), ov = (int)(test_rand(rs) % (uint64_t)G);
+        const int starts[3] = {-1, ov, ov}, ends[3] = {-1, -1, ov};
+        for (int c = 0; c < 3; c++) {
+            int n = 0;
+            for (int isa = 0; isa < TCQ_ISA_COUNT; isa++) {
+                if (tcq_isa_set((tcq_isa)isa) != TCQ_OK) continue;   /* the CPU must run it */
+                vit_scratch sc = {0};
+                CHECK_OK(vit_scratch_reserve(&sc, p));
+                fns[isa](p, &sc, x, (it & 1) ? w : NULL, starts[c], ends[c], st[isa], 0);
+                vit_scratch_release(&sc);
+                if (isa > 0)
+                    CHECK(!memcmp(st[isa], st[0], (size_t)p.T * 4), "pass (%d, %d) of %s differs from scalar: L=%d k=%d",
+                          starts[c], ends[c], tcq_isa_name((tcq_isa)isa), p.L, p.k);
+                n++;
+            }
+            CHECK(n >= 1, "no ISA ran");
+        }
+    }
+}
+
+/* Guaranteed ties: with weight 0 on every position but the last, every path costs the same
+ * until then (all 2^k candidates of every traceback step tie), and the last position's target
+ * is a value that several states share, so D_{T-1} has equal minima.  Every ISA must choose
+ * the smallest state and the smallest j, like the scalar pass (and the encoder like the
+ * reference). */
+static void test_ties(uint64_t *rs)
+{
+    float x[256], w[256];
+    for (int L = 8; L <= 12; L++)
+        for (int k = 1; k <= 4; k++) {
+            const uint32_t N = 1u << L;
+            tcq_block_params p = {L, k, 64};
+            /* the smallest state s1 whose value some later state repeats */
+            uint32_t s1 = N;
+            for (uint32_t a = 0; a < N && s1 == N; a += 1 + (uint32_t)(test_rand(rs) % 7))
+                for (uint32_t b = a + 1; b < N; b++)
+                    if (tcq_code_value(a) == tcq_code_value(b)) {
+                        s1 = a;
+                        break;
+                    }
+            CHECK(s1 < N, "L=%d: no repeated value", L);
+            if (s1 == N) continue;
+            uint32_t first = 0;   /* the smallest state with that value */
+            while (tcq_code_value(first) != tcq_code_value(s1)) first++;
+            for (int t = 0; t < p.T; t++) {
+                x[t] = (float)test_gauss(rs);
+                w[t] = 0.0f;
+            }
+            x[p.T - 1] = tcq_code_value(s1);
+            w[p.T - 1] = 1.0f;
+            uint32_t st[3][256];
+            static const vit_pass_fn fns[3] = {vit_pass_scalar, vit_pass_avx2, vit_pass_avx512};
+            for (int isa = 0; isa < TCQ_ISA_COUNT; isa++) {
+                if (tcq_isa_set((tcq_isa)isa) != TCQ_OK) continue;
+                vit_scratch sc = {0};
+                CHECK_OK(vit_scratch_reserve(&sc, p));
+                fns[isa](p, &sc, x, w, -1, -1, st[isa], 0);
+                vit_scratch_release(&sc);
+                CHECK(st[isa][p.T - 1] == first, "%s ended in %u, want the smallest tied state %u (L=%d k=%d)",
+                      tcq_isa_name((tcq_isa)isa), st[isa][p.T - 1], first, L, k);
+                /* all candidates tie, so every step takes j = 0: s_{t-1} = s_t >> k */
+                CHECK(st[isa][p.T - 2] == first >> k, "%s: step back from a full tie took j != 0", tcq_isa_name((tcq_isa)isa));
+                if (isa > 0) CHECK(!memcmp(st[isa], st[0], (size_t)p.T * 4), "%s differs from scalar on ties", tcq_isa_name((tcq_isa)isa));
+            }
+            tcq_encode_opts o = {TCQ_SEARCH_TWO_PASS, 0};
+            check_block(p, &o, x, w, NULL);
+            o.search = TCQ_SEARCH_SEAMS;
+            check_block(p, &o, x, w, NULL);
+        }
+}
+
 static void test_bit_identical(uint64_t *rs)
 {
     float x[256], w[256];
-    for (int it = 0; it < 64; it++) {
+    for (int it = 0; it < TEST_REPS(64); it++) {
         tcq_block_params p;
         p.k = 1 + (int)(test_rand(rs) % 4);
         /* mostly small L (the reference is slow at 2^16 states), a few large ones */
-        p.L = it < 60 ? 8 + (int)(test_rand(rs) % 5) : 13 + (it - 60);
+        p.L = it < TEST_REPS(64) - 4 ? 8 + (int)(test_rand(rs) % 5) : 13 + (it - (TEST_REPS(64) - 4));
         do p.T = TS[test_rand(rs) % 3];
         while (p.T * p.k % 32);
         if (p.L >= 14) p.T = 64;   /* keep the reference's time down */
@@ -54,6 +144,17 @@ static void test_bit_identical(uint64_t *rs)
             o.seams = (int)(test_rand(rs) % 5);
         }
         check_block(p, &o, x, weighted ? w : NULL, NULL);
+    }
+    /* exact ties: targets that are code values (several states share each value) and all-zero
+     * blocks, where the smallest-j / smallest-s rules decide */
+    for (int it = 0; it < 16; it++) {
+        tcq_block_params p = {8 + (int)(test_rand(rs) % 5), 1 + it % 4, 64};
+        for (int t = 0; t < p.T; t++)
+            x[t] = it < 12 ? tcq_code_value((uint32_t)(test_rand(rs) % (1u << p.L))) : 0.0f;
+        tcq_encode_opts o = {it & 1 ? TCQ_SEARCH_SEAMS : TCQ_SEARCH_TWO_PASS, 2};
+        check_block(p, &o, x, NULL, NULL);
+        for (int t = 0; t < p.T; t++) w[t] = (float)(test_rand(rs) % 3);   /* 0, 1, 2: more ties */
+        check_block(p, &o, x, w, NULL);
     }
     /* every k, L at the edges, the full geometry table of the brief */
     const int Ls[3] = {8, 12, 16};
@@ -99,7 +200,7 @@ static void test_seams(uint64_t *rs)
     tcq_block_params p = {12, 2, 256};
     double e2 = 0, es = 0;
     uint32_t words[32], st[256];
-    for (int b = 0; b < 12; b++) {
+    for (int b = 0; b < TEST_REPS(12); b++) {
         for (int t = 0; t < p.T; t++) x[t] = (float)test_gauss(rs);
         tcq_encode_opts o2 = {TCQ_SEARCH_TWO_PASS, 0}, os = {TCQ_SEARCH_SEAMS, 4};
         double a, c;
@@ -110,7 +211,8 @@ static void test_seams(uint64_t *rs)
         e2 += a;
         es += c;
     }
-    fprintf(stderr, "  seams(4) vs two-pass on 12 blocks: %.6f vs %.6f\n", es / (12 * 256.0), e2 / (12 * 256.0));
+    fprintf(stderr, "  seams(4) vs two-pass on %d blocks: %.6f vs %.6f\n", TEST_REPS(12), es / (TEST_REPS(12) * 256.0),
+            e2 / (TEST_REPS(12) * 256.0));
     tcq_block_params q = {8, 4, 64};
     for (int b = 0; b < 6; b++) {
         for (int t = 0; t < q.T; t++) x[t] = (float)test_gauss(rs);
@@ -192,7 +294,7 @@ static void test_mse(void)
 {
     const double anchor[5] = {0, 0.2852, 0.0744, 0.0198, 0.00548};
     uint64_t rs = 20261202;
-    enum { NB = 64 };
+    enum { NB = TEST_REPS(64) };
     float *x = malloc(sizeof(float) * NB * 256);
     for (int i = 0; i < NB * 256; i++) x[i] = (float)test_gauss(&rs);
     for (int k = 1; k <= 4; k++) {
@@ -268,6 +370,9 @@ int main(void)
         if (tcq_isa_set((tcq_isa)isa) == TCQ_OK) fprintf(stderr, "  compares ISA %s\n", tcq_isa_name((tcq_isa)isa));
     tcq_isa_set(keep);
     test_bad_args();
+    test_passes(&rs);
+    test_ties(&rs);
+    tcq_isa_set(keep);
     test_bit_identical(&rs);
     test_seams(&rs);
     test_seam_order(&rs);

@@ -15,6 +15,7 @@
 #include <float.h>
 
 #define QB TCQ_FAST_QB
+#define ISA_AVX2_NOVNNI 99   /* AVX2 with the vpmaddubsw+vpmaddwd dot product on an AVX-VNNI CPU */
 #define TMIN(a, b) ((a) < (b) ? (a) : (b))
 
 typedef struct wbuf {
@@ -176,7 +177,6 @@ static double g_worst_exact, g_worst_fast_rel, g_worst_fast_ratio;
 static tcq_kpath path_of(int p) { return p ? TCQ_PATH_FAST : TCQ_PATH_EXACT; }
 
 /* Run one case (swiglu over an interleaved axis-0 pair is skipped: not a real layout). */
-#define ISA_AVX2_NOVNNI 99   /* AVX2 with the vpmaddubsw+vpmaddwd dot product on an AVX-VNNI CPU */
 
 static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kregime reg)
 {
@@ -340,6 +340,45 @@ static void bad_inputs(uint64_t *st)
     wfree(&b2);
 }
 
+/* A NaN or Inf activation shows in the outputs of its row on every path and regime (the fast
+ * path must not quantize it away), and leaves the other rows finite. */
+static void nonfinite(uint64_t *st)
+{
+    tcq_block_params p = {.L = 12, .k = 3, .T = 256};
+    for (int f = F_TR1; f <= F_TR0; f++) {
+        wbuf b;
+        make_weight(st, f, 512, 512, p, &b);
+        const int64_t M = 40, I = b.w.in, O = b.w.out;
+        float *x = malloc((size_t)(M * I) * 4), *y = malloc((size_t)(M * O) * 4);
+        for (int path = 0; path < 2; path++)
+            for (int reg = 0; reg < TCQ_KR_COUNT; reg++)
+                for (int ii = 0; ii < g_nisa; ii++) {
+                    if (g_isas[ii] == ISA_AVX2_NOVNNI) continue;
+                    const int64_t Mr = reg == TCQ_KR_M1 ? 1 : reg == TCQ_KR_SHARED ? 3 : M;
+                    for (int64_t i = 0; i < Mr * I; i++) x[i] = (float)test_gauss(st);
+                    x[0 * I + 5] = NAN;
+                    if (Mr > 1) x[1 * I + 7] = INFINITY;
+                    tcq_kctx *c = NULL;
+                    CHECK_OK(tcq_kctx_create(NULL, path ? TCQ_PATH_FAST : TCQ_PATH_EXACT, &c));
+                    CHECK_OK(tcq_kctx_force(c, g_isas[ii], (tcq_kregime)reg));
+                    CHECK_OK(tcq_linear(&b.w, x, y, Mr, c));
+                    int nan0 = 0, bad1 = 0, fin2 = 1;
+                    for (int64_t o = 0; o < O; o++) {
+                        nan0 += isnan(y[o]);
+                        if (Mr > 1) bad1 += !isfinite(y[O + o]);
+                        if (Mr > 2) fin2 &= isfinite(y[2 * O + o]);
+                    }
+                    CHECK(nan0 == O && (Mr == 1 || bad1 == O) && fin2,
+                          "%s %s isa=%d regime=%s kernel=%s: NaN row %d/%lld non-finite, Inf row %d, others finite %d",
+                          fnames[f], path ? "fast" : "exact", g_isas[ii], tcq_kregime_name((tcq_kregime)reg),
+                          tcq_kctx_last_kernel(c), nan0, (long long)O, bad1, fin2);
+                    tcq_kctx_free(c);
+                }
+        free(x), free(y);
+        wfree(&b);
+    }
+}
+
 int main(void)
 {
     uint64_t st = test_seed();
@@ -351,6 +390,7 @@ int main(void)
     }
     if (g_nisa > TCQ_ISA_AVX2) g_isas[g_nisa++] = ISA_AVX2_NOVNNI;
     bad_inputs(&st);
+    nonfinite(&st);
     /* every op x format x ISA x path x regime once (regimes and paths only where they differ),
      * plus random extra cases */
     for (int op = 0; op < 2; op++)

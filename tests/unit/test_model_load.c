@@ -22,7 +22,10 @@ static void write_file(const char *path, const void *data, size_t n)
 static char *read_all(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    if (!f) {
+        *n = 0;
+        return NULL;
+    }
     fseek(f, 0, SEEK_END);
     long len = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -40,7 +43,7 @@ static const char *mkcase(const char *name, const char *config)
     snprintf(dir, sizeof dir, "%s/%s", tmp, name);
     mkdir(dir, 0755);
     char p[600];
-    size_t n;
+    size_t n = 0;
     char *cfg = read_all(SD "/stories260K/hf/config.json", &n);
     snprintf(p, sizeof p, "%s/config.json", dir);
     if (config) write_file(p, config, strlen(config));
@@ -136,9 +139,16 @@ static void test_config(void)
         "\"num_attention_heads\":4,\"num_key_value_heads\":3,\"vocab_size\":300}",
         "{\"model_type\":\"llama\",\"hidden_size\":256,\"intermediate_size\":512,\"num_hidden_layers\":2,"
         "\"num_attention_heads\":4,\"vocab_size\":300,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}}",
+        "{\"model_type\":\"qwen3\",\"hidden_size\":256,\"intermediate_size\":512,\"num_hidden_layers\":2,"
+        "\"num_attention_heads\":4,\"vocab_size\":300,\"use_sliding_window\":true}",
+        "{\"model_type\":\"qwen3\",\"hidden_size\":256,\"intermediate_size\":512,\"num_hidden_layers\":2,"
+        "\"num_attention_heads\":4,\"vocab_size\":300,\"layer_types\":[\"full_attention\",\"sliding_attention\"]}",
+        "{\"model_type\":\"llama\",\"hidden_size\":256,\"intermediate_size\":512,\"num_hidden_layers\":2,"
+        "\"num_attention_heads\":4,\"vocab_size\":300,\"mlp_bias\":true}",
     };
-    const char *names[] = {"gpt2", "hidden_size", "not a JSON object", "hidden_size", "num_key_value_heads", "yarn"};
-    for (int i = 0; i < 6; i++) {
+    const char *names[] = {"gpt2", "hidden_size", "not a JSON object", "hidden_size", "num_key_value_heads", "yarn",
+                           "use_sliding_window", "layer_types[1]", "mlp_bias"};
+    for (int i = 0; i < 9; i++) {
         tcq_status s = tcq_model_config_parse(bad[i], strlen(bad[i]), "cfg.json", &c);
         CHECK(s != TCQ_OK && strstr(tcq_last_error(), names[i]) && strstr(tcq_last_error(), "cfg.json"),
               "bad config %d: %s: %s", i, tcq_status_str(s), tcq_last_error());
@@ -213,6 +223,65 @@ static void test_malformed(void)
     expect_fail(SD "/no/such/dir", TCQ_ERR_IO, "no/such/dir", NULL);
 }
 
+/* stories260K/hf rewritten in f16 and in bf16 (every tensor: embeddings, norms, projections)
+ * loads and stays close to the f32 model. */
+static void test_dtypes(void)
+{
+    tcq_st_file *f;
+    CHECK_OK(tcq_st_open(SD "/stories260K/hf/model.safetensors", &f));
+    if (!f) return;
+    int32_t toks[24];
+    for (int i = 0; i < 24; i++) toks[i] = i ? (int32_t)((i * 131) % 512) : 1;
+    float *ref = malloc(sizeof(float) * 24 * 512), *got = malloc(sizeof(float) * 24 * 512);
+    tcq_model *m;
+    tcq_session *s;
+    CHECK_OK(tcq_model_load(SD "/stories260K/hf", NULL, &m));
+    CHECK_OK(tcq_session_create(m, 24, TCQ_KV_F32, &s));
+    CHECK_OK(tcq_model_forward(m, s, toks, 24, ref));
+    tcq_session_free(s);
+    tcq_model_free(m);
+    for (int half = 0; half < 2; half++) {
+        const char *d = mkcase(half ? "bf16" : "f16", NULL);
+        tcq_st_writer *w;
+        CHECK_OK(tcq_st_writer_create(&w));
+        uint16_t *bufs[64];
+        int nb = 0;
+        for (int64_t i = 0; i < tcq_st_count(f) && nb < 64; i++) {
+            const tcq_tensor_info *t = tcq_st_tensor(f, i);
+            uint16_t *h = malloc((size_t)t->numel * 2);
+            for (int64_t j = 0; j < t->numel; j++) {
+                float x;
+                memcpy(&x, (const char *)t->data + 4 * j, 4);
+                h[j] = half ? tcq_f32_to_bf16(x) : tcq_f32_to_f16(x);
+            }
+            bufs[nb++] = h;
+            CHECK_OK(tcq_st_writer_add(w, t->name, half ? TCQ_DTYPE_BF16 : TCQ_DTYPE_F16, t->ndim, t->shape, h,
+                                       (size_t)t->numel * 2));
+        }
+        char p[700];
+        snprintf(p, sizeof p, "%s/model.safetensors", d);
+        CHECK_OK(tcq_st_writer_write(w, p));
+        tcq_st_writer_free(w);
+        for (int i = 0; i < nb; i++) free(bufs[i]);
+        m = NULL;
+        CHECK_OK(tcq_model_load(d, NULL, &m));
+        if (!m) continue;
+        CHECK(strstr(tcq_model_describe(m), half ? "bf16" : "f16") == tcq_model_describe(m), "describe %s",
+              tcq_model_describe(m));
+        CHECK_OK(tcq_session_create(m, 24, TCQ_KV_F32, &s));
+        CHECK_OK(tcq_model_forward(m, s, toks, 24, got));
+        double md = 0;
+        for (int i = 0; i < 24 * 512; i++) md = fmax(md, fabs((double)got[i] - ref[i]));
+        fprintf(stderr, "stories260K in %s: max |dlogit| %.3g vs f32\n", half ? "bf16" : "f16", md);
+        CHECK(md > 0 && md < (half ? 0.5 : 0.05), "%s: max |dlogit| %g", half ? "bf16" : "f16", md);
+        tcq_session_free(s);
+        tcq_model_free(m);
+    }
+    free(ref);
+    free(got);
+    tcq_st_close(f);
+}
+
 int main(void)
 {
     snprintf(tmp, sizeof tmp, "/tmp/tcq_model_load_XXXXXX");
@@ -220,6 +289,7 @@ int main(void)
     test_good();
     test_config();
     test_malformed();
+    test_dtypes();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     CHECK(system(cmd) == 0, "cleanup");

@@ -2,6 +2,8 @@
  * trip and special tokens, streaming decode of split UTF-8, bad input. */
 #include "test.h"
 
+#include "tokenizer/tok_internal.h"
+
 #include <pthread.h>
 
 static void check_ids(const char *what, const int32_t *got, size_t n, const int32_t *want, size_t nw)
@@ -254,9 +256,108 @@ static void test_threads(void)
         CHECK(jobs[i].st == TCQ_OK && jobs[i].n == jobs[0].n && jobs[i].ids &&
                   memcmp(jobs[i].ids, jobs[0].ids, jobs[0].n * sizeof(int32_t)) == 0,
               "thread %d differs", i);
-        free(jobs[i].ids);
     }
+    for (int i = 0; i < 4; i++) free(jobs[i].ids);
     tcq_tokenizer_free(tok);
+}
+
+/* Cutting long words where no vocabulary piece spans a boundary (tok_bpe.c) changes no id:
+ * the same text with the cut disabled gives the same ids. */
+static void test_word_cut(void)
+{
+    static char text[16384];
+    FILE *f = fopen(TCQ_SHARED_DATA "/tinyqwen/valid.txt", "rb");
+    size_t tl = f ? fread(text, 1, sizeof text - 64, f) : 0;
+    if (f) fclose(f);
+    while (tl && ((unsigned char)text[tl - 1] & 0xC0) == 0x80) tl--;
+    if (tl && (unsigned char)text[tl - 1] >= 0xC0) tl--;
+    memcpy(text + tl, "  caf\xC3\xA9 \xF0\x9F\x98\x80\t\tx\n\n", 18);
+    tl += 18;
+    const char *paths[] = {TCQ_SHARED_DATA "/tokenizers/llama2", TCQ_SHARED_DATA "/stories260K/tok512.bin"};
+    for (int k = 0; k < 2; k++) {
+        tcq_tokenizer *tok = NULL;
+        CHECK_OK(tcq_tokenizer_load(paths[k], &tok));
+        if (!tok) continue;
+        CHECK(tok->adjacent.keys != NULL, "%s: no adjacency set", paths[k]);
+        int32_t *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        CHECK_OK(tcq_tokenizer_encode_alloc(tok, text, tl, 0, &a, &na));
+        tok_pairmap_free(&tok->adjacent);
+        CHECK_OK(tcq_tokenizer_encode_alloc(tok, text, tl, 0, &b, &nb));
+        CHECK(a && b && na == nb && memcmp(a, b, na * sizeof *a) == 0, "%s: cut changed the ids (%zu vs %zu)", paths[k], na, nb);
+        free(a);
+        free(b);
+        tcq_tokenizer_free(tok);
+    }
+}
+
+static void write_file(const char *path, const char *s);
+
+/* stories260K: the greedy ids of the HF copy (tests/data/stories260K_ref/greedy.json), streamed
+ * through the llama2.c decoder, give the first section of stories260K.expected.txt. */
+static void test_stories_greedy(void)
+{
+    FILE *f = fopen(TCQ_SOURCE_DIR "/tests/data/stories260K_ref/greedy.json", "rb");
+    static char js[65536], exp_txt[8192];
+    size_t jl = f ? fread(js, 1, sizeof js - 1, f) : 0;
+    if (f) fclose(f);
+    js[jl] = 0;
+    f = fopen(TCQ_SHARED_DATA "/stories260K/stories260K.expected.txt", "rb");
+    size_t el = f ? fread(exp_txt, 1, sizeof exp_txt - 1, f) : 0;
+    if (f) fclose(f);
+    exp_txt[el] = 0;
+    char *a = strchr(exp_txt, '\n'), *b = a ? strstr(a, "\n\n## ") : NULL;   /* the first section */
+    char *ids_at = strstr(js, "\"greedy_ids\"");
+    CHECK(a && b && ids_at, "greedy.json / expected.txt");
+    if (!a || !b || !ids_at) return;
+    a++;
+    *b = 0;
+    tcq_tokenizer *tok = NULL;
+    tcq_detok *d = NULL;
+    CHECK_OK(tcq_tokenizer_load(TCQ_SHARED_DATA "/stories260K/tok512.bin", &tok));
+    if (tok) CHECK_OK(tcq_detok_create(tok, TCQ_DETOK_SKIP_SPECIAL, &d));
+    if (!d) { tcq_tokenizer_free(tok); return; }
+    char out[8192];
+    size_t on = 0;
+    int n_ids = 0;
+    for (char *p = strchr(ids_at, '[') + 1, *e; *p && *p != ']'; p = e + (*e == ',')) {
+        long id = strtol(p, &e, 10);
+        if (e == p) break;
+        const char *t;
+        size_t tl;
+        CHECK_OK(tcq_detok_push(d, (int32_t)id, &t, &tl));
+        if (on + tl < sizeof out) { memcpy(out + on, t, tl); on += tl; }
+        n_ids++;
+    }
+    out[on] = 0;
+    while (on && (out[on - 1] == '\n' || out[on - 1] == ' ')) out[--on] = 0;
+    CHECK(n_ids == 257 && strcmp(out, a) == 0, "greedy text (%d ids):\n%s\n--- want:\n%s", n_ids, out, a);
+    tcq_detok_free(d);
+    tcq_tokenizer_free(tok);
+}
+
+/* Regex classes as Oniguruma (tokenizers' engine) has them: \s matches U+0085, \w marks. */
+static void test_regex_classes(void)
+{
+    const char *p = TCQ_BINARY_DIR "/tok-classes.json";
+    write_file(p, "{\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": ["
+                  "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"behavior\": \"Removed\"},"
+                  "{\"type\": \"Whitespace\"}]},"
+                  "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"\\u0085\": 2, \"e\": 3, "
+                  "\"\\u0301\": 4, \"x\": 5, \"e\\u0301\": 6, \"e\\u0301x\": 7},"
+                  "\"merges\": [[\"e\", \"\\u0301\"], [\"e\\u0301\", \"x\"]]}}");
+    tcq_tokenizer *tok = NULL;
+    CHECK_OK(tcq_tokenizer_load(p, &tok));
+    if (tok) {
+        int32_t ids[8];
+        size_t n = 0;
+        CHECK_OK(tcq_tokenizer_encode(tok, "a\xC2\x85" "b", 4, 0, ids, 8, &n));
+        CHECK(n == 2 && ids[0] == 0 && ids[1] == 1, "NEL is whitespace: %zu ids", n);
+        CHECK_OK(tcq_tokenizer_encode(tok, "e\xCC\x81x", 4, 0, ids, 8, &n));
+        CHECK(n == 1 && ids[0] == 7, "a combining mark is a word character: %zu ids", n);
+        tcq_tokenizer_free(tok);
+    }
+    remove(p);
 }
 
 static void write_file(const char *path, const char *s)
@@ -308,5 +409,8 @@ int main(void)
     test_qwen3_stream();
     test_errors();
     test_threads();
+    test_word_cut();
+    test_regex_classes();
+    test_stories_greedy();
     return test_done("test_tokenizer");
 }

@@ -17,20 +17,31 @@ const char *cli_bytes(size_t n, char *buf)
     return buf;
 }
 
+static double progress_t0;   /* progress is reported on the main thread only */
+
+void cli_progress_start(void) { progress_t0 = cli_now(); }
+
 static void progress(void *arg, double frac, const char *what)
 {
     (void)arg;
-    fprintf(stderr, "\rloading: %3.0f%% %-40.40s", 100 * frac, what);
+    double el = cli_now() - progress_t0;
+    if (frac > 0.02 && frac < 1) fprintf(stderr, "\r%3.0f%% %-28.28s ETA %4.0f s ", 100 * frac, what, el / frac - el);
+    else fprintf(stderr, "\r%3.0f%% %-28.28s          ", 100 * frac, what);
     fflush(stderr);
+}
+
+void cli_progress_done(void)
+{
+    if (isatty(2)) fprintf(stderr, "\r%60s\r", "");
 }
 
 int cli_model_load(const char *path, int threads, tcq_model **out)
 {
-    const int tty = isatty(2);
-    tcq_model_opts o = {.n_threads = threads, .progress = tty ? progress : NULL, .prefault = 1};
-    double t0 = cli_now();
+    cli_progress_start();
+    const double t0 = progress_t0;
+    tcq_model_opts o = {.n_threads = threads, .path = cli_kpath, .progress = isatty(2) ? progress : NULL, .prefault = 1};
     tcq_status s = tcq_model_load(path, &o, out);
-    if (tty) fprintf(stderr, "\r%60s\r", "");
+    cli_progress_done();
     if (s != TCQ_OK) return cli_fail(s, path);
     const tcq_model_config *c = tcq_model_get_config(*out);
     char b[32];
@@ -38,6 +49,20 @@ int cli_model_load(const char *path, int threads, tcq_model **out)
             path, c->arch == TCQ_ARCH_QWEN3 ? "qwen3" : "llama", c->n_layers, c->dim, c->n_heads, c->n_kv_heads,
             c->head_dim, c->hidden_dim, c->vocab_size, tcq_model_describe(*out),
             cli_bytes(tcq_model_weight_bytes(*out), b), cli_now() - t0);
+    return 0;
+}
+
+tcq_kpath cli_kpath = TCQ_PATH_AUTO;
+
+int cli_parse_kpath(const char *s)
+{
+    if (s && !strcmp(s, "auto")) cli_kpath = TCQ_PATH_AUTO;
+    else if (s && !strcmp(s, "exact")) cli_kpath = TCQ_PATH_EXACT;
+    else if (s && !strcmp(s, "fast")) cli_kpath = TCQ_PATH_FAST;
+    else {
+        fprintf(stderr, "tcq: --kpath needs auto, exact or fast, got '%s'\n", s ? s : "");
+        return -1;
+    }
     return 0;
 }
 

@@ -10,7 +10,7 @@ static void help(FILE *f)
 {
     fprintf(f, "usage: tcq chat MODEL [--system STR] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
                "                [--repeat-penalty R] [--seed S] [-n N] [--ctx N] [--kv f32|f16] [--threads N]\n"
-               "                [--no-think] [--tokenizer PATH]\n"
+               "                [--kpath auto|exact|fast] [--no-think] [--tokenizer PATH]\n"
                "  Type a message and Enter; /reset starts over, /quit or Ctrl-D ends.\n"
                "  Prints prefill and decode tokens/s of each turn to stderr.\n");
 }
@@ -51,6 +51,9 @@ int cmd_chat(int argc, char **argv)
         else if (!strcmp(a, "--kv")) {
             if (cli_parse_kv(v, &kv)) return 2;
             i++;
+        } else if (!strcmp(a, "--kpath")) {
+            if (cli_parse_kpath(v)) return 2;
+            i++;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) li = &n;
         else if (!strcmp(a, "--threads")) li = &threads;
         else if (!strcmp(a, "--ctx")) li = &ctx;
@@ -89,6 +92,11 @@ int cmd_chat(int argc, char **argv)
     tcq_sampler_params sp = {(float)temp, (int)top_k, (float)top_p, (float)min_p, (float)rep, 64, (uint64_t)seed};
     tcq_status st = tpl ? TCQ_OK : tcq_fail(TCQ_ERR_NOT_FOUND, "%s: no chat template", model);
     if (st == TCQ_OK) st = tcq_session_create(m, (int)ctx, kv, &s);
+    if (st == TCQ_OK) {
+        char b[32];
+        fprintf(stderr, "KV cache: %s (%d positions, %s)\n", cli_bytes(tcq_session_kv_bytes(s), b), tcq_session_ctx(s),
+                kv == TCQ_KV_F16 ? "f16" : "f32");
+    }
     if (st == TCQ_OK) st = tcq_sampler_create(&sp, tcq_model_get_config(m)->vocab_size, &smp);
     if (st != TCQ_OK) {
         rc = cli_fail(st, "chat");

@@ -31,6 +31,10 @@ static int parse(int argc, char **argv, int want_ref, eval_args *e, void (*help)
             return 1;
         } else if (!strcmp(a, "--json")) e->json = 1;
         else if (!strcmp(a, "--tokenizer") && v) e->tokp = argv[++i];
+        else if (!strcmp(a, "--kpath")) {
+            if (cli_parse_kpath(v)) return 2;
+            i++;
+        }
         else if (!strcmp(a, "--ctx")) li = &e->ctx;
         else if (!strcmp(a, "--windows")) li = &e->windows;
         else if (!strcmp(a, "--threads")) li = &e->threads;
@@ -73,7 +77,7 @@ static int tokenize_file(const eval_args *e, const tcq_model *m, int32_t **ids, 
 
 static void help_ppl(FILE *f)
 {
-    fprintf(f, "usage: tcq perplexity MODEL FILE [--ctx N] [--windows N] [--threads N] [--tokenizer P] [--json]\n%s",
+    fprintf(f, "usage: tcq perplexity MODEL FILE [--ctx N] [--windows N] [--threads N] [--tokenizer P] [--kpath auto|exact|fast] [--json]\n%s",
             convention);
 }
 
@@ -89,7 +93,9 @@ int cmd_perplexity(int argc, char **argv)
     int rc = tokenize_file(&e, m, &ids, &n);
     tcq_eval_result res;
     double t0 = cli_now();
+    cli_progress_start();
     tcq_status s = rc ? TCQ_OK : tcq_eval_perplexity(m, ids, (int64_t)n, (int)e.ctx, (int)e.windows, &res);
+    cli_progress_done();
     double dt = cli_now() - t0;
     if (!rc && s != TCQ_OK) rc = cli_fail(s, "perplexity");
     else if (!rc && e.json)
@@ -131,7 +137,9 @@ int cmd_kl(int argc, char **argv)
     int rc = tokenize_file(&e, m, &ids, &n);
     tcq_eval_result res;
     double t0 = cli_now();
+    cli_progress_start();
     tcq_status s = rc ? TCQ_OK : tcq_eval_kl(m, ref, ids, (int64_t)n, (int)e.ctx, (int)e.windows, &res);
+    cli_progress_done();
     double dt = cli_now() - t0;
     if (!rc && s != TCQ_OK) rc = cli_fail(s, "kl");
     else if (!rc && e.json)

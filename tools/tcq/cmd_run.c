@@ -15,9 +15,10 @@ static void help(FILE *f)
             "  --repeat-penalty R     (default 1 = off) over the last 64 tokens\n"
             "  --seed S               sampler seed (default 0)\n"
             "  --stop STR             stop string (repeatable)\n"
-            "  --ctx N                context length (default: the model's)\n"
+            "  --ctx N                context length (default: the model's, at most 4096)\n"
             "  --kv f32|f16           KV cache dtype (default f32)\n"
             "  --threads N            worker threads (default: all CPUs)\n"
+            "  --kpath auto|exact|fast  trellis numerical path (default auto)\n"
             "  --parallel N           N (2..4) samples with seeds S..S+N-1, decoded together as one batch;\n"
             "                         printed one after another at the end\n"
             "  --chat                 wrap the prompt in the model's chat template (one user turn)\n"
@@ -106,6 +107,9 @@ int cmd_run(int argc, char **argv)
         else if (!strcmp(a, "--kv")) {
             if (cli_parse_kv(v, &kv)) return 2;
             i++;
+        } else if (!strcmp(a, "--kpath")) {
+            if (cli_parse_kpath(v)) return 2;
+            i++;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) li = &n;
         else if (!strcmp(a, "--threads")) li = &threads;
         else if (!strcmp(a, "--ctx")) li = &ctx;
@@ -134,6 +138,7 @@ int cmd_run(int argc, char **argv)
     tcq_model *m = NULL;
     tcq_tokenizer *tok = NULL;
     if (cli_model_load(model, (int)threads, &m)) return 1;
+    if (ctx <= 0) ctx = tcq_model_get_config(m)->max_seq < 4096 ? tcq_model_get_config(m)->max_seq : 4096;
     if (cli_tokenizer_load(model, tokp, m, &tok)) {
         tcq_model_free(m);
         return 1;

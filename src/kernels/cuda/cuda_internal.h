@@ -24,6 +24,7 @@ struct tcq_cuda_ctx {
     size_t scratch_bytes;
     int *counters;           /* zero at rest: each kernel that uses them resets what it touched */
     size_t n_counters;
+    double encode_kernel_ms;   /* device time of the last tcq_cuda_encode_rows' kernels */
 };
 
 tcq_status tcq_cuda_fail(cudaError_t e, const char *what);

@@ -72,9 +72,9 @@ tcq_status tcq_cuda_time_copy(tcq_cuda_ctx *c, size_t b, int r, int t, double *g
     (void)c; (void)b; (void)r; (void)t; (void)g;
     NO_CUDA;
 }
-tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *c, tcq_block_params p, int64_t R, int64_t C, double *w)
+tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *c, tcq_block_params p, int64_t R, int64_t C, double *w, double *kw)
 {
-    (void)c; (void)p; (void)R; (void)C; (void)w;
+    (void)c; (void)p; (void)R; (void)C; (void)w; (void)kw;
     NO_CUDA;
 }
 

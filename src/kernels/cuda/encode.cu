@@ -287,6 +287,10 @@ tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq
     tcq_status s = tcq_cuda_malloc((void **)&dx, (size_t)(nb * C) * 4);
     if (s == TCQ_OK && w) s = tcq_cuda_malloc((void **)&dw, (size_t)(nb * C) * 4);
     if (s == TCQ_OK) s = tcq_cuda_malloc((void **)&dwords, (size_t)(nb * bpr * wpb) * 4);
+    cudaEvent_t ev0, ev1;
+    cudaEventCreate(&ev0);
+    cudaEventCreate(&ev1);
+    ctx->encode_kernel_ms = 0;
     for (int64_t r0 = 0; r0 < R && s == TCQ_OK; r0 += nb) {
         const int64_t n = TCQ_MIN(nb, R - r0);
         for (int64_t r = 0; r < n; r++) {
@@ -298,14 +302,20 @@ tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq
         if (s == TCQ_OK && w) s = tcq_cuda_copy_to_device(ctx, dw, w + r0 * C, (size_t)(n * C) * 4);
         if (s != TCQ_OK) break;
         EncArgs a = {dx, w ? dw : NULL, dwords, p.L, p.T};
+        cudaEventRecord(ev0, ctx->stream);
         switch (p.k) {
         case 1: s = launch_enc_k<1>(ctx, a, n * bpr); break;
         case 2: s = launch_enc_k<2>(ctx, a, n * bpr); break;
         case 3: s = launch_enc_k<3>(ctx, a, n * bpr); break;
         default: s = launch_enc_k<4>(ctx, a, n * bpr); break;
         }
+        cudaEventRecord(ev1, ctx->stream);
         if (s == TCQ_OK) s = tcq_cuda_copy_to_host(ctx, codes + r0 * bpr * wpb, dwords, (size_t)(n * bpr * wpb) * 4);
+        float ms = 0;
+        if (s == TCQ_OK && cudaEventElapsedTime(&ms, ev0, ev1) == cudaSuccess) ctx->encode_kernel_ms += ms;
     }
+    cudaEventDestroy(ev0);
+    cudaEventDestroy(ev1);
     tcq_cuda_free(dx);
     tcq_cuda_free(dw);
     tcq_cuda_free(dwords);
@@ -331,7 +341,8 @@ tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq
     return TCQ_OK;
 }
 
-tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R, int64_t C, double *wps)
+tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R, int64_t C, double *wps,
+                                double *kernel_wps)
 {
     if (!ctx || !wps || R < 1 || C < 1) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda time encode: bad arguments");
     std::vector<float> src((size_t)(R * C));
@@ -355,5 +366,6 @@ tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R
     clock_gettime(CLOCK_MONOTONIC, &b);
     const double sec = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
     *wps = (double)(R * C) / sec;
+    if (kernel_wps) *kernel_wps = (double)(R * C) / (ctx->encode_kernel_ms * 1e-3);
     return TCQ_OK;
 }

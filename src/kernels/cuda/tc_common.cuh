@@ -86,8 +86,23 @@ __device__ __forceinline__ uint32_t bits_at(const uint32_t (&r)[NR], int o)
 }
 
 /* 8 pair registers: out[j] = half2(y(P+2j), y(P+2j+1)) for the region loaded by load16. */
+/* Table reads through 32-bit shared-window addresses (ld.shared): a generic pointer costs a
+ * 64-bit add and a generic load per pair. */
+__device__ __forceinline__ uint32_t lds32(uint32_t a)
+{
+    uint32_t v;
+    asm("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ uint32_t lds16(uint32_t a)
+{
+    unsigned short v;
+    asm("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a));
+    return v;
+}
+
 template <int K, bool PAIR>
-__device__ __forceinline__ void decode16(const uint32_t (&w)[Dec<K>::NL], int b_lo, const uint8_t *tab, int L,
+__device__ __forceinline__ void decode16(const uint32_t (&w)[Dec<K>::NL], int b_lo, uint32_t tab, int L,
                                          uint32_t (&out)[8])
 {
     constexpr int NR = Dec<K>::NR;
@@ -106,22 +121,23 @@ __device__ __forceinline__ void decode16(const uint32_t (&w)[Dec<K>::NL], int b_
         for (int j = 0; j < 8; j++) {
             const int o = (14 - 2 * j) * K;
             const uint32_t off = (o >= 2) ? (bits_at<NR>(r, o - 2) & pm4) : ((r[0] << 2) & pm4);
-            out[j] = *(const uint32_t *)(tab + off);
+            out[j] = lds32(tab + off);
         }
     } else {
-        const uint32_t lm = (1u << L) - 1u;
-        const uint16_t *t = (const uint16_t *)tab;
+        const uint32_t lm2 = ((1u << L) - 1u) << 1;   /* byte offsets into the u16 table */
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            const uint32_t s0 = bits_at<NR>(r, (15 - 2 * j) * K) & lm, s1 = bits_at<NR>(r, (14 - 2 * j) * K) & lm;
-            out[j] = (uint32_t)t[s0] | ((uint32_t)t[s1] << 16);
+            const int o0 = (15 - 2 * j) * K, o1 = (14 - 2 * j) * K;
+            const uint32_t a0 = (o0 >= 1 ? bits_at<NR>(r, o0 - 1) : (r[0] << 1)) & lm2;
+            const uint32_t a1 = (o1 >= 1 ? bits_at<NR>(r, o1 - 1) : (r[0] << 1)) & lm2;
+            out[j] = lds16(tab + a0) | (lds16(tab + a1) << 16);
         }
     }
 }
 
 __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b)
 {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y));

@@ -22,14 +22,22 @@
 #undef DOT
 #undef YSUM
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avxvnni"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avxvnni")
+#endif
 #define SFX(n) n##_vnni
 #define ISA_TAG "vnni"
 #define DOT(acc, x, q4, q2) _mm256_dpbusd_avx_epi32(acc, x, q4)
 #define YSUM(x) _mm256_dpbusd_avx_epi32(_mm256_set1_epi32(-510), x, _mm256_set1_epi32(0x01010101))
 #include "trellis_avx2_body.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 static int has_avxvnni(void)
 {

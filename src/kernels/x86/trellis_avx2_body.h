@@ -42,15 +42,23 @@ static inline __attribute__((always_inline)) void SFX(blk_load)(const SFX(dec) *
     memcpy(b->tail + 8, b->p, 8);
 }
 
-static inline __attribute__((always_inline)) __m256i SFX(dec_x)(const SFX(dec) *d, const SFX(blk) *b, int g)
+/* maytail = 0 where the caller knows group g's 8 bytes lie inside the block (g >= 8: at most
+ * the first 8/k - 1 groups reach past its end), which drops the per-group select. */
+static inline __attribute__((always_inline)) __m256i SFX(dec_x_)(const SFX(dec) *d, const SFX(blk) *b, int g,
+                                                                 const int maytail)
 {
     const int B = (d->ng - 1 - g) * d->k;
-    const uint8_t *src = B + 8 <= d->nbytes ? b->p + B : b->tail + (B - (d->nbytes - 8));
+    const uint8_t *src = !maytail || B + 8 <= d->nbytes ? b->p + B : b->tail + (B - (d->nbytes - 8));
     int64_t v;
     memcpy(&v, src, 8);
     __m256i w = _mm256_shuffle_epi8(_mm256_set1_epi64x(v), d->shuf);
     w = _mm256_and_si256(_mm256_srlv_epi32(w, d->shift), d->mask);
     return _mm256_add_epi32(_mm256_mullo_epi32(w, d->mul), d->add);
+}
+
+static inline __attribute__((always_inline)) __m256i SFX(dec_x)(const SFX(dec) *d, const SFX(blk) *b, int g)
+{
+    return g < 8 ? SFX(dec_x_)(d, b, g, 1) : SFX(dec_x_)(d, b, g, 0);
 }
 
 static inline __attribute__((always_inline)) __m256 SFX(dec_w)(const SFX(dec) *d, const SFX(blk) *b, int g,

@@ -20,6 +20,18 @@
 #define QB TCQ_FAST_QB
 #define GPQ (QB / 16)   /* groups per activation block */
 
+/* In-place accumulation (acc += ...): the intrinsics return a new value and gcc then rotates
+ * accumulator arrays through register copies (and spills) every iteration; the asm pins each
+ * accumulator to one register. */
+AI void dpwssd_ip(__m512i *acc, __m512i y, const void *mem)
+{
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(*acc) : "v"(y), "m"(*(const __m512i *)mem));
+}
+AI void dpbusd_ip(__m512i *acc, __m512i x, __m512i q)
+{
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(*acc) : "v"(x), "v"(q));
+}
+
 typedef struct dec_tab {
     __m512i idx[16];     /* per group byte index into the block (lo:hi tables) */
     __m512i shctl;       /* vpmultishiftqb control */
@@ -134,7 +146,7 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
                 const int64_t kb = b * (T / QB) + qb;
                 __m512i iacc[4];
                 for (int m = 0; m < MC; m++)
-                    iacc[m] = _mm512_zextsi128_si512(_mm_cvtsi32_si128(qa->corr[(m0 + m) * qa->nblk + kb]));
+                    iacc[m] = _mm512_maskz_loadu_epi32(1, qa->corr + (m0 + m) * qa->nblk + kb);   /* lane 0 */
                 for (int gg = 0; gg < GPQ; gg++) {
                     const int g = qb * GPQ + gg;
                     const __m512i x = dec_x(d, bl, g);
@@ -213,8 +225,7 @@ AI void reduce_fast_tile16_rows(const kr_args *a, const __m512i *yr, int64_t r, 
         const int64_t v1 = TCQ_MIN(nv, v0 + per);
         for (int64_t v = v0; v < v1; v++) {
             const __m512i y = _mm512_load_si512(yr + v);
-            for (int m = 0; m < MC; m++)
-                iacc[m] = _mm512_dpwssd_epi32(iacc[m], y, _mm512_loadu_si512(qa->q16 + (m0 + m) * qa->npad + v * 32));
+            for (int m = 0; m < MC; m++) dpwssd_ip(&iacc[m], y, qa->q16 + (m0 + m) * qa->npad + v * 32);
         }
         for (int m = 0; m < MC; m++) facc[m] = _mm512_add_ps(facc[m], _mm512_cvtepi32_ps(iacc[m]));
     }
@@ -311,7 +322,7 @@ AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const in
             for (int m = 0; m < MC; m++) qv[m] = _mm512_set1_epi32((int)qa->q4[(m0 + m) * qa->npad + i]);
             for (int g = 0; g < G; g++) {
                 const __m512i x = dec_x(d, bl, g0 + g);
-                for (int m = 0; m < MC; m++) iacc[m * G + g] = _mm512_dpbusd_epi32(iacc[m * G + g], x, qv[m]);
+                for (int m = 0; m < MC; m++) dpbusd_ip(&iacc[m * G + g], x, qv[m]);
             }
         }
         for (int m = 0; m < MC; m++) {
