@@ -22,7 +22,8 @@
 #define BK_MAX(a, b) ((a) > (b) ? (a) : (b))
 
 typedef struct bk_opts {
-    int ops[3], nops;        /* 0 reduce (gate/up), 1 scatter (down), 2 swiglu (gate+up fused) */
+    int ops[5], nops;        /* 0 reduce (gate/up), 1 scatter (down), 2 swiglu (gate+up fused),
+                              * 3 bf16, 4 affine4: dense bf16 / MLX affine 4-bit (gs 64) at gate's shape */
     int ks[4], nk;
     int Ms[16], nM;
     int threads;
@@ -32,7 +33,8 @@ typedef struct bk_opts {
     int64_t out, in;         /* gate/up shape [out, in]; down is [in, out] */
 } bk_opts;
 
-static const char *const op_names[] = {"reduce", "scatter", "swiglu"};
+static const char *const op_names[] = {"reduce", "scatter", "swiglu", "bf16", "affine4"};
+enum { N_OPS = 5 };
 
 static uint64_t bk_rand(uint64_t *st)
 {
@@ -324,7 +326,8 @@ static int call_sgemm(void *arg)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: tcq bench kernels [--ops reduce,scatter,swiglu] [--k 2,3,4] [--M 1,2,3,4,8,16,32,128,512]\n"
+            "usage: tcq bench kernels [--ops reduce,scatter,swiglu,bf16,affine4] [--k 2,3,4]\n"
+            "                         [--M 1,2,3,4,8,16,32,128,512]\n"
             "                         [--threads N] [--path exact|fast|both] [--json] [--encode] [--no-dense]\n"
             "                         [--shape OUTxIN] [--reps N] [--regime auto|m1|shared|tile|gemm]\n"
             "  Qwen3-14B MLP geometry by default: gate/up 17408x5120 (axis 1, 'reduce'), down 5120x17408\n"
@@ -349,10 +352,11 @@ static int parse(int argc, char **argv, bk_opts *o)
             return usage(stderr), 2;
         } else if (!strcmp(a, "--ops")) {
             o->nops = 0;
-            for (const char *p = v; *p && o->nops < 3;) {
+            for (const char *p = v; *p && o->nops < N_OPS;) {
                 int j = 0;
-                while (j < 3 && strncmp(p, op_names[j], strlen(op_names[j]))) j++;
-                if (j == 3) return fprintf(stderr, "tcq bench kernels: --ops takes reduce,scatter,swiglu\n"), 2;
+                while (j < N_OPS && strncmp(p, op_names[j], strlen(op_names[j]))) j++;
+                if (j == N_OPS)
+                    return fprintf(stderr, "tcq bench kernels: --ops takes reduce,scatter,swiglu,bf16,affine4\n"), 2;
                 o->ops[o->nops++] = j;
                 p += strlen(op_names[j]);
                 if (*p == ',') p++;
@@ -471,13 +475,15 @@ int bench_kernels(int argc, char **argv)
         const int k = o.ks[ki];
         bk_weight gate = {0}, up = {0}, down = {0};
         int need_gate = 0, need_down = 0, need_up = 0;
-        for (int i = 0; i < o.nops; i++) need_gate |= o.ops[i] != 1, need_down |= o.ops[i] == 1, need_up |= o.ops[i] == 2;
+        for (int i = 0; i < o.nops; i++)
+            need_gate |= o.ops[i] == 0 || o.ops[i] == 2, need_down |= o.ops[i] == 1, need_up |= o.ops[i] == 2;
         if ((need_gate && make_trellis(NO, NI, k, 1, o.encode, pool, &gate)) ||
             (need_up && make_trellis(NO, NI, k, 1, o.encode, pool, &up)) ||
             (need_down && make_trellis(NO, NI, k, 0, o.encode, pool, &down)))
             return fprintf(stderr, "tcq bench kernels: could not build the k=%d weights\n", k), 1;
         for (int oi = 0; oi < o.nops; oi++) {
             const int op = o.ops[oi];
+            if (op > 2) continue;
             const tcq_weight *w = op == 1 ? &down.w : &gate.w, *w2 = op == 2 ? &up.w : NULL;
             const double nweights = (double)NO * NI * (op == 2 ? 2 : 1);
             const double bytes = nweights * k / 8 + (double)NO * 2 * (op == 2 ? 2 : 1);   /* + fp16 scales */
@@ -539,6 +545,54 @@ int bench_kernels(int argc, char **argv)
                 }
         }
         free(gate.codes), free(gate.scales), free(up.codes), free(up.scales), free(down.codes), free(down.scales);
+    }
+    /* the runtime's other weight formats at gate's shape (no k, no path) */
+    for (int oi = 0; oi < o.nops; oi++) {
+        const int op = o.ops[oi];
+        if (op < 3) continue;
+        tcq_weight w = {.out = NO, .in = NI};
+        uint16_t *h = NULL, *sb = NULL;
+        uint32_t *q = NULL;
+        double bytes;
+        if (op == 3) {
+            h = malloc((size_t)(NO * NI) * 2);
+            if (!h) return fprintf(stderr, "tcq bench kernels: out of memory\n"), 1;
+            for (int64_t i = 0; i < NO * NI; i++) h[i] = tcq_f32_to_bf16(0.02f * bk_gauss(&st));
+            w.fmt = TCQ_WF_BF16;
+            w.dense = h;
+            bytes = (double)NO * NI * 2;
+        } else {
+            const int64_t ng = NO * (NI / 64);
+            q = malloc((size_t)(NO * NI / 8) * 4);
+            sb = malloc((size_t)ng * 4);
+            if (!q || !sb) return fprintf(stderr, "tcq bench kernels: out of memory\n"), 1;
+            for (int64_t i = 0; i < NO * NI / 8; i++) q[i] = (uint32_t)bk_rand(&st);
+            for (int64_t i = 0; i < 2 * ng; i++) sb[i] = tcq_f32_to_bf16(0.002f * bk_gauss(&st));
+            w.fmt = TCQ_WF_AFFINE;
+            w.af = (tcq_affine){.bits = 4, .group_size = 64, .out = NO, .in = NI, .w = q, .scales = sb,
+                                .biases = sb + ng, .sdtype = TCQ_DTYPE_BF16};
+            bytes = (double)NO * NI / 2 + (double)ng * 4;
+        }
+        for (int mi = 0; mi < o.nM; mi++) {
+            tcq_kctx *c = NULL;
+            if ((s = tcq_kctx_create(pool, TCQ_PATH_AUTO, &c)) != TCQ_OK) return cli_fail(s, "bench kernels");
+            call_arg a = {.w = &w, .x = x, .y = y, .M = o.Ms[mi], .c = c};
+            const double t = time_median(call_linear, &a, o.reps);
+            if (t < 0) return 1;
+            const double fl = 2.0 * NO * NI * o.Ms[mi];
+            if (o.json)
+                printf("{\"op\":\"%s\",\"M\":%d,\"isa\":\"%s\",\"threads\":%d,\"us\":%.1f,\"weight_gbps\":%.2f,"
+                       "\"frac_bw\":%.3f,\"gflops\":%.1f,\"cpu_us\":%.1f,\"mem_floor_cpu_us\":%.1f,\"kernel\":\"%s\"}\n",
+                       op_names[op], o.Ms[mi], isa, nth, t * 1e6, bytes / t / 1e9, bytes / (bw * 1e9) / t, fl / t / 1e9,
+                       g_cpu_med * 1e6, bytes / (bw_cpu * 1e9) * 1e6, tcq_kctx_last_kernel(c));
+            else
+                printf("%-8s %4s %2s %5d %-6s %10.1f %8.2f %7.3f %7s %8.1f %8s %7.1f %10.1f %7s %8s  %s\n", op_names[op], "-",
+                       "-", o.Ms[mi], "-", t * 1e6, bytes / t / 1e9, bytes / (bw * 1e9) / t, "-", bytes / (bw * 1e9) * 1e6,
+                       "-", fl / t / 1e9, g_cpu_med * 1e6, "-", "-", tcq_kctx_last_kernel(c));
+            fflush(stdout);
+            tcq_kctx_free(c);
+        }
+        free(h), free(q), free(sb);
     }
     free(x), free(y), free(y2);
     tcq_pool_free(pool);

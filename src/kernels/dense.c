@@ -27,8 +27,11 @@ void tcq_dense_decode_rows(const tcq_weight *w, int64_t r0, int64_t r1, float *o
         const int64_t n = (r1 - r0) * in;
         if (w->fmt == TCQ_WF_F16)
             for (int64_t i = 0; i < n; i++) out[i] = tcq_f16_to_f32(src[i]);
-        else
-            for (int64_t i = 0; i < n; i++) out[i] = tcq_bf16_to_f32(src[i]);
+        else {
+            /* bf16 is the top half of an f32: an inline shift the compiler vectorizes */
+            uint32_t *o = (uint32_t *)out;
+            for (int64_t i = 0; i < n; i++) o[i] = (uint32_t)src[i] << 16;
+        }
         return;
     }
     /* affine: weight = fmaf(scale, q, bias) per group */
@@ -51,14 +54,20 @@ void tcq_dense_decode_rows(const tcq_weight *w, int64_t r0, int64_t r1, float *o
 }
 
 void tcq_dense_rows(const tcq_weight *w, const float *x, int64_t M, int64_t r0, int64_t r1, float *y,
-                    int64_t ldy, float *scratch)
+                    int64_t ldy, float *scratch, int isa)
 {
     const int64_t in = w->in, nr = r1 - r0;
     const float *W;
+    if (w->fmt != TCQ_WF_F32 && isa == TCQ_ISA_AVX512 && M <= 4) {
+        /* a small batch is bound by widening the weights: do it in registers, once */
+        tcq_dense_rows_avx512(w, x, M, r0, r1, y, ldy);
+        return;
+    }
     if (w->fmt == TCQ_WF_F32)
         W = (const float *)w->dense + r0 * in;
     else {
-        tcq_dense_decode_rows(w, r0, r1, scratch);
+        if (isa == TCQ_ISA_AVX512) tcq_dense_decode_rows_avx512(w, r0, r1, scratch);
+        else tcq_dense_decode_rows(w, r0, r1, scratch);
         W = scratch;
     }
     if (M == 1)

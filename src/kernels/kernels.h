@@ -115,9 +115,15 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x /* [M, n] */, int64_t M, in
                           const uint16_t *scales);
 void tcq_kq_free(kq_act *qa);
 
-/* Dense and affine kernels (dense.c): y[:, r0:r1] for M rows, f32 accumulation. */
+/* Dense and affine kernels (dense.c): y[:, r0:r1] for M rows, f32 accumulation.  isa: the
+ * caller's ISA (AVX-512 multiplies f16/bf16/affine directly for M <= 4, else widens rows for
+ * sgemm).  scratch: (r1-r0) * in floats. */
 void tcq_dense_rows(const tcq_weight *w, const float *x, int64_t M, int64_t r0, int64_t r1, float *y,
-                    int64_t ldy, float *scratch /* [KERNEL_SCRATCH/4] */);
+                    int64_t ldy, float *scratch, int isa);
+/* x86/dense_avx512.c: the same values as tcq_dense_decode_rows, 16 at a time. */
+void tcq_dense_rows_avx512(const tcq_weight *w, const float *x, int64_t M, int64_t r0, int64_t r1, float *y,
+                           int64_t ldy);
+void tcq_dense_decode_rows_avx512(const tcq_weight *w, int64_t r0, int64_t r1, float *out);
 /* Dequantize rows [r0, r1) of a dense or affine weight to f32 (out [r1-r0, in]). */
 void tcq_dense_decode_rows(const tcq_weight *w, int64_t r0, int64_t r1, float *out);
 

@@ -377,6 +377,7 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
 
 typedef struct dense_ctx {
     tcq_kctx *c;
+    int isa;
     const tcq_weight *w;
     const float *x;
     float *y;
@@ -387,18 +388,20 @@ static void dense_item(void *arg, int64_t item, int thread)
 {
     const dense_ctx *d = arg;
     const int64_t r0 = item * d->rows, r1 = TCQ_MIN(d->w->out, r0 + d->rows);
-    tcq_dense_rows(d->w, d->x, d->M, r0, r1, d->y, d->w->out, d->c->scratch[thread]);
+    tcq_dense_rows(d->w, d->x, d->M, r0, r1, d->y, d->w->out, d->c->scratch[thread], d->isa);
 }
 
 static tcq_status dense_linear(tcq_kctx *c, const tcq_weight *w, const float *x, float *y, int64_t M)
 {
-    dense_ctx d = {.c = c, .w = w, .x = x, .y = y, .M = M, .rows = DENSE_ROWS};
+    const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
+    dense_ctx d = {.c = c, .isa = isa, .w = w, .x = x, .y = y, .M = M, .rows = DENSE_ROWS};
     if (w->fmt != TCQ_WF_F32) {
         d.rows = TCQ_MAX(1, TCQ_MIN(DENSE_ROWS, (1 << 20) / (w->in * 4)));
         TCQ_TRY(ensure_scratch(c, (size_t)(d.rows * w->in) * 4));
     }
     static const char *const fn[] = {"f32", "f16", "bf16", "trellis", "affine"};
-    snprintf(c->last, sizeof c->last, "%s.blas", fn[w->fmt]);
+    snprintf(c->last, sizeof c->last, "%s.%s", fn[w->fmt],
+             w->fmt != TCQ_WF_F32 && isa == TCQ_ISA_AVX512 && M <= 4 ? "direct.avx512" : "blas");
     tcq_pool_run(c->pool, (w->out + d.rows - 1) / d.rows, dense_item, &d);
     return TCQ_OK;
 }

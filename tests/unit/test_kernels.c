@@ -191,6 +191,7 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     int64_t M = reg == TCQ_KR_M1 ? 1 : reg == TCQ_KR_SHARED ? rnd(st, 2, 4) : reg == TCQ_KR_TILE ? rnd(st, 5, 40)
                                    : reg == TCQ_KR_GEMM ? rnd(st, 33, 100) : rnd(st, 1, 40);
     if (reg == TCQ_KR_AUTO && rnd(st, 0, 7) == 0) M = 100;
+    if (f > F_TR0I && reg == TCQ_KR_AUTO && rnd(st, 0, 1)) M = rnd(st, 1, 4);   /* the direct dense kernels */
     const int coded_dim = (int)p.T * rnd(st, 1, 3), other = rnd(st, 1, 150);
     int out, in;
     if (f == F_TR1 || swiglu) out = other, in = coded_dim;
@@ -398,7 +399,7 @@ int main(void)
             for (int ii = 0; ii < g_nisa; ii++)
                 for (int path = 0; path < 2; path++)
                     for (int reg = 0; reg < TCQ_KR_COUNT; reg++) {
-                        if (f > F_TR0I && (path || reg)) continue;
+                        if (f > F_TR0I && reg) continue;   /* path and regime do not apply: 2 samples */
                         run_case(&st, op, f, g_isas[ii], path, (tcq_kregime)reg);
                     }
     const char *e = getenv("TCQ_TEST_EXTRA");
