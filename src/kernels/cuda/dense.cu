@@ -28,29 +28,48 @@ __device__ __forceinline__ float code_value(uint32_t s)
     return __fmaf_rn(e, r, q);
 }
 
-/* One thread per (coded row, 16 positions): W [out, in] bf16 = bf16(value * scale). */
+/* One thread per (coded row, 16 positions): W [out, in] bf16 = bf16(value * scale).  The words
+ * of the 16 positions are loaded once (load16, as the tensor-core kernels do) and the states cut
+ * from registers; axis 1 writes the 16 results as two 16-byte stores, axis 0 (W transposed)
+ * lets neighbouring threads take neighbouring rows so each position's stores coalesce. */
+template <int K>
 __global__ void k_decode_bf16(Geo g, int axis, __nv_bfloat16 *__restrict__ W)
 {
     const int64_t regions = g.C / 16;
     const int64_t n = g.R * regions;
+    const uint32_t lm = (1u << g.L) - 1u;
     for (int64_t id = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; id < n; id += (int64_t)gridDim.x * blockDim.x) {
-        /* coalesced writes: axis 1 rows of W are coded rows (neighbouring threads take neighbouring
-         * 16-position regions); axis 0 writes W transposed (neighbouring threads take neighbouring rows) */
         const int64_t r = axis ? id / regions : id % g.R, reg = axis ? id % regions : id / g.R;
         const int64_t P = reg * 16, blk = P >> g.log2T;
         const int Pb = (int)(P & (g.T - 1));
-        const uint32_t *b = block_ptr(g, r, blk);
+        const int b_lo = (g.T - Pb - 16) * K;
+        uint32_t w[Dec<K>::NL];
+        load16<K>(block_ptr(g, r, blk), g.wpb, b_lo, w);
+        constexpr int NR = Dec<K>::NR;
+        uint32_t rr[NR];
+        if (Dec<K>::ALIGNED) {
+#pragma unroll
+            for (int j = 0; j < NR; j++) rr[j] = w[j];
+        } else {
+            const int sh = b_lo & 31;
+#pragma unroll
+            for (int j = 0; j < NR; j++) rr[j] = __funnelshift_r(w[j], w[j + 1], sh);
+        }
         const float sc = __half2float(__ushort_as_half(g.scales[r]));
-        const int kk = g.wpb * 32 / g.T;
+        uint32_t pk[8];
+#pragma unroll
         for (int t = 0; t < 16; t++) {
-            const int pos = (g.T - 1 - (Pb + t)) * kk, wi = pos >> 5, off = pos & 31;
-            uint64_t win = b[wi] >> off;
-            if (off + g.L > 32) win |= (uint64_t)b[(wi + 1 == g.wpb) ? 0 : wi + 1] << (32 - off);
-            const uint32_t s = (uint32_t)win & ((1u << g.L) - 1u);
-            const __nv_bfloat16 v = __float2bfloat16_rn(__fmul_rn(code_value(s), sc));
-            const int64_t c = P + t;
-            if (axis) W[r * g.C + c] = v;
-            else W[c * g.R + r] = v;
+            const uint32_t st = bits_at<NR>(rr, (15 - t) * K) & lm;
+            const __nv_bfloat16 v = __float2bfloat16_rn(__fmul_rn(code_value(st), sc));
+            const uint32_t b = (uint32_t)__bfloat16_as_ushort(v);
+            if (t & 1) pk[t >> 1] |= b << 16;
+            else pk[t >> 1] = b;
+            if (!axis) W[(P + t) * g.R + r] = v;
+        }
+        if (axis) {
+            uint4 *dst = (uint4 *)(W + r * g.C + P);
+            dst[0] = make_uint4(pk[0], pk[1], pk[2], pk[3]);
+            dst[1] = make_uint4(pk[4], pk[5], pk[6], pk[7]);
         }
     }
 }
@@ -81,7 +100,13 @@ tcq_status decode_into(tcq_cuda_ctx *ctx, const tcq_trellis *w, __nv_bfloat16 *W
 {
     const int64_t n = w->rows * (w->cols / 16);
     const int grid = (int)std::min<int64_t>((n + 255) / 256, (int64_t)ctx->n_sm * 16);
-    k_decode_bf16<<<grid, 256, 0, ctx->stream>>>(geo_of(w), w->axis, W);
+    const Geo g = geo_of(w);
+    switch (w->p.k) {
+    case 1: k_decode_bf16<1><<<grid, 256, 0, ctx->stream>>>(g, w->axis, W); break;
+    case 2: k_decode_bf16<2><<<grid, 256, 0, ctx->stream>>>(g, w->axis, W); break;
+    case 3: k_decode_bf16<3><<<grid, 256, 0, ctx->stream>>>(g, w->axis, W); break;
+    default: k_decode_bf16<4><<<grid, 256, 0, ctx->stream>>>(g, w->axis, W); break;
+    }
     CU_LAUNCHED("cuda decode bf16");
     return TCQ_OK;
 }

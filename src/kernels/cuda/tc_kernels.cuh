@@ -108,18 +108,19 @@ __global__ void __launch_bounds__(kThreadsR, 1) k_reduce(Geo g0, Geo gu, Out o)
                 for (int e = 0; e < 4; e++) acc[rt][nt][e] = 0.0f;
         uint32_t w[4][Dec<K>::NL];
         int b_lo = 0;
+        /* Row bases once per item; rows past R read row R-1 (their outputs are not written and
+         * an A row only feeds its own D row), so the loads need no branches. */
+        const uint32_t *rb[4];
+#pragma unroll
+        for (int d = 0; d < 4; d++)
+            rb[d] = gm.codes + (int64_t)(int)min(row[d], gm.R - 1) * (int)gm.row_words;
         auto issue = [&](int64_t c) {
-            const int64_t P = 64 * c + 16 * q;
-            const int64_t blk = P >> g.log2T;
-            const int Pb = (int)(P & (g.T - 1));
+            const int P = 64 * (int)c + 16 * q;
+            const int blk = P >> g.log2T;
+            const int Pb = P & (g.T - 1);
             b_lo = (g.T - Pb - 16) * K;
 #pragma unroll
-            for (int d = 0; d < 4; d++) {
-                if (ok[d]) load16<K>(block_ptr(gm, row[d], blk), wpb_, b_lo, w[d]);
-                else
-#pragma unroll
-                    for (int j = 0; j < Dec<K>::NL; j++) w[d][j] = 0;
-            }
+            for (int d = 0; d < 4; d++) load16<K>(rb[d] + blk * wpb_, wpb_, b_lo, w[d]);
         };
         if (c0 < c1) issue(c0);
         for (int64_t c = c0; c < c1; c++) {
@@ -213,15 +214,17 @@ __global__ void __launch_bounds__(kThreadsS, 1) k_scatter(Geo g, Geo unused, Out
 #pragma unroll
                     for (int e = 0; e < 4; e++) acc[u][nt][e] = 0.0f;
             uint32_t w[4][Dec<K>::NL];
+            /* Coded rows past R read row R-1: their B entries are zero (x prep pads) and y is a
+             * finite integer, so they add exactly 0; positions past C read block 0 and are not
+             * written.  No branches around the loads. */
+            const int64_t bq = pok ? blk : 0;
+            const uint32_t *base = g.interleaved ? g.codes + (bq >> 1) * g.R * 48 + (bq & 1) * 24 : g.codes + bq * g.wpb;
+            const int stride = g.interleaved ? 48 : (int)g.row_words;
+            const int rmax = (int)g.R - 1;
             auto issue = [&](int64_t kt) {
-                const int64_t i0 = 64 * (kt >> 2) + 16 * q + 4 * (kt & 3);
+                const int i0 = 64 * (int)(kt >> 2) + 16 * q + 4 * (int)(kt & 3);
 #pragma unroll
-                for (int d = 0; d < 4; d++) {
-                    if (pok && i0 + d < g.R) load16<K>(block_ptr(g, i0 + d, blk), wpb_, b_lo, w[d]);
-                    else
-#pragma unroll
-                        for (int j = 0; j < Dec<K>::NL; j++) w[d][j] = 0;
-                }
+                for (int d = 0; d < 4; d++) load16<K>(base + (int64_t)min(i0 + d, rmax) * stride, wpb_, b_lo, w[d]);
             };
             if (k0 < k1) issue(k0);
             for (int64_t kt = k0; kt < k1; kt++) {
