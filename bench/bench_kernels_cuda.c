@@ -1,4 +1,4 @@
-/* `tcq bench kernels --device cuda` (for now `tcq cuda-bench`): the CUDA kernels at the
+/* `tcq bench kernels --device cuda` (also `tcq cuda-bench`): the CUDA kernels at the
  * Qwen3-14B MLP shapes against the measured copy bandwidth and cuBLAS bf16 at the same shapes.
  * Times are medians of CUDA-graph replays of back-to-back calls cycling through enough weight
  * copies to exceed the L2 several times.  Weights are random codes (every bit pattern is a
@@ -67,6 +67,7 @@ int bench_kernels_cuda(int argc, char **argv)
                    "                      [--reps N] [--trials N] [--json]\n");
             return 0;
         } else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc) i++;   /* `tcq bench kernels --device cuda` */
         else if (!strcmp(argv[i], "--k") && i + 1 < argc) {
             if ((nk = cli_parse_int_list(argv[++i], ks, 4)) < 0) return cli_fail(TCQ_ERR_INVALID_ARG, "--k");
         } else if (!strcmp(argv[i], "--M") && i + 1 < argc) {

@@ -1006,6 +1006,12 @@ tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq
                                 int64_t R, int64_t C, uint32_t *codes /* [R, C*k/32] */,
                                 uint16_t *scales /* [R] */, double *sq_err);
 
+/* GPU twin of tcq_encode_blocks (n blocks of x coded as they are, no scale): same words, same
+ * sq_err.  What `tcq codec --device cuda` runs.  Synchronizes. */
+tcq_status tcq_cuda_encode_blocks(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq_encode_opts *opts,
+                                  const float *x /* [n*T] */, const float *w /* [n*T] or NULL */, int64_t n,
+                                  uint32_t *words /* [n*T*k/32] */, double *sq_err);
+
 /* Benchmark helpers (used by bench/bench_kernels_cuda.c): median microseconds per call of a
  * CUDA graph of `reps` back-to-back calls, cycling through n_w weights (so the bytes read exceed
  * the L2), repeated `trials` times. */

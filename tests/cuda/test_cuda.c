@@ -216,6 +216,27 @@ static void check_encoder(int L, int k, int T, int64_t R, int64_t C, int weighte
     free(gs);
 }
 
+static void check_encode_blocks(int L, int k, int T, int64_t n, int weighted)
+{
+    const tcq_block_params p = {L, k, T};
+    float *x = malloc((size_t)(n * T) * 4), *w = weighted ? malloc((size_t)(n * T) * 4) : NULL;
+    for (int64_t i = 0; i < n * T; i++) x[i] = (float)test_gauss(&rng);
+    if (w)
+        for (int64_t i = 0; i < n * T; i++) w[i] = (float)(0.1 + test_uniform(&rng));
+    const int64_t nw = n * T * k / 32;
+    uint32_t *cc = malloc((size_t)nw * 4), *gc = malloc((size_t)nw * 4);
+    double ce = 0, ge = 0;
+    CHECK_OK(tcq_encode_blocks(p, NULL, x, w, n, cc, NULL, &ce));
+    memset(gc, 0x5a, (size_t)nw * 4);
+    CHECK_OK(tcq_cuda_encode_blocks(ctx, p, NULL, x, w, n, gc, &ge));
+    CHECK(memcmp(cc, gc, (size_t)nw * 4) == 0 && ce == ge, "GPU encode_blocks L=%d k=%d T=%d w=%d differs (err %.9g vs %.9g)",
+          L, k, T, weighted, ce, ge);
+    free(x);
+    free(w);
+    free(cc);
+    free(gc);
+}
+
 static void check_errors(void)
 {
     host_w h;
@@ -329,6 +350,9 @@ int main(void)
     check_encoder(8, 2, 64, 5, 320, 1);
     check_encoder(10, 3, 128, 3, 384, 0);
     check_encoder(9, 4, 64, 2, 256, 0);
+    check_encode_blocks(12, 2, 256, 24, 0);
+    check_encode_blocks(12, 3, 256, 8, 1);
+    check_encode_blocks(11, 1, 128, 8, 0);
 
     tcq_cuda_ctx_free(ctx);
     return test_done("test_cuda");

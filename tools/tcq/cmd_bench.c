@@ -28,6 +28,9 @@ int cmd_bench(int argc, char **argv)
         bench_usage(stdout);
         return 0;
     }
+    if (!strcmp(argv[1], "kernels"))   /* --device cuda: bench/bench_kernels_cuda.c */
+        for (int i = 2; i + 1 < argc; i++)
+            if (!strcmp(argv[i], "--device") && !strcmp(argv[i + 1], "cuda")) return bench_kernels_cuda(argc - 1, argv + 1);
     for (int i = 0; i < N_BENCHES; i++)
         if (!strcmp(argv[1], benches[i].name)) return benches[i].run(argc - 1, argv + 1);
     fprintf(stderr, "tcq bench: unknown subcommand '%s'\n\n", argv[1]);

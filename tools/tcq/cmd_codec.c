@@ -11,7 +11,7 @@ static void codec_usage(FILE *f)
 {
     fprintf(f,
             "usage: tcq codec [--L 12] [--k 1,2,3,4] [--T 256] [--samples N] [--seed S]\n"
-            "                 [--search default|seams] [--seams N] [--threads N] [--json]\n"
+            "                 [--search default|seams] [--seams N] [--threads N] [--device cpu|cuda] [--json]\n"
             "  Codes N i.i.d. N(0,1) samples (default 524288, rounded up to whole blocks) with the\n"
             "  trellis for each k and prints the mean squared error per weight against the\n"
             "  rate-distortion bound 2^-2k, and the encoder throughput in million weights/s.\n"
@@ -45,7 +45,7 @@ static void codec_gauss(uint64_t seed, float *x, int64_t n)
 int cmd_codec(int argc, char **argv)
 {
     long long L = 12, T = 256, samples = 524288, seed = 1, threads = 0, seams = 0;
-    int ks[8] = {1, 2, 3, 4}, nk = 4, json = 0;
+    int ks[8] = {1, 2, 3, 4}, nk = 4, json = 0, cuda = 0;
     tcq_encode_opts opts = {TCQ_SEARCH_TWO_PASS, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -55,6 +55,13 @@ int cmd_codec(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
+            continue;
+        } else if (!strcmp(a, "--device") && i + 1 < argc) {   /* cuda: the GPU encoder, same codes */
+            cuda = !strcmp(argv[++i], "cuda");
+            if (!cuda && strcmp(argv[i], "cpu")) {
+                fprintf(stderr, "tcq codec: --device cpu|cuda, got '%s'\n", argv[i]);
+                return 2;
+            }
             continue;
         } else if (!strcmp(a, "--L")) dst = &L;
         else if (!strcmp(a, "--T")) dst = &T;
@@ -97,6 +104,7 @@ int cmd_codec(int argc, char **argv)
     float *x = malloc((size_t)n * sizeof *x);
     uint32_t *words = malloc((size_t)n * 4 / 8);   /* k <= 4: n*k/32 words of 4 bytes */
     tcq_pool *pool = NULL;
+    tcq_cuda_ctx *gpu = NULL;
     int rc = 0;
     if (!x || !words) {
         fprintf(stderr, "tcq codec: out of memory for %lld samples\n", (long long)n);
@@ -114,11 +122,13 @@ int cmd_codec(int argc, char **argv)
                "   k        MSE   RD bound  MSE/bound     Mw/s\n",
                (long long)n, L, T, tcq_search_name(opts.search),
                opts.search == TCQ_SEARCH_SEAMS ? (seams ? "" : " (8 seams)") : "", tcq_pool_size(pool),
-               tcq_isa_name(tcq_isa_active()));
+               cuda ? "cuda" : tcq_isa_name(tcq_isa_active()));
     for (int i = 0; i < nk; i++) {
         const tcq_block_params p = {(int)L, ks[i], (int)T};
         double sq = 0, t0 = cli_now();
-        s = tcq_encode_blocks(p, &opts, x, NULL, nblk, words, pool, &sq);
+        if (cuda && !gpu) s = tcq_cuda_ctx_create(0, &gpu);
+        if (s == TCQ_OK) s = cuda ? tcq_cuda_encode_blocks(gpu, p, &opts, x, NULL, nblk, words, &sq)
+                                  : tcq_encode_blocks(p, &opts, x, NULL, nblk, words, pool, &sq);
         const double dt = cli_now() - t0;
         if (s != TCQ_OK) {
             rc = cli_fail(s, "codec: encode");
@@ -146,6 +156,7 @@ int cmd_codec(int argc, char **argv)
         fflush(stdout);
     }
 out:
+    tcq_cuda_ctx_free(gpu);
     tcq_pool_free(pool);
     free(x);
     free(words);

@@ -50,6 +50,12 @@ tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *c, tcq_block_params p, const tcq_e
     (void)c; (void)p; (void)o; (void)src; (void)w; (void)R; (void)C; (void)codes; (void)scales; (void)e;
     NO_CUDA;
 }
+tcq_status tcq_cuda_encode_blocks(tcq_cuda_ctx *c, tcq_block_params p, const tcq_encode_opts *o, const float *x,
+                                  const float *w, int64_t n, uint32_t *words, double *e)
+{
+    (void)c; (void)p; (void)o; (void)x; (void)w; (void)n; (void)words; (void)e;
+    NO_CUDA;
+}
 tcq_status tcq_cuda_time_linear(tcq_cuda_ctx *c, const tcq_trellis *const *w, int n, const float *x, float *y,
                                 int64_t M, tcq_kpath p, int r, int t, double *us)
 {

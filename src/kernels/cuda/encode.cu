@@ -341,6 +341,62 @@ tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq
     return TCQ_OK;
 }
 
+tcq_status tcq_cuda_encode_blocks(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq_encode_opts *opts, const float *x,
+                                  const float *w, int64_t n, uint32_t *words, double *sq_err)
+{
+    if (!ctx) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda encode_blocks: ctx is NULL");
+    TCQ_TRY(tcq_block_check(p));
+    if (!x || !words) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda encode_blocks: NULL buffer");
+    if (n <= 0) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda encode_blocks: %lld blocks", (long long)n);
+    if (opts && opts->search != TCQ_SEARCH_TWO_PASS)
+        return tcq_fail(TCQ_ERR_UNSUPPORTED, "cuda encode_blocks: search '%s' not available", tcq_search_name(opts->search));
+    if (p.L > kMaxL) return tcq_fail(TCQ_ERR_UNSUPPORTED, "cuda encode_blocks: L=%d (the GPU encoder handles L <= %d)", p.L, kMaxL);
+    if ((int64_t)enc_smem(p.L, p.k, p.T) > ctx->smem_optin)
+        return tcq_fail(TCQ_ERR_UNSUPPORTED, "cuda encode_blocks: L=%d k=%d T=%d needs too much shared memory", p.L, p.k, p.T);
+    const int wpb = tcq_block_words(p);
+    const int64_t per = TCQ_MAX((int64_t)1, ((int64_t)32 << 20) / p.T);   /* blocks per batch */
+    const int64_t nb = TCQ_MIN(n, per);
+    float *dx = NULL, *dw = NULL;
+    uint32_t *dwords = NULL;
+    tcq_status s = tcq_cuda_malloc((void **)&dx, (size_t)(nb * p.T) * 4);
+    if (s == TCQ_OK && w) s = tcq_cuda_malloc((void **)&dw, (size_t)(nb * p.T) * 4);
+    if (s == TCQ_OK) s = tcq_cuda_malloc((void **)&dwords, (size_t)(nb * wpb) * 4);
+    for (int64_t b0 = 0; b0 < n && s == TCQ_OK; b0 += nb) {
+        const int64_t m = TCQ_MIN(nb, n - b0);
+        s = tcq_cuda_copy_to_device(ctx, dx, x + b0 * p.T, (size_t)(m * p.T) * 4);
+        if (s == TCQ_OK && w) s = tcq_cuda_copy_to_device(ctx, dw, w + b0 * p.T, (size_t)(m * p.T) * 4);
+        if (s != TCQ_OK) break;
+        EncArgs a = {dx, w ? dw : NULL, dwords, p.L, p.T};
+        switch (p.k) {
+        case 1: s = launch_enc_k<1>(ctx, a, m); break;
+        case 2: s = launch_enc_k<2>(ctx, a, m); break;
+        case 3: s = launch_enc_k<3>(ctx, a, m); break;
+        default: s = launch_enc_k<4>(ctx, a, m); break;
+        }
+        if (s == TCQ_OK) s = tcq_cuda_copy_to_host(ctx, words + b0 * wpb, dwords, (size_t)(m * wpb) * 4);
+    }
+    tcq_cuda_free(dx);
+    tcq_cuda_free(dw);
+    tcq_cuda_free(dwords);
+    if (s != TCQ_OK) return s;
+    if (sq_err) {
+        /* as tcq_encode_blocks: sum_t w_t (x_t - v(s_t))^2 per block, blocks added in order */
+        double e = 0;
+        std::vector<uint32_t> st(p.T);
+        for (int64_t b = 0; b < n; b++) {
+            tcq_block_unpack(p, words + b * wpb, st.data());
+            double eb = 0;
+            for (int t = 0; t < p.T; t++) {
+                const double d = (double)x[b * p.T + t] - tcq_code_value(st[t]);
+                eb += (w ? w[b * p.T + t] : 1.0) * d * d;
+            }
+            e += eb;
+        }
+        *sq_err = e;
+    }
+    return TCQ_OK;
+}
+
 tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R, int64_t C, double *wps,
                                 double *kernel_wps)
 {
