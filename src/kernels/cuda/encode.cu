@@ -1,7 +1,8 @@
 /* GPU Viterbi encoder: one thread block per trellis block, every block of a matrix at once.
  * Same two-pass tail-biting and the same arithmetic as tcq_encode_block_ref (tcq.h, Encoder):
- * costs fmaf(x, -2v, v^2) [* w], path sums Mmin + c, strict < over j ascending (smallest j wins
- * a tie), final state the smallest s among equal minima.  Every multiply and add is written
+ * d = x - v(s), e = d (or w d), D = fma(e, d, M) with M the predecessor minimum (0 at t=0),
+ * strict < over j ascending (smallest j wins a tie), final state the smallest s among equal
+ * minima.  Every multiply and add is written
  * with an explicit rounding intrinsic (and the file builds with --fmad=false), so the codes are
  * bit-identical to the reference.
  *
@@ -56,8 +57,7 @@ __device__ __forceinline__ void store_succ(float *dst, const float (&v)[J])
 /* One Viterbi pass; returns (in shared st) the states from T-1 down to stop. */
 template <int K, int GPT>
 __device__ void pass(const EncArgs &a, const float *xs, const float *ws, float *D, float *Dn, uint32_t *bp, uint32_t *st,
-                     int start_ov, int end_ov, int stop, float (&ca)[GPT][1 << K], float (&cb)[GPT][1 << K], float *redv,
-                     uint32_t *reds)
+                     int start_ov, int end_ov, int stop, const float (&vv)[GPT][1 << K], float *redv, uint32_t *reds)
 {
     constexpr int J = 1 << K;
     const int L = a.L, T = a.T;
@@ -74,9 +74,8 @@ __device__ void pass(const EncArgs &a, const float *xs, const float *ws, float *
 #pragma unroll
             for (int b = 0; b < J; b++) {
                 const uint32_t s = (uint32_t)g * J + b;
-                float c = __fmaf_rn(xs[0], ca[i][b], cb[i][b]);
-                if (ws) c = __fmul_rn(c, ws[0]);
-                v[b] = (start_ov < 0 || (int)(s >> K) == start_ov) ? c : INFINITY;
+                const float d = __fsub_rn(xs[0], vv[i][b]), e = ws ? __fmul_rn(ws[0], d) : d;
+                v[b] = (start_ov < 0 || (int)(s >> K) == start_ov) ? __fmaf_rn(e, d, 0.0f) : INFINITY;
             }
             store_succ<J>(D + g * J, v);
         }
@@ -108,9 +107,8 @@ __device__ void pass(const EncArgs &a, const float *xs, const float *ws, float *
                 float v[J];
 #pragma unroll
                 for (int b = 0; b < J; b++) {
-                    float c = __fmaf_rn(xt, ca[i][b], cb[i][b]);
-                    if (ws) c = __fmul_rn(c, wt);
-                    v[b] = __fadd_rn(best, c);
+                    const float d = __fsub_rn(xt, vv[i][b]), e = ws ? __fmul_rn(wt, d) : d;
+                    v[b] = __fmaf_rn(e, d, best);
                 }
                 store_succ<J>(Dn + g * J, v);
             }
@@ -194,21 +192,19 @@ __global__ void __launch_bounds__(256) k_encode(EncArgs a)
             wr[t] = a.w[blk * T + (t + half) % T];
         }
     }
-    float ca[GPT][J], cb[GPT][J];
+    float vv[GPT][J];
 #pragma unroll
     for (int i = 0; i < GPT; i++)
 #pragma unroll
         for (int b = 0; b < J; b++) {
             const uint32_t s = (uint32_t)(threadIdx.x + i * blockDim.x) * J + b;
-            const float v = code_value_e(s & (uint32_t)(N - 1));
-            ca[i][b] = __fmul_rn(-2.0f, v);
-            cb[i][b] = __fmul_rn(v, v);
+            vv[i][b] = code_value_e(s & (uint32_t)(N - 1));
         }
     __syncthreads();
-    pass<K, GPT>(a, xr, a.w ? wr : NULL, D, Dn, bp, st, -1, -1, half, ca, cb, redv, reds);
+    pass<K, GPT>(a, xr, a.w ? wr : NULL, D, Dn, bp, st, -1, -1, half, vv, redv, reds);
     const int overlap = (int)(st[half] >> K);
     __syncthreads();
-    pass<K, GPT>(a, xs, a.w ? wsm : NULL, D, Dn, bp, st, overlap, overlap, 0, ca, cb, redv, reds);
+    pass<K, GPT>(a, xs, a.w ? wsm : NULL, D, Dn, bp, st, overlap, overlap, 0, vv, redv, reds);
     const int wpb = T * K / 32;
     for (int wi = threadIdx.x; wi < wpb; wi += blockDim.x) {
         uint32_t word = 0;
@@ -218,6 +214,18 @@ __global__ void __launch_bounds__(256) k_encode(EncArgs a)
         }
         a.words[blk * wpb + wi] = word;
     }
+}
+
+/* tcq.h: inputs finite, weights finite and >= 0 (else the costs are not a squared error). */
+tcq_status check_inputs(const float *x, const float *w, int64_t n, const char *what)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) return tcq_fail(TCQ_ERR_INVALID_ARG, "%s: x[%lld] is not finite", what, (long long)i);
+        if (w && !(isfinite(w[i]) && w[i] >= 0))
+            return tcq_fail(TCQ_ERR_INVALID_ARG, "%s: weight w[%lld] = %g is not finite and >= 0", what, (long long)i,
+                            (double)w[i]);
+    }
+    return TCQ_OK;
 }
 
 size_t enc_smem(int L, int K, int T)
@@ -298,6 +306,8 @@ tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq
             const float *row = src + (r0 + r) * C;
             for (int64_t c = 0; c < C; c++) xh[(size_t)(r * C + c)] = row[c] / sc;
         }
+        s = check_inputs(xh.data(), w ? w + r0 * C : NULL, n * C, "cuda encode_rows");
+        if (s != TCQ_OK) break;
         s = tcq_cuda_copy_to_device(ctx, dx, xh.data(), (size_t)(n * C) * 4);
         if (s == TCQ_OK && w) s = tcq_cuda_copy_to_device(ctx, dw, w + r0 * C, (size_t)(n * C) * 4);
         if (s != TCQ_OK) break;
@@ -353,6 +363,7 @@ tcq_status tcq_cuda_encode_blocks(tcq_cuda_ctx *ctx, tcq_block_params p, const t
     if (p.L > kMaxL) return tcq_fail(TCQ_ERR_UNSUPPORTED, "cuda encode_blocks: L=%d (the GPU encoder handles L <= %d)", p.L, kMaxL);
     if ((int64_t)enc_smem(p.L, p.k, p.T) > ctx->smem_optin)
         return tcq_fail(TCQ_ERR_UNSUPPORTED, "cuda encode_blocks: L=%d k=%d T=%d needs too much shared memory", p.L, p.k, p.T);
+    TCQ_TRY(check_inputs(x, w, n * p.T, "cuda encode_blocks"));
     const int wpb = tcq_block_words(p);
     const int64_t per = TCQ_MAX((int64_t)1, ((int64_t)32 << 20) / p.T);   /* blocks per batch */
     const int64_t nb = TCQ_MIN(n, per);
