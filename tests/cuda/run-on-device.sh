@@ -8,7 +8,9 @@ set -u
 bin=${1:-build-cuda}
 out=${2:-${OUT:-/tmp/tcq-cuda-out}}
 mkdir -p "$out"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+# BIN_DIR/lib: shared libraries tcq links that the device image lacks (jansson, pcre2, utf8proc,
+# OpenBLAS, libedit and theirs), copied there beside the binaries.
+export LD_LIBRARY_PATH=$bin/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 summary=()
 step() {   # step NAME TIMEOUT CMD...
   local name=$1 to=$2; shift 2
