@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -215,12 +216,23 @@ static const char *cache_dir(char *buf, size_t n)
     return buf;
 }
 
+/* Code buffers: 2 MiB aligned and, with TCQ_BENCH_THP=1, madvise(MADV_HUGEPAGE) (a model loader
+ * can do the same for its copies; an mmapped file gets 4 KiB pages). */
+static void *bk_alloc(size_t bytes)
+{
+    const size_t a = (size_t)2 << 20;
+    void *p = aligned_alloc(a, (bytes + a - 1) / a * a);
+    const char *e = getenv("TCQ_BENCH_THP");
+    if (p && e && *e == '1') madvise(p, (bytes + a - 1) / a * a, MADV_HUGEPAGE);
+    return p;
+}
+
 /* Code rows [R, C] of N(0,1) weights; random code words unless encode (then cached on disk). */
 static int make_trellis(int64_t R, int64_t C, int k, int axis, int encode, tcq_pool *pool, bk_weight *bw)
 {
     const tcq_block_params p = {.L = 12, .k = k, .T = 256};
     const int64_t nw = R * C * k / 32;
-    bw->codes = malloc((size_t)nw * 4);
+    bw->codes = bk_alloc((size_t)nw * 4);
     bw->scales = malloc((size_t)R * 2);
     if (!bw->codes || !bw->scales) return -1;
     uint64_t st = 0x5eed0000u + (uint64_t)k * 131 + (uint64_t)axis;
@@ -333,7 +345,8 @@ static void usage(FILE *f)
             "  Qwen3-14B MLP geometry by default: gate/up 17408x5120 (axis 1, 'reduce'), down 5120x17408\n"
             "  (axis 0, 'scatter'); L=12, T=256.  Weights are random code words (valid codes: speed is\n"
             "  data-independent) unless --encode, which codes N(0,1) weights with tcq_encode_rows and caches\n"
-            "  them under $TCQ_CACHE (default ~/.cache/tcq).  TCQ_ISA pins the ISA.\n");
+            "  them under $TCQ_CACHE (default ~/.cache/tcq).  TCQ_ISA pins the ISA; TCQ_BENCH_THP=1 asks for\n"
+            "  huge pages for the code buffers.\n");
 }
 
 static int parse(int argc, char **argv, bk_opts *o)

@@ -17,7 +17,6 @@ static const cli_command commands[] = {
     {"tokenize", "print the token ids of a text (--json, --pieces)", cmd_tokenize},
     {"quantize", "rotate and trellis-code a llama/qwen3 model directory", cmd_quantize},
     {"codec", "codec MSE on N(0,1) samples vs the rate-distortion bound, encoder speed", cmd_codec},
-    {"bench", "benchmarks: tcq bench encode|model|...", cmd_bench},
     {"bench", "benchmarks: tcq bench encode|kernels|model", cmd_bench},
     {"chat-template", "render the chat template for a conversation (or its token ids)", cmd_chat_template},
     {"cuda-bench", "CUDA kernels and GPU encoder vs copy bandwidth and cuBLAS (needs -DTCQ_CUDA=ON)", bench_kernels_cuda},
