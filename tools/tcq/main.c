@@ -28,7 +28,7 @@ static void usage(FILE *f)
     fprintf(f, "tcq %s: trellis-coded quantization for language models\n\n"
                "usage: tcq COMMAND [options]   (tcq COMMAND --help for its options)\n\ncommands:\n",
             tcq_version());
-    for (int i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nenvironment: TCQ_ISA=scalar|avx2|avx512 pins the CPU code path.\n");
 }
 
