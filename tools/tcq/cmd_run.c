@@ -205,6 +205,7 @@ int cmd_run(int argc, char **argv)
     if (st == TCQ_OK) st = tcq_generate(m, s, smp, ids, (int)n_ids, (int)n, cli_stream_token, &out, &gs);
     if (out.detok) cli_stream_finish(&out);
     printf("\n");
+    fflush(stdout);   /* before the stderr statistics, so a shared terminal shows them on their own line */
     if (st != TCQ_OK) rc = cli_fail(st, "run");
     fprintf(stderr, "prefill: %d tokens, %.2f tok/s; decode: %d tokens, %.2f tok/s\n", gs.n_prompt,
             gs.prefill_s > 0 ? gs.n_prompt / gs.prefill_s : 0.0, gs.n_generated,
