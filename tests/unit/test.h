@@ -37,6 +37,13 @@ static inline int test_done(const char *name)
     return test_failures ? 1 : 0;
 }
 
+/* A whole file, NUL-terminated (len optional), or NULL: tcq_io_read_file for tests. */
+static inline char *test_slurp(const char *path, size_t *len)
+{
+    char *p = NULL;
+    return tcq_io_read_file(path, &p, len) == TCQ_OK ? p : NULL;
+}
+
 /* Deterministic PRNG for tests (splitmix64) and a Gaussian from it. */
 static inline uint64_t test_rand(uint64_t *st)
 {

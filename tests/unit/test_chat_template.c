@@ -4,23 +4,6 @@
 
 #include <jansson.h>
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    if (p) p[n] = 0;
-    fclose(f);
-    return p;
-}
-
 static void first_diff(const char *a, const char *b)
 {
     size_t i = 0;
@@ -38,7 +21,7 @@ static void test_cases(void)
     tcq_tokenizer *qwen = NULL, *tiny = NULL;
     CHECK_OK(tcq_tokenizer_load(TCQ_SHARED_DATA "/tokenizers/qwen3", &qwen));
     CHECK_OK(tcq_tokenizer_load(TCQ_SHARED_DATA "/tinyqwen", &tiny));
-    char *features = slurp(TCQ_SOURCE_DIR "/tests/data/chat/features.jinja");
+    char *features = test_slurp(TCQ_SOURCE_DIR "/tests/data/chat/features.jinja", NULL);
     CHECK(features != NULL, "features.jinja");
     size_t i;
     json_t *c;
@@ -79,7 +62,7 @@ static void test_cases(void)
         } else {
             char path[1024];
             snprintf(path, sizeof path, "%s/tests/data/chat/%s.txt", TCQ_SOURCE_DIR, name);
-            char *want = slurp(path);
+            char *want = test_slurp(path, NULL);
             CHECK(s == TCQ_OK, "%s: %s", name, tcq_last_error());
             int same = out && want && strcmp(out, want) == 0;
             CHECK(same, "%s: rendering differs from jinja2's", name);

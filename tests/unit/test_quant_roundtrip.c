@@ -166,20 +166,6 @@ static float *expected(const model *m, const char *mod, const tcq_hadamard *h)
     return W;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    *len = fread(b, 1, (size_t)n, f);
-    b[*len] = 0;
-    fclose(f);
-    return b;
-}
-
 static const char *modules[] = {"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj",
                                 "model.layers.0.self_attn.v_proj", "model.layers.0.self_attn.o_proj",
                                 "model.layers.0.mlp.gate_proj",    "model.layers.0.mlp.up_proj",
@@ -309,7 +295,7 @@ static void verify(const model *m, const char *dir, int k, int coded, int il, ui
           "artifact holds %lld tensors", (long long)tcq_st_set_count(s));
     /* config.json: the input's members kept, untied, both quantization objects present. */
     size_t len = 0;
-    char *txt = slurp(path, &len);
+    char *txt = test_slurp(path, &len);
     json_t *cfg = txt ? json_loads(txt, 0, NULL) : NULL;
     CHECK(cfg && json_is_false(json_object_get(cfg, "tie_word_embeddings")), "%s: tie_word_embeddings false", path);
     CHECK(cfg && json_equal(json_object_get(cfg, "quantization"), json_object_get(cfg, "quantization_config")),
@@ -318,7 +304,7 @@ static void verify(const model *m, const char *dir, int k, int coded, int il, ui
     json_decref(cfg);
     free(txt);
     snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
-    txt = slurp(path, &len);
+    txt = test_slurp(path, &len);
     CHECK(txt && !strcmp(txt, "{{ messages }}\n"), "chat_template.jinja copied");
     free(txt);
 out:
@@ -350,7 +336,7 @@ static void verify_rotated(const model *m, const char *dir, uint64_t seed)
     }
     size_t len = 0;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    char *txt = slurp(path, &len);
+    char *txt = test_slurp(path, &len);
     json_t *cfg = txt ? json_loads(txt, 0, NULL) : NULL;
     const char *dt = cfg ? json_string_value(json_object_get(cfg, "dtype")) : NULL;
     CHECK(dt && !strcmp(dt, "float32"), "%s: dtype %s, not float32", path, dt ? dt : "missing");
@@ -417,7 +403,7 @@ int main(void)
         size_t la = 0, lb = 0;
         snprintf(a, sizeof a, "%s/q2/model.safetensors", tmp);
         snprintf(b, sizeof b, "%s/model.safetensors", out1);
-        char *x = slurp(a, &la), *y = slurp(b, &lb);
+        char *x = test_slurp(a, &la), *y = test_slurp(b, &lb);
         CHECK(x && y && la == lb && !memcmp(x, y, la), "threads change the artifact");
         free(x);
         free(y);

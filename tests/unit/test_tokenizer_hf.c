@@ -6,23 +6,6 @@
 
 #include <jansson.h>
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    if (p) p[n] = 0;
-    fclose(f);
-    return p;
-}
-
 /* ids equal to the JSON array want; prints both on a difference. */
 static int same_ids(const int32_t *ids, size_t n, const json_t *want)
 {
@@ -107,7 +90,7 @@ static void test_chat(tcq_tokenizer *const toks[2])
             CHECK_OK(tcq_tokenizer_apply_chat(toks[t], m, nm, &o, &out));
             snprintf(path, sizeof path, "%s/tests/data/chat_hf/%s_%s.txt", TCQ_SOURCE_DIR, NAMES[t], cname);
             snprintf(key, sizeof key, "%s_%s", NAMES[t], cname);
-            char *want = slurp(path);
+            char *want = test_slurp(path, NULL);
             CHECK(out && want && strcmp(out, want) == 0, "%s: rendering differs from transformers'", key);
             int32_t *ids = NULL;
             size_t n = 0;
@@ -129,7 +112,7 @@ static void test_chat(tcq_tokenizer *const toks[2])
  * ids it stored (ppl_tokens.safetensors, the perplexity windows). */
 static void test_valid_txt(const tcq_tokenizer *tok)
 {
-    char *text = slurp(TCQ_SHARED_DATA "/tinyqwen/valid.txt");
+    char *text = test_slurp(TCQ_SHARED_DATA "/tinyqwen/valid.txt", NULL);
     json_error_t err;
     json_t *ppl = json_load_file(TCQ_SOURCE_DIR "/tests/data/tinyqwen_ref/ppl.json", 0, &err);
     tcq_st_file *st = NULL;

@@ -4,24 +4,6 @@
 
 #include <utf8proc.h>
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    if (p) p[n] = 0;
-    fclose(f);
-    if (len) *len = (size_t)n;
-    return p;
-}
-
 /* ids: 0 checks only the round trip (the vocabulary is not the one the vectors were made for). */
 static void run_vectors(const char *tok_path, const char *vec, int nfc_lossy, int ids_too)
 {
@@ -31,9 +13,9 @@ static void run_vectors(const char *tok_path, const char *vec, int nfc_lossy, in
     if (!tok) return;
     if (!ids_too) fprintf(stderr, "%s: round trip only\n", tok_path);
     snprintf(path, sizeof path, "%s/tokenizers/llamacpp-vectors/%s.inp", TCQ_SHARED_DATA, vec);
-    char *inp = slurp(path, NULL);
+    char *inp = test_slurp(path, NULL);
     snprintf(path, sizeof path, "%s/tokenizers/llamacpp-vectors/%s.out", TCQ_SHARED_DATA, vec);
-    char *outp = slurp(path, NULL);
+    char *outp = test_slurp(path, NULL);
     CHECK(inp && outp, "cannot read %s", path);
     if (!inp || !outp) return;
     const char *sep = "\n__ggml_vocab_test__\n";
