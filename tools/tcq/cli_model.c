@@ -66,6 +66,34 @@ int cli_parse_kpath(const char *s)
     return 0;
 }
 
+int cli_gen_flag(cli_gen_flags *g, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    long long *li = NULL;
+    double *ld = NULL;
+    if (!strcmp(a, "--tokenizer") && v) g->tokenizer = v;
+    else if (!strcmp(a, "--no-think")) {
+        g->think = 0;
+        return 1;
+    } else if (!strcmp(a, "--kv")) {
+        if (cli_parse_kv(v, &g->kv)) return -1;
+    } else if (!strcmp(a, "--kpath")) {
+        if (cli_parse_kpath(v)) return -1;
+    } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) li = &g->n;
+    else if (!strcmp(a, "--threads")) li = &g->threads;
+    else if (!strcmp(a, "--ctx")) li = &g->ctx;
+    else if (!strcmp(a, "--seed")) li = &g->seed;
+    else if (!strcmp(a, "--top-k")) li = &g->top_k;
+    else if (!strcmp(a, "--temp")) ld = &g->temp;
+    else if (!strcmp(a, "--top-p")) ld = &g->top_p;
+    else if (!strcmp(a, "--min-p")) ld = &g->min_p;
+    else if (!strcmp(a, "--repeat-penalty")) ld = &g->rep;
+    else return 0;
+    if ((li && cli_parse_long(a, v, li)) || (ld && cli_parse_double(a, v, ld))) return -1;
+    (*i)++;
+    return 1;
+}
+
 int cli_parse_kv(const char *s, tcq_kv_dtype *out)
 {
     if (s && strcmp(s, "f32") == 0) *out = TCQ_KV_F32;

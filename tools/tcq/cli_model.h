@@ -16,6 +16,18 @@ extern tcq_kpath cli_kpath;
 int cli_parse_kpath(const char *s);
 /* "f32" | "f16" -> tcq_kv_dtype; prints an error and returns -1 otherwise. */
 int cli_parse_kv(const char *s, tcq_kv_dtype *out);
+/* The generation flags `tcq run` and `tcq chat` share.  Set the defaults, then offer each
+ * argument to cli_gen_flag. */
+typedef struct cli_gen_flags {
+    const char *tokenizer;             /* --tokenizer PATH */
+    int think;                         /* -1: the template's default; --no-think: 0 */
+    long long n, threads, ctx, seed, top_k;
+    double temp, top_p, min_p, rep;
+    tcq_kv_dtype kv;
+} cli_gen_flags;
+/* argv[*i] is one of the shared flags: consume it and its value (advancing *i) and return 1;
+ * a bad value: print why and return -1; not a shared flag: return 0. */
+int cli_gen_flag(cli_gen_flags *g, int argc, char **argv, int *i);
 /* Bytes as "12.3 MiB". buf of at least 32. */
 const char *cli_bytes(size_t n, char *buf);
 

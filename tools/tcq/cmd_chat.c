@@ -33,47 +33,30 @@ static int on_token(void *arg, int32_t t)
 
 int cmd_chat(int argc, char **argv)
 {
-    const char *model = NULL, *tokp = NULL, *system = NULL;
-    int think = -1;
-    long long n = 1024, threads = 0, ctx = 4096, seed = 0, top_k = 40;
-    double temp = 0.7, top_p = 0.95, min_p = 0.05, rep = 1.0;
-    tcq_kv_dtype kv = TCQ_KV_F32;
+    const char *model = NULL, *system = NULL;
+    cli_gen_flags g = {.think = -1, .n = 1024, .ctx = 4096, .top_k = 40, .temp = 0.7, .top_p = 0.95,
+                       .min_p = 0.05, .rep = 1.0, .kv = TCQ_KV_F32};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long *li = NULL;
-        double *ld = NULL;
+        const int shared = cli_gen_flag(&g, argc, argv, &i);
+        if (shared < 0) return 2;
+        if (shared) continue;
         if (cli_is_help(a)) {
             help(stdout);
             return 0;
-        } else if (!strcmp(a, "--tokenizer") && v) tokp = argv[++i];
-        else if (!strcmp(a, "--system") && v) system = argv[++i];
-        else if (!strcmp(a, "--no-think")) think = 0;
-        else if (!strcmp(a, "--kv")) {
-            if (cli_parse_kv(v, &kv)) return 2;
-            i++;
-        } else if (!strcmp(a, "--kpath")) {
-            if (cli_parse_kpath(v)) return 2;
-            i++;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) li = &n;
-        else if (!strcmp(a, "--threads")) li = &threads;
-        else if (!strcmp(a, "--ctx")) li = &ctx;
-        else if (!strcmp(a, "--seed")) li = &seed;
-        else if (!strcmp(a, "--top-k")) li = &top_k;
-        else if (!strcmp(a, "--temp")) ld = &temp;
-        else if (!strcmp(a, "--top-p")) ld = &top_p;
-        else if (!strcmp(a, "--min-p")) ld = &min_p;
-        else if (!strcmp(a, "--repeat-penalty")) ld = &rep;
+        } else if (!strcmp(a, "--system") && v) system = argv[++i];
         else if (a[0] != '-' && !model) model = a;
         else {
             fprintf(stderr, "tcq chat: unexpected argument '%s'\n", a);
             help(stderr);
             return 2;
         }
-        if (li || ld) {
-            if (li ? cli_parse_long(a, v, li) : cli_parse_double(a, v, ld)) return 2;
-            i++;
-        }
     }
+    const char *tokp = g.tokenizer;
+    const int think = g.think;
+    long long n = g.n, threads = g.threads, ctx = g.ctx, seed = g.seed, top_k = g.top_k;
+    const double temp = g.temp, top_p = g.top_p, min_p = g.min_p, rep = g.rep;
+    const tcq_kv_dtype kv = g.kv;
     if (!model) {
         help(stderr);
         return 2;

@@ -84,53 +84,40 @@ static int run_parallel(tcq_model *m, const tcq_tokenizer *tok, const int32_t *i
 
 int cmd_run(int argc, char **argv)
 {
-    const char *model = NULL, *prompt = "", *tokp = NULL;
+    const char *model = NULL, *prompt = "";
     const char *stops[16];
-    int n_stops = 0, chat = 0, think = -1;
-    long long n = 256, threads = 0, ctx = 0, seed = 0, top_k = 40, parallel = 1;
-    double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0;
-    tcq_kv_dtype kv = TCQ_KV_F32;
+    int n_stops = 0, chat = 0;
+    long long parallel = 1;
+    cli_gen_flags g = {.think = -1, .n = 256, .top_k = 40, .temp = 0.8, .top_p = 0.95, .min_p = 0.05,
+                       .rep = 1.0, .kv = TCQ_KV_F32};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long *li = NULL;
-        double *ld = NULL;
+        const int shared = cli_gen_flag(&g, argc, argv, &i);
+        if (shared < 0) return 2;
+        if (shared) continue;
         if (cli_is_help(a)) {
             help(stdout);
             return 0;
         } else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && v) prompt = argv[++i];
-        else if (!strcmp(a, "--tokenizer") && v) tokp = argv[++i];
         else if (!strcmp(a, "--stop") && v) {
             if (n_stops < 16) stops[n_stops++] = v;
             i++;
         } else if (!strcmp(a, "--chat")) chat = 1;
-        else if (!strcmp(a, "--no-think")) think = 0;
-        else if (!strcmp(a, "--kv")) {
-            if (cli_parse_kv(v, &kv)) return 2;
+        else if (!strcmp(a, "--parallel")) {
+            if (cli_parse_long(a, v, &parallel)) return 2;
             i++;
-        } else if (!strcmp(a, "--kpath")) {
-            if (cli_parse_kpath(v)) return 2;
-            i++;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) li = &n;
-        else if (!strcmp(a, "--threads")) li = &threads;
-        else if (!strcmp(a, "--ctx")) li = &ctx;
-        else if (!strcmp(a, "--seed")) li = &seed;
-        else if (!strcmp(a, "--parallel")) li = &parallel;
-        else if (!strcmp(a, "--top-k")) li = &top_k;
-        else if (!strcmp(a, "--temp")) ld = &temp;
-        else if (!strcmp(a, "--top-p")) ld = &top_p;
-        else if (!strcmp(a, "--min-p")) ld = &min_p;
-        else if (!strcmp(a, "--repeat-penalty")) ld = &rep;
-        else if (a[0] != '-' && !model) model = a;
+        } else if (a[0] != '-' && !model) model = a;
         else {
             fprintf(stderr, "tcq run: unexpected argument '%s'\n", a);
             help(stderr);
             return 2;
         }
-        if (li || ld) {
-            if (li ? cli_parse_long(a, v, li) : cli_parse_double(a, v, ld)) return 2;
-            i++;
-        }
     }
+    const char *tokp = g.tokenizer;
+    const int think = g.think;
+    long long n = g.n, threads = g.threads, ctx = g.ctx, seed = g.seed, top_k = g.top_k;
+    const double temp = g.temp, top_p = g.top_p, min_p = g.min_p, rep = g.rep;
+    const tcq_kv_dtype kv = g.kv;
     if (!model || n < 0 || parallel < 1 || parallel > TCQ_MAX_BATCH) {
         help(stderr);
         return 2;
