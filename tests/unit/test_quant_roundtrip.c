@@ -459,6 +459,7 @@ int main(void)
     build(&m, N, FF, 1, 0, TCQ_DTYPE_F32, &st);
     for (int i = 0; i < m.count; i++)
         if (strstr(m.t[i].name, "post_attention_layernorm")) {
+            free(m.t[i].f);
             m.t[i] = m.t[--m.count];
             break;
         }
