@@ -48,7 +48,8 @@ tcq_status tcq_model_load_llama2c(tcq_model *m, const char *path)
     c->n_heads = h[3];
     c->n_kv_heads = h[4];
     c->tied_embeddings = h[5] > 0;
-    c->vocab_size = h[5] < 0 ? -h[5] : h[5];
+    /* negative means untied; INT32_MIN has no positive twin and becomes 0, rejected below */
+    c->vocab_size = h[5] == INT32_MIN ? 0 : h[5] < 0 ? -h[5] : h[5];
     c->max_seq = h[6];
     for (int i = 0; i < 7; i++)
         if (i != 5 && (h[i] <= 0 || h[i] > (1 << 20)))
