@@ -434,30 +434,39 @@ static void scatter_exact_shared(const ks_args *a)
         }
 }
 
-/* tile: decode an activation block of stored rows (<= 64 rows x T) into the scratch buffer once,
- * then run every (4 rows of M) x (4 groups) register block over it */
-AI void scatter_fast_tile_blk(const ks_args *a, const __m512i *xb, int ng, int64_t ic, int64_t n, const int MC,
-                              int64_t m0, int g0)
+/* tile: decode an activation block of stored rows (<= 64 rows x T) once into the scratch buffer
+ * as byte sums bs = bytesum(x) in [0, 1020] (the code value is bs - 510, the -510 sum(q) seed
+ * covers the offset), two stored rows per dword (row 2p in the low int16, 2p+1 in the high), then
+ * run every (8 rows of M) x (2 groups) register block over it: one vpdpwssd, with the activation
+ * pair (q[2p], q[2p+1]) as an embedded broadcast, adds two rows' products for 16 columns, where
+ * vpdpbusd added one (its byte sum wastes 3 of 4 products).  The int32 sums are the same integers
+ * as sum_i bs_i q_i + corr, exact, so the result is the same as the shared kernel's. */
+AI void dpwssd_bc_ip(__m512i *acc, __m512i x, const int32_t *q)
+{
+    __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(*acc) : "v"(x), "m"(*q));
+}
+
+AI void scatter_fast_tile_blk(const ks_args *a, const __m512i *xb, int ng, int64_t ic, int np, const int32_t *qp,
+                              const int MC, int64_t m0, int g0)
 {
     const kq_act *qa = a->qa;
     const int64_t kb = ic / QB;
     __m512i iacc[16];
     for (int m = 0; m < MC; m++)
-        for (int g = 0; g < 4; g++) iacc[m * 4 + g] = _mm512_set1_epi32(qa->corr[(m0 + m) * qa->nblk + kb]);
-    for (int64_t i = 0; i < n; i++) {
-        __m512i qv[4];
-        for (int m = 0; m < MC; m++) qv[m] = _mm512_set1_epi32((int)qa->q4[(m0 + m) * qa->npad + ic + i]);
-        for (int g = 0; g < 4; g++) {
-            const __m512i x = _mm512_load_si512(xb + i * ng + g0 + g);
-            for (int m = 0; m < MC; m++) iacc[m * 4 + g] = _mm512_dpbusd_epi32(iacc[m * 4 + g], x, qv[m]);
+        for (int g = 0; g < 2; g++) iacc[m * 2 + g] = _mm512_set1_epi32(qa->corr[(m0 + m) * qa->nblk + kb]);
+    for (int p = 0; p < np; p++) {
+        const __m512i x0 = _mm512_load_si512(xb + p * ng + g0), x1 = _mm512_load_si512(xb + p * ng + g0 + 1);
+        for (int m = 0; m < MC; m++) {
+            dpwssd_bc_ip(&iacc[m * 2], x0, qp + m * (QB / 2) + p);
+            dpwssd_bc_ip(&iacc[m * 2 + 1], x1, qp + m * (QB / 2) + p);
         }
     }
     for (int m = 0; m < MC; m++) {
         const __m512 dv = _mm512_set1_ps(qa->d[(m0 + m) * qa->nblk + kb]);
         float *acc = a->acc + (m0 + m) * a->w->p.T + g0 * 16;
-        for (int g = 0; g < 4; g++)
+        for (int g = 0; g < 2; g++)
             _mm512_storeu_ps(acc + g * 16,
-                             _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m * 4 + g]), dv, _mm512_loadu_ps(acc + g * 16)));
+                             _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m * 2 + g]), dv, _mm512_loadu_ps(acc + g * 16)));
     }
 }
 
@@ -470,21 +479,42 @@ static void scatter_fast_tile(const ks_args *a)
     dec d;
     dec_init(&d, w->p);
     const int T = w->p.T;
-    __m512i *xb = a->scratch;   /* [QB rows, ng] */
+    const kq_act *qa = a->qa;
+    __m512i *xb = a->scratch;                           /* [QB/2 row pairs, ng] */
+    int32_t *qp = (int32_t *)(xb + (QB / 2) * d.ng);    /* [8, QB/2] (q[2p], q[2p+1]) as int16 */
+    const __m512i ones = _mm512_set1_epi32(0x01010101), zero = _mm512_setzero_si512();
     for (int64_t j = 0; j < a->M * T; j++) a->acc[j] = 0;
     for (int64_t ic = a->i0; ic < a->i1; ic += QB) {
         const int64_t n = TCQ_MIN(a->i1, ic + QB) - ic;
-        for (int64_t i = 0; i < n; i++) {
-            const blk bl = blk_load(&d, (cb + (ic + i) * cs));
-            for (int g = 0; g < d.ng; g++) _mm512_store_si512(xb + i * d.ng + g, dec_x(&d, bl, g));
-        }
-        for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
-            const int mc = (int)TCQ_MIN(4, a->M - m0);
-            for (int g0 = 0; g0 < d.ng; g0 += 4) {
-                if (mc == 4) scatter_fast_tile_blk(a, xb, d.ng, ic, n, 4, m0, g0);
-                else
-                    for (int m = 0; m < mc; m++) scatter_fast_tile_blk(a, xb, d.ng, ic, n, 1, m0 + m, g0);
+        const int np = (int)((n + 1) / 2);
+        for (int p = 0; p < np; p++) {
+            const int64_t i = ic + 2 * p;
+            const int has1 = 2 * p + 1 < n;
+            const blk b0 = blk_load(&d, (cb + i * cs)), b1 = has1 ? blk_load(&d, (cb + (i + 1) * cs)) : b0;
+            for (int g = 0; g < d.ng; g++) {
+                const __m512i s0 = _mm512_dpbusd_epi32(zero, dec_x(&d, b0, g), ones);
+                const __m512i s1 = has1 ? _mm512_dpbusd_epi32(zero, dec_x(&d, b1, g), ones) : zero;
+                _mm512_store_si512(xb + p * d.ng + g, _mm512_or_si512(s0, _mm512_slli_epi32(s1, 16)));
             }
+        }
+        for (int64_t m0 = 0; m0 < a->M; m0 += 8) {
+            const int mc = (int)TCQ_MIN(8, a->M - m0);
+            /* q of rows ic..ic+QB (zero-padded past n) widened to int16: dword p is the pair */
+            for (int m = 0; m < mc; m++) {
+                const __m512i q8 = _mm512_loadu_si512(qa->q + (m0 + m) * qa->npad + ic);
+                _mm512_store_si512(qp + m * (QB / 2), _mm512_cvtepi8_epi16(_mm512_castsi512_si256(q8)));
+                _mm512_store_si512(qp + m * (QB / 2) + 16, _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(q8, 1)));
+            }
+            for (int g0 = 0; g0 < d.ng; g0 += 2) switch (mc) {
+                case 1: scatter_fast_tile_blk(a, xb, d.ng, ic, np, qp, 1, m0, g0); break;
+                case 2: scatter_fast_tile_blk(a, xb, d.ng, ic, np, qp, 2, m0, g0); break;
+                case 3: scatter_fast_tile_blk(a, xb, d.ng, ic, np, qp, 3, m0, g0); break;
+                case 4: scatter_fast_tile_blk(a, xb, d.ng, ic, np, qp, 4, m0, g0); break;
+                case 5: scatter_fast_tile_blk(a, xb, d.ng, ic, np, qp, 5, m0, g0); break;
+                case 6: scatter_fast_tile_blk(a, xb, d.ng, ic, np, qp, 6, m0, g0); break;
+                case 7: scatter_fast_tile_blk(a, xb, d.ng, ic, np, qp, 7, m0, g0); break;
+                default: scatter_fast_tile_blk(a, xb, d.ng, ic, np, qp, 8, m0, g0); break;
+                }
         }
     }
     const __m512 ri = _mm512_set1_ps(TCQ_RMAD_RINV);
