@@ -140,6 +140,10 @@ static tcq_status parse_root(json_t *root, const char *label, tcq_model_config *
     if (c->n_heads % c->n_kv_heads)
         return tcq_fail(TCQ_ERR_FORMAT, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", label,
                         c->n_heads, c->n_kv_heads);
+    /* the default hidden/heads can be 0 (more heads than hidden units) */
+    if (c->head_dim < 2)
+        return tcq_fail(TCQ_ERR_FORMAT, "%s: head_dim %d (hidden_size %d / num_attention_heads %d) is below 2",
+                        label, c->head_dim, c->dim, c->n_heads);
     if (c->head_dim % 2) return tcq_fail(TCQ_ERR_FORMAT, "%s: head_dim %d is odd", label, c->head_dim);
     TCQ_TRY(parse_rope(root, label, c));
     return parse_ids(root, label, c);

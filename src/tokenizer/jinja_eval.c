@@ -81,8 +81,15 @@ static int is_intlike(jv v) { return v.t == JV_INT || v.t == JV_BOOL; }
 static int is_num(jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
 static double num(jv v) { return v.t == JV_FLOAT ? v.u.f : (double)as_int(v); }
 
-static jv repeat(jctx *c, jv s, int64_t k)
+/* A template cannot ask for more than this many bytes (or list items) from one repetition: a
+ * huge count must be an error, not an overflowed size. */
+enum { REPEAT_MAX = 64 << 20 };
+
+static jv repeat(jctx *c, int line, jv s, int64_t k)
 {
+    const size_t len = s.t == JV_STR ? s.u.s.n : s.u.l->n;
+    if (k > 0 && len > 0 && (uint64_t)k > REPEAT_MAX / len)
+        jfail(c, line, "repetition of a %zu-long %s %lld times is too large", len, jv_type_name(s), (long long)k);
     if (s.t == JV_STR) {
         size_t n = k > 0 ? (size_t)k * s.u.s.n : 0;
         char *p = ja_alloc(c, n + 1);
@@ -144,8 +151,8 @@ static jv binop(jctx *c, int line, jop op, jv a, jv b)
         for (size_t i = 0; i < b.u.l->n; i++) jl_push(c, l.u.l, b.u.l->v[i]);
         return l;
     }
-    if (op == OP_MUL && (a.t == JV_STR || a.t == JV_LIST) && is_intlike(b)) return repeat(c, a, as_int(b));
-    if (op == OP_MUL && (b.t == JV_STR || b.t == JV_LIST) && is_intlike(a)) return repeat(c, b, as_int(a));
+    if (op == OP_MUL && (a.t == JV_STR || a.t == JV_LIST) && is_intlike(b)) return repeat(c, line, a, as_int(b));
+    if (op == OP_MUL && (b.t == JV_STR || b.t == JV_LIST) && is_intlike(a)) return repeat(c, line, b, as_int(a));
     if (!is_num(a) || !is_num(b))
         jfail(c, line, "unsupported operand types for %s: %s and %s", names[op], jv_type_name(a), jv_type_name(b));
     if (is_intlike(a) && is_intlike(b) && op != OP_DIV) {
