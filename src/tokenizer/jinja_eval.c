@@ -90,6 +90,7 @@ static jv repeat(jctx *c, int line, jv s, int64_t k)
     const size_t len = s.t == JV_STR ? s.u.s.n : s.u.l->n;
     if (k > 0 && len > 0 && (uint64_t)k > REPEAT_MAX / len)
         jfail(c, line, "repetition of a %zu-long %s %lld times is too large", len, jv_type_name(s), (long long)k);
+    if (len == 0) k = 0;   /* nothing to repeat: no loop over a huge count */
     if (s.t == JV_STR) {
         size_t n = k > 0 ? (size_t)k * s.u.s.n : 0;
         char *p = ja_alloc(c, n + 1);
