@@ -80,22 +80,6 @@ __global__ void k_to_bf16(const float *__restrict__ x, __nv_bfloat16 *__restrict
         xb[i] = __float2bfloat16_rn(x[i]);
 }
 
-Geo geo_of(const tcq_trellis *w)
-{
-    Geo g;
-    g.codes = w->codes;
-    g.scales = w->scales;
-    g.R = w->rows;
-    g.C = w->cols;
-    g.row_words = tcq_trellis_row_words(w);
-    g.wpb = tcq_block_words(w->p);
-    g.T = w->p.T;
-    g.log2T = w->p.T == 64 ? 6 : w->p.T == 128 ? 7 : 8;
-    g.L = w->p.L;
-    g.interleaved = w->interleaved;
-    return g;
-}
-
 tcq_status decode_into(tcq_cuda_ctx *ctx, const tcq_trellis *w, __nv_bfloat16 *W)
 {
     const int64_t n = w->rows * (w->cols / 16);

@@ -155,17 +155,7 @@ tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     if ((int64_t)smem > ctx->smem_optin)
         return tcq_fail(TCQ_ERR_UNSUPPORTED, "cuda linear: L=%d k=%d needs %zu bytes of shared memory", L, K, smem);
     const int64_t in = tcq_trellis_in(w), out = tcq_trellis_out(w);
-    Geo g;
-    g.codes = w->codes;
-    g.scales = w->scales;
-    g.R = w->rows;
-    g.C = w->cols;
-    g.row_words = tcq_trellis_row_words(w);
-    g.wpb = tcq_block_words(w->p);
-    g.T = w->p.T;
-    g.log2T = w->p.T == 64 ? 6 : w->p.T == 128 ? 7 : 8;
-    g.L = L;
-    g.interleaved = w->interleaved;
+    const Geo g = geo_of(w);
     Out o;
     int nt = (int)((M + 3) / 4);
     if (w->axis == 1) nt = nt <= 1 ? 1 : nt <= 2 ? 2 : nt <= 4 ? 4 : 8;

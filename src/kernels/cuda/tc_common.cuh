@@ -3,6 +3,8 @@
 #ifndef TCQ_TC_COMMON_CUH
 #define TCQ_TC_COMMON_CUH
 
+#include "tcq.h"
+
 #include <cuda_fp16.h>
 #include <stdint.h>
 
@@ -19,6 +21,23 @@ struct Geo {
     int wpb, T, log2T, L;
     int interleaved;
 };
+
+/* The Geo of a host-side trellis view (device pointers in codes/scales). */
+inline Geo geo_of(const tcq_trellis *w)
+{
+    Geo g;
+    g.codes = w->codes;
+    g.scales = w->scales;
+    g.R = w->rows;
+    g.C = w->cols;
+    g.row_words = tcq_trellis_row_words(w);
+    g.wpb = tcq_block_words(w->p);
+    g.T = w->p.T;
+    g.log2T = w->p.T == 64 ? 6 : w->p.T == 128 ? 7 : 8;
+    g.L = w->p.L;
+    g.interleaved = w->interleaved;
+    return g;
+}
 
 __device__ __forceinline__ const uint32_t *block_ptr(const Geo &g, int64_t r, int64_t blk)
 {
