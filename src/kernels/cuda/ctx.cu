@@ -46,6 +46,11 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     c->n_sm = prop.multiProcessorCount;
     c->l2_bytes = prop.l2CacheSize;
     c->smem_optin = (int)prop.sharedMemPerBlockOptin;
+    const char *pin = getenv("TCQ_CUDA_KERNEL");
+    c->kernel_pin = pin && !strcmp(pin, "tc");
+    const char *pdl = getenv("TCQ_CUDA_PDL");
+    c->pdl = pdl ? atoi(pdl) : 1;
+    if (c->pdl < 0 || c->pdl > 2) c->pdl = 1;
     snprintf(c->name, sizeof c->name, "%s, %d SMs, %d MB L2, cc %d.%d, %.0f GB", prop.name, c->n_sm,
              c->l2_bytes >> 20, prop.major, prop.minor, (double)prop.totalGlobalMem / 1e9);
     cublasStatus_t bs = cublasCreate(&c->blas);

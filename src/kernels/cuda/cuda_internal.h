@@ -25,6 +25,8 @@ struct tcq_cuda_ctx {
     int *counters;           /* zero at rest: each kernel that uses them resets what it touched */
     size_t n_counters;
     double encode_kernel_ms;   /* device time of the last tcq_cuda_encode_rows' kernels */
+    int pdl;                 /* TCQ_CUDA_PDL (default 1): programmatic dependent launch of the int kernels, 0 off */
+    int kernel_pin;          /* TCQ_CUDA_KERNEL=tc: M <= 8 on the pair-table kernels (tests, benchmarks) */
 };
 
 tcq_status tcq_cuda_fail(cudaError_t e, const char *what);
@@ -43,6 +45,14 @@ tcq_status tcq_cuda_scratch(tcq_cuda_ctx *ctx, size_t bytes, void **out);
 tcq_status tcq_cuda_counters(tcq_cuda_ctx *ctx, size_t n, int **out);
 /* Validate a device view against what the kernels handle. */
 tcq_status tcq_cuda_check_weight(const tcq_trellis *w);
+
+/* y[i] = sum over s < S (in order) of part[s*n + i] / 147.800537109375 (the scatter chunk sums). */
+tcq_status tcq_cuda_finish_chunks(tcq_cuda_ctx *ctx, const float *part, int S, int64_t n, float *y);
+/* The integer tensor-core kernels (imma.cu): whether they take (w, M), and the call (up: fused
+ * SwiGLU with w the gate). */
+int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M);
+tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
+                              int64_t M);
 
 static inline size_t tcq_align256(size_t n) { return (n + 255) & ~(size_t)255; }
 

@@ -130,6 +130,7 @@ tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w,
 tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M, tcq_kpath path)
 {
     TCQ_TRY(check_call(ctx, w, x, y, M, path));
+    if (tcq_cuda_im_supports(ctx, w, M)) return tcq_cuda_linear_im(ctx, w, NULL, x, y, M);
     if (M <= kTcMaxM) return tcq_cuda_linear_tc(ctx, w, NULL, x, y, M);
     const int64_t out = tcq_trellis_out(w), in = tcq_trellis_in(w);
     const size_t wb = tcq_align256((size_t)out * in * 2), xb = tcq_align256((size_t)M * in * 2);
@@ -153,8 +154,9 @@ tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, co
                         (long long)tcq_trellis_out(gate), (long long)tcq_trellis_in(gate),
                         (long long)tcq_trellis_out(up), (long long)tcq_trellis_in(up));
     if (M <= kTcMaxM && gate->axis == 1 && up->axis == 1 && gate->p.L == up->p.L && gate->p.k == up->p.k &&
-        gate->p.T == up->p.T && gate->rows == up->rows && gate->cols == up->cols)
-        return tcq_cuda_linear_tc(ctx, gate, up, x, y, M);   /* one fused launch (+ x prep) */
+        gate->p.T == up->p.T && gate->rows == up->rows && gate->cols == up->cols)   /* one fused launch (+ x prep) */
+        return tcq_cuda_im_supports(ctx, gate, M) ? tcq_cuda_linear_im(ctx, gate, up, x, y, M)
+                                                  : tcq_cuda_linear_tc(ctx, gate, up, x, y, M);
     /* otherwise: both products into a temporary, then the combine (the linear kernels own the
      * context scratch) */
     const size_t n = (size_t)M * tcq_trellis_out(gate);

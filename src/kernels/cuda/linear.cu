@@ -44,10 +44,9 @@ __device__ __forceinline__ float xval(const float *__restrict__ x, int M, int m,
 
 __global__ void __launch_bounds__(kXThreads) k_xprep(const float *__restrict__ x, int M, int64_t in,
                                                      const uint16_t *__restrict__ colscale, int64_t nkt, int NTt, int chunk,
-                                                     uint2 *__restrict__ xf, float *__restrict__ rs, int *work)
+                                                     uint2 *__restrict__ xf, float *__restrict__ rs)
 {
     const int m = blockIdx.x, s = blockIdx.y;
-    if (m == 0 && s == 0 && threadIdx.x == 0) *work = 0;   /* the main kernel's item queue */
     const int64_t kt0 = 4 * (int64_t)s * chunk, kt1 = min(kt0 + 4 * (int64_t)chunk, nkt);
     const int64_t n_ent = (kt1 - kt0) * 8;                  /* (kt, part, q) entries */
     const bool fits = n_ent <= (int64_t)kXE * blockDim.x;
@@ -181,13 +180,13 @@ tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     o.rs = (const float *)((char *)scr + xf_bytes);
     o.part = parts ? (float *)((char *)scr + xf_bytes + rs_bytes) : NULL;
     int *cnt;
-    TCQ_TRY(tcq_cuda_counters(ctx, (size_t)o.ntiles + 1, &cnt));
+    TCQ_TRY(tcq_cuda_counters(ctx, (size_t)o.ntiles + 2, &cnt));
     /* the queue at a fixed slot: tile counters must be zero at rest, and a queue left at its
      * final value where a later call's tile counter lives broke that */
     o.work = cnt;
-    o.cnt = cnt + 1;
+    o.cnt = cnt + 2;
     k_xprep<<<dim3(4 * nt, o.S), kXThreads, 0, ctx->stream>>>(x, (int)M, in, w->axis ? NULL : w->scales, nkt, nt, o.chunk,
-                                                        (uint2 *)o.xf, (float *)o.rs, o.work);
+                                                        (uint2 *)o.xf, (float *)o.rs);
     CU_LAUNCHED("cuda linear: activation prep");
     Geo gu = g;
     if (up) {
@@ -204,8 +203,12 @@ tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     default: st = launch_k4(ctx, pair, ax, sw, g, gu, o); break;
     }
     if (st != TCQ_OK || ax == 1 || o.S == 1) return st;
-    const int64_t n = M * out;
-    k_finish<<<(int)((4 * n + 255) / 256), 256, 0, ctx->stream>>>(o.part, o.S, n, y);
+    return tcq_cuda_finish_chunks(ctx, o.part, o.S, M * out, y);
+}
+
+tcq_status tcq_cuda_finish_chunks(tcq_cuda_ctx *ctx, const float *part, int S, int64_t n, float *y)
+{
+    k_finish<<<(int)((4 * n + 255) / 256), 256, 0, ctx->stream>>>(part, S, n, y);
     CU_LAUNCHED("cuda scatter: chunk sums");
     return TCQ_OK;
 }

@@ -154,6 +154,26 @@ __device__ __forceinline__ void decode16(const uint32_t (&w)[Dec<K>::NL], int b_
     }
 }
 
+/* Next item of a kernel's queue for the whole warp.  work[0] is the queue, work[1] counts warps
+ * gone; the last warp out zeroes both, so the counters are zero at rest for whichever kernel
+ * runs next (every kernel of the backend that uses the queue goes through here). */
+__device__ __forceinline__ int queue_next(int *work, int n_items)
+{
+    int item = 0;
+    if ((threadIdx.x & 31) == 0) {
+        item = atomicAdd(&work[0], 1);
+        if (item >= n_items) {
+            __threadfence();
+            const int total = gridDim.x * (blockDim.x >> 5);
+            if (atomicAdd(&work[1], 1) == total - 1) {
+                work[0] = 0;
+                work[1] = 0;
+            }
+        }
+    }
+    return __shfl_sync(0xffffffffu, item, 0);
+}
+
 __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b)
 {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "

@@ -21,7 +21,7 @@ struct Out {
     int64_t out;
     float *part;          /* [S][M][out] partial sums (S > 1) */
     int *cnt;             /* [ntiles] */
-    int *work;            /* next item (zeroed by the x-prep kernel): warps take items in order */
+    int *work;            /* [2] item queue (queue_next): warps take items in order */
     int S, chunk, n_items, ntiles;
     int64_t groups;       /* reduction length in 64s */
 };
@@ -84,9 +84,7 @@ __global__ void __launch_bounds__(kThreadsR, 1) k_reduce(Geo g0, Geo gu, Out o)
     const int per = SW ? 2 * o.S : o.S;
     (void)nw;
     for (;;) {
-        int item = 0;
-        if (lane == 0) item = atomicAdd(o.work, 1);
-        item = __shfl_sync(0xffffffffu, item, 0);
+        const int item = queue_next(o.work, o.n_items);
         if (item >= o.n_items) break;
         const int tile = item / per, sw = item % per, s = sw % o.S;
         const Geo &gm = (SW && sw >= o.S) ? gu : g0;
@@ -192,9 +190,7 @@ __global__ void __launch_bounds__(kThreadsS, 1) k_scatter(Geo g, Geo unused, Out
     const int64_t nkt = o.groups * 4;
     (void)nw;
     for (;;) {
-        int item = 0;
-        if (lane == 0) item = atomicAdd(o.work, 1);
-        item = __shfl_sync(0xffffffffu, item, 0);
+        const int item = queue_next(o.work, o.n_items);
         if (item >= o.n_items) break;
         /* chunk-major: warps running together read whole coded rows (neighbouring output tiles
          * of the same rows), not 32-byte pieces of many rows */

@@ -1,0 +1,415 @@
+/* The integer tensor-core kernels (M <= 8; design note at the top of imma.cu).  Included by
+ * imma_k<K>.cu, one file per k so the instantiations compile in parallel. */
+#ifndef TCQ_IM_KERNELS_CUH
+#define TCQ_IM_KERNELS_CUH
+
+#include "cuda_internal.h"
+#include "tc_common.cuh"
+
+namespace tcq_im {
+using tcq_tc::Geo;
+
+constexpr int kThreads = 256;
+constexpr uint32_t kMul = 34038481u, kAdd = 76625530u;   /* the 1MAD constants (FORMAT.md) */
+constexpr int kRedRows = 32;    /* reduce: coded rows of one warp item (two m16 tiles) */
+constexpr int kRedChunk = 512;  /* reduce: positions of one item (whole T-blocks, T = 128 or 256) */
+constexpr int kScOut = 128;     /* scatter: outputs of one warp item (8 lane groups x 16) */
+constexpr int kScChunk = 128;   /* scatter: inputs (coded rows) of one item: 16 k-steps */
+constexpr int kMaxM = 8;        /* 3 limbs x 8 rows = 24 columns = 3 n-tiles */
+
+struct IOut {
+    const uint4 *xf;     /* [n_kt/2][NT][32]: B fragments of two k-steps (uint2 each) */
+    const double *xs;    /* [n_ch][M]: sum of the integers x' over the chunk */
+    const float *xe;     /* [n_ch][M]: 2^-e of the chunk (x = x' 2^-e) */
+    float *y;            /* [M, out] */
+    float *part;         /* [nmat][S][M][out] per-chunk partials (S > 1 or two matrices) */
+    int *work;           /* [2]: item queue, warps gone; the last warp out zeroes both */
+    int M, S, n_items, ntiles, nmat;
+    float inv_ntiles, inv_per_s;   /* 1/ntiles, 1/(ntiles nmat) */
+    int pdl;             /* launched as a programmatic dependent of the x prep: 1 wait after the
+                          * first weight loads, 2 wait at the start; 0 an ordinary launch */
+    int64_t out;
+    int64_t n_kt;        /* k-steps (8 inputs each) along the reduced dimension, even */
+};
+
+/* mma.m16n8k32: D (s32) += A (u8: the four bytes of x = s*kMul + kAdd, one weight per register)
+ * x B (s8: one activation limb replicated four times), so the tensor core adds byte sum x limb. */
+__device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                     uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t mad1(uint32_t s) { return s * kMul + kAdd; }
+
+/* Programmatic dependent launch (sm_90): the x prep lets the main kernel start at once, and the
+ * main kernel waits for the prep's results only after its first weight loads are in flight. */
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+__device__ __forceinline__ int next_item(const IOut &o) { return tcq_tc::queue_next(o.work, o.n_items); }
+
+/* q, r of a / b for 0 <= a < 2^24 (item indices): float reciprocal plus one correction step. */
+__device__ __forceinline__ int div_small(int a, int b, float inv_b, int *r)
+{
+    int d = __float2int_rz(__int2float_rn(a) * inv_b);
+    int m = a - d * b;
+    if (m < 0) d--, m += b;
+    else if (m >= b) d++, m -= b;
+    *r = m;
+    return d;
+}
+
+tcq_status launch_im1(tcq_cuda_ctx *ctx, int axis, int NT, const Geo &g, const Geo &gu, const IOut &o);
+tcq_status launch_im2(tcq_cuda_ctx *ctx, int axis, int NT, const Geo &g, const Geo &gu, const IOut &o);
+tcq_status launch_im3(tcq_cuda_ctx *ctx, int axis, int NT, const Geo &g, const Geo &gu, const IOut &o);
+tcq_status launch_im4(tcq_cuda_ctx *ctx, int axis, int NT, const Geo &g, const Geo &gu, const IOut &o);
+}  // namespace tcq_im
+
+#ifdef TCQ_IM_K
+namespace {
+using namespace tcq_im;
+using tcq_tc::Dec;
+
+/* W consecutive words of one lane's span, as wide loads (the span is 4W-byte aligned). */
+template <int W>
+__device__ __forceinline__ void load_span(const uint32_t *__restrict__ p, uint32_t (&w)[W])
+{
+    if constexpr (W % 4 == 0) {
+#pragma unroll
+        for (int j = 0; j < W / 4; j++) {
+            const uint4 v = __ldg((const uint4 *)p + j);
+            w[4 * j] = v.x, w[4 * j + 1] = v.y, w[4 * j + 2] = v.z, w[4 * j + 3] = v.w;
+        }
+    } else if constexpr (W % 2 == 0) {
+#pragma unroll
+        for (int j = 0; j < W / 2; j++) {
+            const uint2 v = __ldg((const uint2 *)p + j);
+            w[2 * j] = v.x, w[2 * j + 1] = v.y;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < W; j++) w[j] = __ldg(p + j);
+    }
+}
+
+/* The 32 bits at bit offset o of span words w (ov: the word above the span). */
+template <int W>
+__device__ __forceinline__ uint32_t span_bits(const uint32_t (&w)[W], uint32_t ov, int o)
+{
+    const int wi = o >> 5, sh = o & 31;
+    const uint32_t hi = wi + 1 < W ? w[wi + 1 < W ? wi + 1 : 0] : ov;
+    return sh ? __funnelshift_r(w[wi], hi, sh) : w[wi];
+}
+
+/* The chunk partial of one output from its 3 limb columns (exact in double): 2^-e (sum_l 256^l
+ * acc_l - 510 sum x'), y = bytesum - 510 folded in once per chunk. */
+__device__ __forceinline__ float im_partial(const int *cols, const IOut &o, int s, int m)
+{
+    const double v = (double)cols[0] + 256.0 * (double)cols[1] + 65536.0 * (double)cols[2] - 510.0 * o.xs[s * o.M + m];
+    return (float)(v * (double)o.xe[s * o.M + m]);
+}
+
+/* ------------------------------------------------------------------ axis 1: reduce
+ * Item: 32 coded rows x kRedChunk positions.  Lane (g, q) holds rows g, g+8 of both m-tiles and,
+ * of each T-block, the span of SP = T/4 positions [q SP, q SP + SP): W = SP k / 32 words, plus
+ * the word above the span (the L-k bits of the last windows), which is the first word of lane
+ * q-1's span (of lane 3's for q = 0: tail-biting wraps inside the block) — one shuffle. */
+template <int K, int SP, int NT>
+__global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut o)
+{
+    constexpr int W = SP * K / 32, KS = SP / 2, MT = kRedRows / 16;
+    extern __shared__ __align__(16) int ep_all[];
+    const int lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
+    int *ep = ep_all + (threadIdx.x >> 5) * (kRedRows * 8 * NT);
+    const int src = (lane & ~3) | ((q + 3) & 3);
+    const uint32_t lm = (1u << g0.L) - 1u;
+    const int bpc = kRedChunk / g0.T;
+    const int64_t nblk = g0.C / g0.T;
+    const int per_s = o.ntiles * o.nmat;
+    if (o.pdl == 2) pdl_wait();
+    bool waited = o.pdl != 1;
+    for (;;) {
+        const int item = next_item(o);
+        if (item >= o.n_items) break;
+        /* chunk-major: the warps in flight share the chunk's activation fragments in L1 */
+        int rem, tile;
+        const int s = div_small(item, per_s, o.inv_per_s, &rem);
+        const int mat = div_small(rem, o.ntiles, o.inv_ntiles, &tile);
+        /* fields, not a reference to one of two parameters (that puts both in local memory) */
+        const uint32_t *codes = mat ? g1.codes : g0.codes;
+        const Geo &g = g0;   /* the geometry both matrices share */
+        const uint32_t *rb[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                /* rows past R read row R-1: a D row depends only on its own A row, and those
+                 * outputs are not written, so the loads need no branches */
+                const int64_t r = min((int64_t)tile * kRedRows + 16 * mt + gq + 8 * h, g.R - 1);
+                rb[mt][h] = codes + r * g.row_words + (3 - q) * W;
+            }
+        const int b0 = s * bpc, b1 = (int)min((int64_t)b0 + bpc, nblk);
+        /* NT = 1: two accumulator sets (even / odd k-steps), four independent IMMA chains */
+        constexpr int NA = NT == 1 ? 2 : 1;
+        int acc[NA][MT][NT][4];
+#pragma unroll
+        for (int a = 0; a < NA; a++)
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) acc[a][mt][nt][e] = 0;
+        uint32_t wc[MT][2][W];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) load_span<W>(rb[mt][h] + (int64_t)b0 * g.wpb, wc[mt][h]);
+        if (!waited) pdl_wait(), waited = true;
+        for (int b = b0; b < b1; b++) {
+            uint32_t wn[MT][2][W];
+            const bool more = b + 1 < b1;
+            if (more) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) load_span<W>(rb[mt][h] + (int64_t)(b + 1) * g.wpb, wn[mt][h]);
+            }
+            uint32_t ov[MT][2];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) ov[mt][h] = __shfl_sync(0xffffffffu, wc[mt][h][0], src);
+            const uint4 *xb = o.xf + (int64_t)b * (KS / 2) * NT * 32 + lane;
+#pragma unroll
+            for (int jj = 0; jj < KS / 2; jj++) {
+                uint4 bb[NT];
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) bb[nt] = __ldg(xb + (jj * NT + nt) * 32);
+                /* every 8 k-steps: keep the compiler from hoisting all of a block's B loads to
+                 * its top (64 registers at SP=64), which caps the warps per SM */
+                if (jj % 4 == 3) asm volatile("" ::: "memory");
+#pragma unroll
+                for (int jh = 0; jh < 2; jh++) {
+                    const int j = 2 * jj + jh;
+                    /* k-step j: positions 2j (k-slots 4q..4q+3) and 2j+1 (16+4q..) of the span;
+                     * position i's window starts at bit (SP-1-i) k of the span */
+                    uint32_t x0[MT][2], x1[MT][2];
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                        for (int h = 0; h < 2; h++) {
+                            x0[mt][h] = mad1(span_bits<W>(wc[mt][h], ov[mt][h], (SP - 1 - 2 * j) * K) & lm);
+                            x1[mt][h] = mad1(span_bits<W>(wc[mt][h], ov[mt][h], (SP - 2 - 2 * j) * K) & lm);
+                        }
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                        for (int nt = 0; nt < NT; nt++)
+                            imma(acc[jh % NA][mt][nt], x0[mt][0], x0[mt][1], x1[mt][0], x1[mt][1], jh ? bb[nt].z : bb[nt].x,
+                                 jh ? bb[nt].w : bb[nt].y);
+                }
+            }
+            if (more) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+#pragma unroll
+                        for (int j = 0; j < W; j++) wc[mt][h][j] = wn[mt][h][j];
+            }
+        }
+        /* D fragment -> [32 rows][8 NT columns] in this warp's shared slice; column 3m + l is limb
+         * l of activation row m */
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    ep[(16 * mt + gq + 8 * (e >> 1)) * (8 * NT) + 8 * nt + 2 * q + (e & 1)] = acc[0][mt][nt][e] + (NA > 1 ? acc[NA - 1][mt][nt][e] : 0);
+        __syncwarp();
+        const int64_t row = (int64_t)tile * kRedRows + lane;
+        const bool rok = lane < kRedRows && row < g.R;
+        const bool direct = o.nmat == 1 && o.S == 1;
+        float f = 0.0f;
+        if (rok) f = __half2float(__ushort_as_half((mat ? g1.scales : g0.scales)[row])) / tcq_tc::kD;
+        for (int m = 0; m < o.M && rok; m++) {
+            const float v = im_partial(ep + lane * 8 * NT + 3 * m, o, s, m);
+            if (direct) o.y[(int64_t)m * o.out + row] = v * f;
+            else o.part[(((int64_t)mat * o.S + s) * o.M + m) * o.out + row] = v;
+        }
+        __syncwarp();
+        /* S > 1 or two matrices: k_im_finish_reduce (imma.cu) adds the chunks in order; no
+         * per-item fence and arrival counter in this loop */
+    }
+}
+
+/* ------------------------------------------------------------------ axis 0: scatter
+ * Item: kScOut outputs (positions of the coded rows) x kScChunk inputs (coded rows).  A rows are
+ * outputs: lane (g, q) owns positions [16g, 16g+16) of the tile; m-tile mt's rows g / g+8 are
+ * positions 16g+2mt / +1.  k-step kt covers inputs 8kt..8kt+7, lane q the inputs 8kt+2q (k-slots
+ * 4q..) and 8kt+2q+1 (16+4q..).  A depth-4 ring of k-steps' words in registers keeps ~4 KB per
+ * warp in flight. */
+template <int K, int NT>
+__global__ void __launch_bounds__(kThreads, NT == 3 ? 1 : 2) k_im_scatter(Geo g, Geo unused, IOut o)
+{
+    (void)unused;
+    constexpr int MT = 8, NL = Dec<K>::NL, NR = Dec<K>::NR, D = 4;
+    extern __shared__ __align__(16) int ep_all[];
+    const int lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
+    int *ep = ep_all + (threadIdx.x >> 5) * (kScOut * 8 * NT);
+    const uint32_t lm = (1u << g.L) - 1u;
+    const int rmax = (int)g.R - 1;
+    if (o.pdl == 2) pdl_wait();
+    bool waited = o.pdl != 1;
+    for (;;) {
+        const int item = next_item(o);
+        if (item >= o.n_items) break;
+        int tile;
+        const int s = div_small(item, o.ntiles, o.inv_ntiles, &tile);
+        const int64_t P = (int64_t)tile * kScOut + 16 * gq;
+        const bool pok = P < g.C;
+        const int64_t blk = pok ? P >> g.log2T : 0;
+        const int Pb = (int)(P & (g.T - 1));
+        const int b_lo = (g.T - Pb - 16) * K;
+        const uint32_t *base = g.interleaved ? g.codes + (blk >> 1) * g.R * 48 + (blk & 1) * 24 : g.codes + blk * g.wpb;
+        const int stride = g.interleaved ? 48 : (int)g.row_words;
+        const int kt0 = s * (kScChunk / 8), kt1 = (int)min((int64_t)kt0 + kScChunk / 8, o.n_kt);
+        /* the words of the 16 positions (and the L bits above), wrapped inside the block:
+         * offsets fixed for the item, so a load is one address add */
+        uint32_t ofs[NL];
+#pragma unroll
+        for (int j = 0; j < NL; j++) {
+            const int idx = (b_lo >> 5) + j;
+            ofs[j] = idx >= g.wpb ? idx - g.wpb : idx;
+        }
+        int acc[MT][NT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc[mt][nt][e] = 0;
+        uint32_t w[D][2][NL];
+        auto issue = [&](uint32_t (&ws)[2][NL], int kt) {
+#pragma unroll
+            for (int d = 0; d < 2; d++) {
+                const uint32_t *rp = base + (uint32_t)(min(8 * kt + 2 * q + d, rmax) * stride);
+#pragma unroll
+                for (int j = 0; j < NL; j++) ws[d][j] = __ldg(rp + ofs[j]);
+            }
+        };
+#pragma unroll
+        for (int u = 0; u < D; u++)
+            if (kt0 + u < kt1) issue(w[u], kt0 + u);
+        if (!waited) pdl_wait(), waited = true;
+        for (int kt = kt0; kt < kt1; kt += D) {
+#pragma unroll
+            for (int u = 0; u < D; u++) {
+                const int k = kt + u;
+                if (k >= kt1) break;
+                uint32_t x[2][16];
+#pragma unroll
+                for (int d = 0; d < 2; d++) {
+                    uint32_t r[NR];
+                    if (Dec<K>::ALIGNED) {
+#pragma unroll
+                        for (int j = 0; j < NR; j++) r[j] = w[u][d][j];
+                    } else {
+                        const int sh = b_lo & 31;
+#pragma unroll
+                        for (int j = 0; j < NR; j++) r[j] = __funnelshift_r(w[u][d][j], w[u][d][j + 1], sh);
+                    }
+#pragma unroll
+                    for (int t = 0; t < 16; t++) x[d][t] = mad1(tcq_tc::bits_at<NR>(r, (15 - t) * K) & lm);
+                }
+                if (k + D < kt1) issue(w[u], k + D);
+                uint2 bf[NT];
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    const uint4 bb = __ldg(o.xf + ((k >> 1) * NT + nt) * 32 + lane);
+                    bf[nt] = (u & 1) ? make_uint2(bb.z, bb.w) : make_uint2(bb.x, bb.y);
+                }
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++)
+                        imma(acc[mt][nt], x[0][2 * mt], x[0][2 * mt + 1], x[1][2 * mt], x[1][2 * mt + 1], bf[nt].x, bf[nt].y);
+            }
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    ep[(16 * gq + 2 * mt + (e >> 1)) * (8 * NT) + 8 * nt + 2 * q + (e & 1)] = acc[mt][nt][e];
+        __syncwarp();
+        for (int t = 0; t < kScOut / 32; t++) {
+            const int lo = lane + 32 * t;
+            const int64_t po = (int64_t)tile * kScOut + lo;
+            for (int m = 0; m < o.M; m++) {
+                const float v = im_partial(ep + lo * 8 * NT + 3 * m, o, s, m);
+                if (po >= g.C) continue;
+                if (o.S == 1) o.y[(int64_t)m * o.out + po] = v / tcq_tc::kD;
+                else o.part[((int64_t)s * o.M + m) * o.out + po] = v;
+            }
+        }
+        __syncwarp();
+    }
+}
+
+template <typename F>
+tcq_status im_launch(tcq_cuda_ctx *ctx, F kern, size_t smem, const Geo &g, const Geo &gu, const IOut &o, const char *what)
+{
+    if (smem > 48 * 1024) CU_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), what);
+    int per_sm = 0;
+    CU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem), what);
+    if (per_sm < 1) return tcq_fail(TCQ_ERR_DEVICE, "%s: kernel does not fit an SM", what);
+    const int want = (o.n_items + kThreads / 32 - 1) / (kThreads / 32);
+    const int grid = min(ctx->n_sm * per_sm, want);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = ctx->stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = o.pdl ? 1 : 0;
+    CU_TRY(cudaLaunchKernelEx(&cfg, kern, g, gu, o), what);
+    return TCQ_OK;
+}
+
+template <int K, int NT>
+tcq_status im_launch_nt(tcq_cuda_ctx *ctx, int axis, const Geo &g, const Geo &gu, const IOut &o)
+{
+    const size_t warps = kThreads / 32;
+    if (axis == 0)
+        return im_launch(ctx, k_im_scatter<K, NT>, warps * kScOut * 8 * NT * 4, g, gu, o, "cuda scatter (int) kernel");
+    const char *what = "cuda reduce (int) kernel";
+    const size_t smem = warps * 32 * 8 * NT * 4;
+    if (g.T == 256) return im_launch(ctx, k_im_reduce<K, 64, NT>, smem, g, gu, o, what);
+    return im_launch(ctx, k_im_reduce<K, 32, NT>, smem, g, gu, o, what);
+}
+}  // namespace
+
+#define TCQ_IM_CAT2(a, b) a##b
+#define TCQ_IM_CAT(a, b) TCQ_IM_CAT2(a, b)
+tcq_status tcq_im::TCQ_IM_CAT(launch_im, TCQ_IM_K)(tcq_cuda_ctx *ctx, int axis, int NT, const Geo &g, const Geo &gu,
+                                                 const IOut &o)
+{
+    switch (NT) {
+    case 1: return im_launch_nt<TCQ_IM_K, 1>(ctx, axis, g, gu, o);
+    case 2: return im_launch_nt<TCQ_IM_K, 2>(ctx, axis, g, gu, o);
+    default: return im_launch_nt<TCQ_IM_K, 3>(ctx, axis, g, gu, o);
+    }
+}
+#endif
+
+#endif

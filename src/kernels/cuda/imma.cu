@@ -1,0 +1,217 @@
+/* Linear layers over packed trellis weights on the GPU, M <= 8: the integer tensor-core kernels.
+ *
+ * Why (bench/NOTES.md, "CUDA (H200)"): the pair-table kernels (linear.cu) look up every pair of
+ * weights in shared memory; a warp's 32 random table addresses collide in the 32 banks (~3.5
+ * wavefronts per LDS on average), which caps a 17408x5120 matrix at ~19 us whatever k is, and the
+ * HBM floor at k=2 is 5.5 us.  Here no table: the 1MAD arithmetic x = s*34038481 + 76625530 (one
+ * IMAD) leaves in x's four bytes exactly what the code's value is the byte sum of, and
+ * mma.m16n8k32 (u8 x s8 -> s32) multiplies those bytes by an activation replicated four times,
+ * so the tensor core does the byte sum and the multiply-add together.  A register of x is one A
+ * fragment register (four consecutive k-elements of one row).  Per weight: a funnel shift and an
+ * AND (the state), the IMAD, a quarter of an IMMA per n-tile: ~3.3 instructions, no shared memory
+ * in the inner loop.
+ *
+ * Exactness: x is quantized per chunk (512 inputs on axis 1, 128 on axis 0) and activation row to an integer
+ * x' = rint(x 2^e) with |x'| < 2^22, and split into three signed byte limbs (columns 3m..3m+2 of
+ * B), so s32 accumulation is exact inside a chunk (chunk * 4 * 255 * 128 < 2^31); the chunk sum
+ * sum_l 256^l acc_l - 510 sum x' is formed in double, scaled by 2^-e and kept as an f32 partial.
+ * The only rounding besides f32 partial sums is x's own quantization, 2^-23 of the chunk's
+ * largest |x| per element: relative error ~1e-7, the exact path's test tolerance is 1e-5.
+ *
+ * Work: fixed (output tile, chunk) items taken from an atomic queue; per-chunk partials summed in
+ * chunk order by a second small kernel: deterministic, and no fences in the main loop. */
+#include "im_kernels.cuh"
+
+using namespace tcq_im;
+
+namespace {
+
+__device__ __forceinline__ float im_xval(const float *__restrict__ x, int64_t in, const uint16_t *__restrict__ cs, int m,
+                                         int64_t i)
+{
+    if (i >= in) return 0.0f;
+    float v = x[(int64_t)m * in + i];
+    if (cs) v *= __half2float(__ushort_as_half(cs[i]));
+    return v;
+}
+
+/* Signed base-256 digit l of v (|v| < 2^22), replicated into four bytes. */
+__device__ __forceinline__ uint32_t limb4(int v, int l)
+{
+    int d = 0;
+    for (int k = 0; k <= l; k++) {
+        d = ((v + 128) & 255) - 128;
+        v = (v - d) >> 8;
+    }
+    return (uint32_t)(uint8_t)(int8_t)d * 0x01010101u;
+}
+
+__device__ __forceinline__ int im_exponent(float mx)
+{
+    if (!(mx > 0.0f) || !(mx <= 3.4e38f)) return 0;
+    int ex;
+    frexpf(mx, &ex);   /* mx in [2^(ex-1), 2^ex): |x 2^e| < 2^22 */
+    return max(-126, min(126, 22 - ex));
+}
+
+/* Block c (ch threads, one position each): chunk [c ch, (c+1) ch) of the reduced dimension for
+ * every activation row: the exponent, sum x', and the B fragments of the chunk's k-steps.
+ * Position of (k-step kt, lane quad slot q, pi): axis 1 (sp = T/4): block kt/(sp/2), span q,
+ * 2 (kt % (sp/2)) + pi; axis 0: 8 kt + 2q + pi.  One read of x, three barriers. */
+__global__ void __launch_bounds__(512) k_im_xprep(const float *__restrict__ x, int M, int64_t in,
+                                                 const uint16_t *__restrict__ cs, int axis, int T, int NT,
+                                                 uint4 *__restrict__ xf, double *__restrict__ xs, float *__restrict__ xe)
+{
+    pdl_launch_dependents();   /* the main kernel may start its weight loads now */
+    const int c = blockIdx.x, ch = blockDim.x, tid = threadIdx.x, wid = tid >> 5, nwarp = ch >> 5;
+    const int64_t p0 = (int64_t)c * ch;
+    __shared__ int xq[kMaxM][512];
+    __shared__ float rf[kMaxM][16];
+    __shared__ int rbad[kMaxM][16];
+    __shared__ long long rl[kMaxM][16];
+    float v[kMaxM];
+#pragma unroll
+    for (int m = 0; m < kMaxM; m++) {
+        if (m >= M) break;
+        v[m] = im_xval(x, in, cs, m, p0 + tid);
+        float mx = fabsf(v[m]);
+        int bad = !isfinite(v[m]);
+        for (int d = 16; d; d >>= 1) {
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+            bad |= __shfl_xor_sync(0xffffffffu, bad, d);
+        }
+        if ((tid & 31) == 0) rf[m][wid] = mx, rbad[m][wid] = bad;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int m = 0; m < kMaxM; m++) {
+        if (m >= M) break;
+        float mx = 0.0f;
+        for (int k = 0; k < nwarp; k++) mx = fmaxf(mx, rf[m][k]);
+        const int xi = __float2int_rn(v[m] * ldexpf(1.0f, im_exponent(mx)));
+        xq[m][tid] = xi;
+        long long sum = xi;
+        for (int d = 16; d; d >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, d);
+        if ((tid & 31) == 0) rl[m][wid] = sum;
+    }
+    __syncthreads();
+    if (tid < M) {
+        float mx = 0.0f;
+        long long t = 0;
+        int bad = 0;
+        for (int k = 0; k < nwarp; k++) mx = fmaxf(mx, rf[tid][k]), t += rl[tid][k], bad |= rbad[tid][k];
+        xs[(int64_t)c * M + tid] = bad ? (double)NAN : (double)t;   /* a NaN/inf input poisons its outputs */
+        xe[(int64_t)c * M + tid] = ldexpf(1.0f, -im_exponent(mx));
+    }
+    const int sp = T / 4, ks = sp / 2;
+    const int n_ent = (ch / 16) * NT * 32;
+    for (int id = tid; id < n_ent; id += ch) {
+        const int64_t kp = p0 / 16 + id / (NT * 32);
+        const int nt = id / 32 % NT, lane = id & 31, g = lane >> 2, q = lane & 3;
+        const int col = 8 * nt + g, m = col / 3, l = col % 3;
+        uint32_t r[4];
+#pragma unroll
+        for (int jh = 0; jh < 2; jh++) {
+            const int64_t kt = 2 * kp + jh;
+#pragma unroll
+            for (int pi = 0; pi < 2; pi++) {
+                const int64_t p = axis ? (kt / ks) * T + q * sp + 2 * (kt % ks) + pi : 8 * kt + 2 * q + pi;
+                r[2 * jh + pi] = m < M ? limb4(xq[m][p - p0], l) : 0u;   /* p - p0 < ch: xq is 0 past in */
+            }
+        }
+        xf[(kp * NT + nt) * 32 + lane] = make_uint4(r[0], r[1], r[2], r[3]);
+    }
+}
+
+/* Reduce (axis 1): y[m, r] = scale_r / 147.8 * sum over chunks (in order) of part; two matrices:
+ * silu(gate) * up. */
+__global__ void k_im_finish_reduce(const float *__restrict__ part, int S, int M, int64_t out,
+                                   const uint16_t *__restrict__ sg, const uint16_t *__restrict__ su, float *__restrict__ y)
+{
+    const int64_t n = (int64_t)M * out;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i % out;
+        float a = 0.0f;
+#pragma unroll 4
+        for (int s = 0; s < S; s++) a += __ldg(&part[(int64_t)s * n + i]);
+        a *= __half2float(__ushort_as_half(sg[r])) / tcq_tc::kD;
+        if (su) {
+            float u = 0.0f;
+#pragma unroll 4
+            for (int s = 0; s < S; s++) u += __ldg(&part[(int64_t)(S + s) * n + i]);
+            u *= __half2float(__ushort_as_half(su[r])) / tcq_tc::kD;
+            a = __fdiv_rn(a, __fadd_rn(1.0f, expf(-a))) * u;
+        }
+        y[i] = a;
+    }
+}
+
+}  // namespace
+
+/* 1 if the integer kernels take this call (else the pair-table kernels of linear.cu do). */
+int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M)
+{
+    if (ctx->kernel_pin == 1 || M > kMaxM) return 0;
+    /* 32-bit word offsets inside the tensor and item indices below 2^24 (div_small) */
+    if (w->rows * tcq_trellis_row_words(w) >= ((int64_t)1 << 31) || w->rows * w->cols / 4096 >= ((int64_t)1 << 23)) return 0;
+    if (w->axis == 1) return !w->interleaved && (w->p.T == 128 || w->p.T == 256);
+    return 1;
+}
+
+/* up != NULL: fused SwiGLU, w the gate (both axis 1, same geometry: checked by the caller). */
+tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
+                              int64_t M)
+{
+    const int64_t in = tcq_trellis_in(w), out = tcq_trellis_out(w);
+    const int NT = (int)((3 * M + 7) / 8);
+    const Geo g = tcq_tc::geo_of(w);
+    IOut o;
+    o.M = (int)M;
+    o.out = out;
+    o.y = y;
+    o.nmat = up ? 2 : 1;
+    const int ch = w->axis ? kRedChunk : kScChunk;
+    const int64_t n_ch = (in + ch - 1) / ch;
+    o.S = (int)n_ch;
+    o.n_kt = 2 * ((in + 15) / 16);
+    o.ntiles = (int)(w->axis ? (out + kRedRows - 1) / kRedRows : (out + kScOut - 1) / kScOut);
+    o.n_items = o.ntiles * o.S * o.nmat;
+    const size_t xf_b = tcq_align256((size_t)(o.n_kt / 2 + ch / 16) * NT * 32 * 16);
+    const size_t xs_b = tcq_align256((size_t)n_ch * M * 8), xe_b = tcq_align256((size_t)n_ch * M * 4);
+    const bool parts = o.nmat == 2 || o.S > 1;
+    const size_t part_b = parts ? (size_t)o.nmat * o.S * M * out * 4 : 0;
+    char *scr;
+    TCQ_TRY(tcq_cuda_scratch(ctx, xf_b + xs_b + xe_b + part_b, (void **)&scr));
+    o.xf = (const uint4 *)scr;
+    o.xs = (const double *)(scr + xf_b);
+    o.xe = (const float *)(scr + xf_b + xs_b);
+    o.part = parts ? (float *)(scr + xf_b + xs_b + xe_b) : NULL;
+    int *cnt;
+    TCQ_TRY(tcq_cuda_counters(ctx, 2, &cnt));
+    o.work = cnt;
+    o.pdl = ctx->pdl;
+    o.inv_ntiles = 1.0f / (float)o.ntiles;
+    o.inv_per_s = 1.0f / (float)(o.ntiles * o.nmat);
+    k_im_xprep<<<(int)n_ch, ch, 0, ctx->stream>>>(x, (int)M, in, w->axis ? NULL : w->scales, w->axis, w->p.T, NT,
+                                                  (uint4 *)o.xf, (double *)o.xs, (float *)o.xe);
+    CU_LAUNCHED("cuda linear (int): activation prep");
+    Geo gu = g;
+    if (up) {
+        gu.codes = up->codes;
+        gu.scales = up->scales;
+    }
+    tcq_status st;
+    switch (w->p.k) {
+    case 1: st = launch_im1(ctx, w->axis, NT, g, gu, o); break;
+    case 2: st = launch_im2(ctx, w->axis, NT, g, gu, o); break;
+    case 3: st = launch_im3(ctx, w->axis, NT, g, gu, o); break;
+    default: st = launch_im4(ctx, w->axis, NT, g, gu, o); break;
+    }
+    if (st != TCQ_OK || !parts) return st;
+    if (w->axis == 0) return tcq_cuda_finish_chunks(ctx, o.part, o.S, M * out, y);
+    const int64_t n = M * out;
+    k_im_finish_reduce<<<(int)TCQ_MIN((n + 255) / 256, (int64_t)ctx->n_sm * 8), 256, 0, ctx->stream>>>(
+        o.part, o.S, (int)M, out, w->scales, up ? up->scales : NULL, y);
+    CU_LAUNCHED("cuda reduce (int): chunk sums");
+    return TCQ_OK;
+}
