@@ -25,6 +25,8 @@ struct tcq_cuda_ctx {
     int *counters;           /* zero at rest: each kernel that uses them resets what it touched */
     size_t n_counters;
     double encode_kernel_ms;   /* device time of the last tcq_cuda_encode_rows' kernels */
+    void *host_stage;          /* pinned host staging (cudaHostAlloc), grown on demand */
+    size_t host_stage_bytes;
 };
 
 tcq_status tcq_cuda_fail(cudaError_t e, const char *what);
@@ -39,6 +41,9 @@ tcq_status tcq_cublas_fail(cublasStatus_t e, const char *what);
 
 /* Scratch of at least `bytes` (256-byte aligned), valid until the next call on the context. */
 tcq_status tcq_cuda_scratch(tcq_cuda_ctx *ctx, size_t bytes, void **out);
+/* Pinned host memory of at least `bytes`, valid until the next call on the context (the
+ * encoder's staging buffers: page-locked copies overlap with kernels, pageable ones do not). */
+tcq_status tcq_cuda_host_stage(tcq_cuda_ctx *ctx, size_t bytes, void **out);
 /* n counters, all zero, valid until the next call on the context. */
 tcq_status tcq_cuda_counters(tcq_cuda_ctx *ctx, size_t n, int **out);
 /* Validate a device view against what the kernels handle. */
