@@ -458,7 +458,7 @@ struct RowsCall {
 
 }  // namespace
 
-/* Pipeline: rows in chunks of about 2 M weights.  Chunk i is copied by the host into pinned
+/* Pipeline: rows in chunks of about 2 M weights (the first a quarter of that).  Chunk i is copied by the host into pinned
  * staging slot i % 2, sent on a copy stream, and coded on compute stream i % 2 (the context's
  * stream and a second one): row-scales kernel, then the Viterbi kernel, which divides by the
  * scale, checks the inputs and sums each block's error.  The host fills one slot while the GPU
@@ -479,7 +479,8 @@ tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq
     const int64_t bpr = C / p.T, nblk = R * bpr;
     const int64_t rows_per = TCQ_MAX((int64_t)1, ((int64_t)2 << 20) / C);
     const int64_t nb = TCQ_MIN(R, rows_per);
-    const int64_t chunks = (R + nb - 1) / nb;
+    /* the first chunk is a quarter: the GPU starts after ~0.5 M weights are staged, not 2 M */
+    const int64_t first = TCQ_MAX((int64_t)1, nb / 4);
     const int nbuf = w ? 2 : 1;   /* arrays per staging slot: x (and w) */
     const size_t slot = tcq_align256((size_t)(nb * C) * 4);
     /* device: [2 slots][x, w], codes, scales, block errors, 2 bad indices */
@@ -510,9 +511,9 @@ tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq
     CU_TRY(cudaStreamWaitEvent(rc.copy, rc.start, 0), "cuda encode: wait");
     CU_TRY(cudaStreamWaitEvent(rc.side, rc.start, 0), "cuda encode: wait");
     const double rms = tcq_code_rms(p.L);
-    for (int64_t ci = 0; ci < chunks; ci++) {
+    for (int64_t ci = 0, r0 = 0; r0 < R; r0 += ci == 0 ? first : nb, ci++) {
         const int b = (int)(ci & 1);
-        const int64_t r0 = ci * nb, n = TCQ_MIN(nb, R - r0);
+        const int64_t n = TCQ_MIN(ci == 0 ? first : nb, R - r0);
         float *hx = (float *)(host + (size_t)(b * nbuf) * slot), *hw = w ? (float *)(host + (size_t)(b * nbuf + 1) * slot) : NULL;
         float *dx = (float *)(dev + (size_t)(b * nbuf) * slot), *dw = w ? (float *)(dev + (size_t)(b * nbuf + 1) * slot) : NULL;
         if (ci >= 2) CU_TRY(cudaEventSynchronize(rc.h2d[b]), "cuda encode: staging");   /* slot's last upload done */
