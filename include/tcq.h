@@ -1032,8 +1032,8 @@ tcq_status tcq_cuda_time_dense_bf16(tcq_cuda_ctx *ctx, int64_t out, int64_t in, 
 tcq_status tcq_cuda_time_copy(tcq_cuda_ctx *ctx, size_t bytes, int reps, int trials, double *gbps);
 /* GPU encoder throughput on R x C Gaussian rows, weights per second: one whole
  * tcq_cuda_encode_rows call after a warm-up call of the same shape (so the context's buffers are
- * grown: the steady state of a quantizer run) and its kernels alone (row scales + Viterbi, summed
- * per chunk; kernel_wps may be NULL). */
+ * grown: the steady state of a quantizer run) and its kernels alone (device time from the first
+ * chunk's kernels to the last one's end; kernel_wps may be NULL). */
 tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R, int64_t C, double *wps,
                                 double *kernel_wps);
 
