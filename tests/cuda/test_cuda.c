@@ -361,7 +361,7 @@ int main(void)
         check_encoder(8, 2, 64, 2, 128, 1);
         check_encoder(12, 2, 256, 1, 256, 0);
         check_encoder_ex(12, 4, 256, 7, 512, 1, 1);
-        check_encoder_ex(8, 2, 64, 520, 4096, 1, 0);   /* two chunks of the pipeline (L=8: cheap under the sanitizers) */
+        check_encoder_ex(8, 2, 64, 130, 4096, 1, 0);   /* two chunks (128 + 2 rows; L=8: cheap under the sanitizers) */
         tcq_pool_free(pool);
         tcq_cuda_ctx_free(ctx);
         return test_done("test_cuda (quick)");
