@@ -921,6 +921,10 @@ typedef struct tcq_quantize_opts {
                                  (entry "interleave": true) where C % 512 == 0 */
     int refit_scales;         /* after coding, replace each row's RMS scale by the least-squares
                                  one where that lowers the error (same format, decoders unchanged) */
+    int cuda;                 /* 1: code the matrices with the GPU encoder (tcq_cuda_encode_rows on
+                                 device 0): the same codes and scales, so the same artifact, byte
+                                 for byte.  Needs a CUDA build and device, the default search and
+                                 L <= 12 (else TCQ_ERR_UNSUPPORTED before anything is written). */
 } tcq_quantize_opts;
 
 typedef struct tcq_quantize_progress {
@@ -997,10 +1001,12 @@ tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, co
 /* Decode a device tensor to dense bf16 W [out, in] in device memory (the bf16 contract). */
 tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w, uint16_t *W /* [out, in] */);
 
-/* GPU encoder: the same contract and output as tcq_encode_rows (bit-identical codes and
- * scales), host buffers in and out, every block of the matrix coded in parallel on the device.
+/* GPU encoder: the same contract and output as tcq_encode_rows (bit-identical codes, scales and
+ * sq_err), host buffers in and out, every block of the matrix coded in parallel on the device.
  * Two-pass search, L <= 12 (the path memory of a block lives in shared memory); weights w
- * optional.  Synchronizes. */
+ * optional.  Rows go up in chunks through pinned staging owned by the context, overlapped with
+ * the kernels; the row scales (the same double sum, in the same order), the division and the
+ * input checks run on the device.  Synchronizes. */
 tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq_encode_opts *opts,
                                 const float *src /* [R, C] */, const float *w /* [R, C] or NULL */,
                                 int64_t R, int64_t C, uint32_t *codes /* [R, C*k/32] */,
@@ -1024,8 +1030,10 @@ tcq_status tcq_cuda_time_dense_bf16(tcq_cuda_ctx *ctx, int64_t out, int64_t in, 
                                     int reps, int trials, double *us);
 /* Device-to-device copy of `bytes`: GB/s counting bytes read plus written. */
 tcq_status tcq_cuda_time_copy(tcq_cuda_ctx *ctx, size_t bytes, int reps, int trials, double *gbps);
-/* GPU encoder throughput on R x C Gaussian rows, weights per second: the whole call (host scales
- * and division, transfers) and the kernels alone (kernel_wps may be NULL). */
+/* GPU encoder throughput on R x C Gaussian rows, weights per second: one whole
+ * tcq_cuda_encode_rows call after a warm-up call of the same shape (so the context's buffers are
+ * grown: the steady state of a quantizer run) and its kernels alone (device time from the first
+ * chunk's kernels to the last one's end; kernel_wps may be NULL). */
 tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R, int64_t C, double *wps,
                                 double *kernel_wps);
 

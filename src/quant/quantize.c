@@ -26,6 +26,7 @@ typedef struct qctx {
     tcq_st_set *set;
     tcq_hadamard *h;
     tcq_pool *pool;
+    tcq_cuda_ctx *gpu;          /* opts->cuda: the GPU encoder's context */
     int64_t n;                  /* hidden size: the rotated dimension */
     int tied;                   /* lm_head comes from the embedding */
     int rotate_only;            /* bits 0: fold and rotate, code nothing, keep f32 */
@@ -136,7 +137,8 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
         return tcq_fail(TCQ_ERR_NOMEM, "module %s: codes for [%lld, %lld]", mod, (long long)R, (long long)C);
     }
     double err = 0, ref = 0;
-    tcq_status s = tcq_encode_rows(c->p, &c->o->enc, rows, NULL, R, C, codes, scales, c->pool, &err);
+    tcq_status s = c->gpu ? tcq_cuda_encode_rows(c->gpu, c->p, &c->o->enc, rows, NULL, R, C, codes, scales, &err)
+                          : tcq_encode_rows(c->p, &c->o->enc, rows, NULL, R, C, codes, scales, c->pool, &err);
     if (s != TCQ_OK) {
         free(codes);
         free(scales);
@@ -429,8 +431,25 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
     c.p = (tcq_block_params){opts->L ? opts->L : 12, opts->bits, opts->T ? opts->T : 256};
     c.rotate_only = opts->bits == 0;
     if (!c.rotate_only) TCQ_TRY(tcq_block_check(c.p));
+    if (opts->cuda && !c.rotate_only) {
+        /* refused before anything is written: the GPU encoder's limits (tcq_cuda_encode_rows) */
+        if (opts->enc.search != TCQ_SEARCH_TWO_PASS)
+            return tcq_fail(TCQ_ERR_UNSUPPORTED, "quantize --device cuda: the GPU encoder runs only the default search "
+                                                 "(not --search %s)", tcq_search_name(opts->enc.search));
+        if (c.p.L > 12)
+            return tcq_fail(TCQ_ERR_UNSUPPORTED, "quantize --device cuda: the GPU encoder handles L <= 12 (not --L %d)", c.p.L);
+        tcq_status gs = tcq_cuda_ctx_create(0, &c.gpu);
+        if (gs != TCQ_OK) {
+            tcq_error_prefix("quantize --device cuda");
+            return gs;
+        }
+    }
     json_t *cfg = NULL;
-    TCQ_TRY(read_config(in_dir, &cfg, &c.n, &c.tied));
+    tcq_status rs = read_config(in_dir, &cfg, &c.n, &c.tied);
+    if (rs != TCQ_OK) {
+        tcq_cuda_ctx_free(c.gpu);
+        return rs;
+    }
     tcq_status s = make_dir(in_dir, out_dir);
     if (s == TCQ_OK) s = tcq_st_set_open(in_dir, &c.set);
     if (s == TCQ_OK) s = tcq_hadamard_create(c.n, 1, opts->seed, &c.h);
@@ -446,6 +465,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
     json_decref(c.qobj);
     json_decref(cfg);
     tcq_pool_free(c.pool);
+    tcq_cuda_ctx_free(c.gpu);
     tcq_hadamard_free(c.h);
     tcq_st_set_close(c.set);
     return s;

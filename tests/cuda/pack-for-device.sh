@@ -17,7 +17,10 @@ done
 mkdir -p "$dest/lib"
 cp $(ldd "$bin/tcq" | awk '/=> \//{print $3}' | grep -vE 'libc\.so|libm\.so|libstdc|libgcc|libpthread|libdl|librt|libcublas') "$dest/lib/"
 (cd "$dest" && tar czf lib.tgz lib && rm -rf lib)
-cp "$here/run-on-device.sh" "$dest/"
+cp "$here/run-on-device.sh" "$here/quantize-cmp.sh" "$dest/"
+# the model quantize-cmp.sh codes both ways (2.9 MB)
+mkdir -p "$dest/data/tiny_llama"
+cp "$here/../data/tiny_llama/config.json" "$here/../data/tiny_llama/model.safetensors" "$dest/data/tiny_llama/"
 cat > "$dest/go.sh" <<'GO'
 #!/usr/bin/env bash
 cd "$(dirname "$0")"
@@ -25,5 +28,5 @@ for f in tcq test_cuda; do gunzip -kf $f.gz && chmod +x $f; done
 tar xzf lib.tgz
 ./run-on-device.sh . "${OUT:-/tmp/tcq-cuda-out}"
 GO
-chmod +x "$dest/go.sh" "$dest/run-on-device.sh"
+chmod +x "$dest/go.sh" "$dest/run-on-device.sh" "$dest/quantize-cmp.sh"
 du -sh "$dest"

@@ -2,7 +2,8 @@
 # Everything the CUDA backend checks on a GPU machine, in one call:
 #   tests/cuda/run-on-device.sh [BIN_DIR] [OUT_DIR]
 # BIN_DIR holds test_cuda and tcq (built with -DTCQ_CUDA=ON); logs and the bench JSON go to
-# OUT_DIR.  Runs the full test, compute-sanitizer memcheck and racecheck on the quick test, then
+# OUT_DIR.  Runs the full test, `tcq quantize --device cuda` against the CPU quantizer
+# (quantize-cmp.sh), compute-sanitizer memcheck and racecheck on the quick test, then
 # `tcq cuda-bench`.  Prints a short summary last.
 set -u
 bin=${1:-build-cuda}
@@ -23,6 +24,20 @@ step() {   # step NAME TIMEOUT CMD...
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$out/gpu.txt" 2>&1
 step test "${TCQ_TEST_TIMEOUT:-300}" "$bin/test_cuda"
 grep -E "CHECK|worst|device" "$out/test.log" | head -30
+# tcq quantize --device cuda against the CPU quantizer, byte for byte (tiny_llama: packed beside
+# the binaries by pack-for-device.sh, or the repository's tests/data)
+here=$(cd "$(dirname "$0")" && pwd)
+model=
+for d in "$bin/data/tiny_llama" "$here/../data/tiny_llama" "$here/data/tiny_llama"; do
+  if [ -f "$d/config.json" ]; then model=$d; break; fi
+done
+if [ -n "$model" ] && [ -f "$here/quantize-cmp.sh" ]; then
+  rm -rf "$out/quantize"
+  step quantize "${TCQ_QUANTIZE_TIMEOUT:-300}" bash "$here/quantize-cmp.sh" "$bin/tcq" "$model" "$out/quantize"
+  grep -E "^ok:|FAIL|differ" "$out/quantize.log" | head -20
+else
+  summary+=("quantize: skipped (no tiny_llama model or quantize-cmp.sh)")
+fi
 if command -v compute-sanitizer >/dev/null 2>&1; then
   TCQ_CUDA_TEST_QUICK=1 step memcheck "${TCQ_MEMCHECK_TIMEOUT:-240}" compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/test_cuda"
   TCQ_CUDA_TEST_QUICK=1 step racecheck "${TCQ_RACECHECK_TIMEOUT:-300}" compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/test_cuda"

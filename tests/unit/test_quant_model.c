@@ -100,12 +100,63 @@ static void one(const char *name, const char *tmp)
     tcq_st_close(rf);
 }
 
+static int same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    while (same) {
+        const int ca = fgetc(fa), cb = fgetc(fb);
+        if (ca != cb) same = 0;
+        if (ca == EOF || cb == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+/* opts.cuda (tcq quantize --device cuda): options the GPU encoder lacks are refused by name before
+ * anything is written; without CUDA or a device, an error saying so; with one, the CPU
+ * quantizer's files byte for byte. */
+static void gpu_option(const char *tmp)
+{
+    char src[600], out[600], ref[600], a[700], b[700];
+    snprintf(src, sizeof src, "%s/tests/data/tiny_llama", TCQ_SOURCE_DIR);
+    snprintf(out, sizeof out, "%s/gpu", tmp);
+    tcq_quantize_opts seams = {.bits = 2, .seed = 5, .threads = 2, .enc = {TCQ_SEARCH_SEAMS, 4}, .cuda = 1};
+    CHECK(tcq_quantize_model(src, out, &seams, NULL, NULL) == TCQ_ERR_UNSUPPORTED && strstr(tcq_last_error(), "search"),
+          "cuda + seams search not refused by name: %s", tcq_last_error());
+    CHECK(access(out, F_OK) != 0, "cuda + seams: %s was created", out);
+    tcq_quantize_opts l14 = {.bits = 2, .L = 14, .seed = 5, .threads = 2, .cuda = 1};
+    CHECK(tcq_quantize_model(src, out, &l14, NULL, NULL) == TCQ_ERR_UNSUPPORTED && strstr(tcq_last_error(), "L <= 12"),
+          "cuda + L=14 not refused by name: %s", tcq_last_error());
+    CHECK(access(out, F_OK) != 0, "cuda + L=14: %s was created", out);
+    tcq_quantize_opts o = {.bits = 2, .seed = 5, .threads = 2, .cuda = 1};
+    const tcq_status s = tcq_quantize_model(src, out, &o, NULL, NULL);
+    if (!tcq_cuda_available()) {
+        CHECK(s != TCQ_OK && strstr(tcq_last_error(), "--device cuda"), "cuda without a device: %s (%s)",
+              tcq_status_str(s), tcq_last_error());
+        CHECK(access(out, F_OK) != 0, "cuda without a device: %s was created", out);
+        return;
+    }
+    CHECK_OK(s);
+    snprintf(ref, sizeof ref, "%s/cpu", tmp);
+    o.cuda = 0;
+    CHECK_OK(tcq_quantize_model(src, ref, &o, NULL, NULL));
+    static const char *files[] = {"model.safetensors", "config.json"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(a, sizeof a, "%s/%s", ref, files[i]);
+        snprintf(b, sizeof b, "%s/%s", out, files[i]);
+        CHECK(same_file(a, b), "cuda quantize: %s differs from the CPU quantizer's", files[i]);
+    }
+}
+
 int main(void)
 {
     char tmp[] = "/tmp/tcq_qmodel_XXXXXX";
     CHECK(mkdtemp(tmp) != NULL, "mkdtemp");
     one("tiny_llama", tmp);
     one("tiny_qwen3", tmp);
+    gpu_option(tmp);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     CHECK(system(cmd) == 0, "cleanup");

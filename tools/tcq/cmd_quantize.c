@@ -10,6 +10,7 @@ static void quantize_usage(FILE *f)
 {
     fprintf(f, "usage: tcq quantize IN_DIR OUT_DIR --bits 2|3|4 [--L 12] [--seed S] [--threads N]\n"
                "                    [--search default|seams] [--seams N] [--interleave] [--refit-scales]\n"
+               "                    [--device cpu|cuda]\n"
                "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
                "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
                "  transform, codes every attention and MLP projection with the bitshift trellis\n"
@@ -21,7 +22,9 @@ static void quantize_usage(FILE *f)
                "  2 + N Viterbi passes instead of 2): lower error, slower.\n"
                "  --interleave: at k=3, store o/down codes in the two-block interleave (FORMAT.md).\n"
                "  --refit-scales: least-squares row scales for the chosen codes (lower error).\n"
-               "  --rotate-only: fold and rotate, code nothing, write f32 (an equivalent dense model).\n");
+               "  --rotate-only: fold and rotate, code nothing, write f32 (an equivalent dense model).\n"
+               "  --device cuda: code on the GPU (same codes, the same artifact byte for byte; needs a\n"
+               "  CUDA build and device, the default search and L <= 12).\n");
 }
 
 typedef struct bar {
@@ -67,7 +70,7 @@ int cmd_quantize(int argc, char **argv)
     const char *in = NULL, *out = NULL;
     long long bits = 0, L = 12, seed = 1, threads = 0, seams = 0;
     tcq_search search = TCQ_SEARCH_TWO_PASS;
-    int rotate_only = 0, interleave = 0, refit = 0;
+    int rotate_only = 0, interleave = 0, refit = 0, cuda = 0;
     for (int i = 1; i < argc; i++) {
         long long *dst = NULL;
         if (cli_is_help(argv[i])) {
@@ -93,6 +96,14 @@ int cmd_quantize(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--interleave")) {
             interleave = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            cuda = !strcmp(argv[++i], "cuda");
+            if (!cuda && strcmp(argv[i], "cpu")) {
+                fprintf(stderr, "tcq quantize: --device cpu|cuda, got '%s'\n", argv[i]);
+                return 2;
+            }
             continue;
         }
         if (!strcmp(argv[i], "--search") && i + 1 < argc) {
@@ -132,13 +143,22 @@ int cmd_quantize(int argc, char **argv)
                         "--seams in [0, 64]\n", TCQ_L_MIN, TCQ_L_MAX);
         return 2;
     }
+    if (cuda && !rotate_only && search != TCQ_SEARCH_TWO_PASS) {
+        fprintf(stderr, "tcq quantize: --device cuda runs only the default search (drop --search %s)\n",
+                tcq_search_name(search));
+        return 2;
+    }
+    if (cuda && !rotate_only && L > 12) {
+        fprintf(stderr, "tcq quantize: --device cuda handles --L up to 12 (got --L %lld)\n", L);
+        return 2;
+    }
     tcq_quantize_opts o = {.bits = (int)bits, .L = (int)L, .T = 256, .seed = (uint64_t)seed, .threads = (int)threads,
                            .enc = {.search = search, .seams = (int)seams}, .interleave = interleave,
-                           .refit_scales = refit};
+                           .refit_scales = refit, .cuda = cuda};
     bar b = {cli_now(), 0, isatty(2), {0}};
     if (rotate_only) fprintf(stderr, "tcq quantize: %s -> %s, rotate only, seed=%lld\n", in, out, seed);
-    else fprintf(stderr, "tcq quantize: %s -> %s, k=%lld L=%lld T=256 seed=%lld search=%s\n", in, out, bits, L, seed,
-                 tcq_search_name(search));
+    else fprintf(stderr, "tcq quantize: %s -> %s, k=%lld L=%lld T=256 seed=%lld search=%s device=%s\n", in, out, bits,
+                 L, seed, tcq_search_name(search), cuda ? "cuda" : "cpu");
     tcq_status s = tcq_quantize_model(in, out, &o, progress, &b);
     if (s != TCQ_OK) {
         if (b.tty) fputc('\n', stderr);

@@ -72,6 +72,7 @@ void tcq_cuda_ctx_free(tcq_cuda_ctx *c)
     cublasDestroy(c->blas);
     cudaFree(c->scratch);
     cudaFree(c->counters);
+    cudaFreeHost(c->host_stage);
     cudaStreamDestroy(c->stream);
     free(c);
 }
@@ -141,6 +142,21 @@ tcq_status tcq_cuda_scratch(tcq_cuda_ctx *c, size_t bytes, void **out)
         c->scratch_bytes = want;
     }
     *out = c->scratch;
+    return TCQ_OK;
+}
+
+tcq_status tcq_cuda_host_stage(tcq_cuda_ctx *c, size_t bytes, void **out)
+{
+    if (bytes > c->host_stage_bytes) {
+        CU_TRY(cudaStreamSynchronize(c->stream), "cuda host staging: sync before growing");
+        cudaFreeHost(c->host_stage);
+        c->host_stage = NULL;
+        c->host_stage_bytes = 0;
+        size_t want = bytes + bytes / 4;
+        CU_TRY(cudaHostAlloc(&c->host_stage, want, cudaHostAllocDefault), "cuda host staging (cudaHostAlloc)");
+        c->host_stage_bytes = want;
+    }
+    *out = c->host_stage;
     return TCQ_OK;
 }
 

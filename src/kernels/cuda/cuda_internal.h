@@ -27,6 +27,8 @@ struct tcq_cuda_ctx {
     double encode_kernel_ms;   /* device time of the last tcq_cuda_encode_rows' kernels */
     int pdl;                 /* TCQ_CUDA_PDL (default 1): programmatic dependent launch of the int kernels, 0 off */
     int kernel_pin;          /* TCQ_CUDA_KERNEL=tc: M <= 8 on the pair-table kernels (tests, benchmarks) */
+    void *host_stage;          /* pinned host staging (cudaHostAlloc), grown on demand */
+    size_t host_stage_bytes;
 };
 
 tcq_status tcq_cuda_fail(cudaError_t e, const char *what);
@@ -41,6 +43,9 @@ tcq_status tcq_cublas_fail(cublasStatus_t e, const char *what);
 
 /* Scratch of at least `bytes` (256-byte aligned), valid until the next call on the context. */
 tcq_status tcq_cuda_scratch(tcq_cuda_ctx *ctx, size_t bytes, void **out);
+/* Pinned host memory of at least `bytes`, valid until the next call on the context (the
+ * encoder's staging buffers: page-locked copies overlap with kernels, pageable ones do not). */
+tcq_status tcq_cuda_host_stage(tcq_cuda_ctx *ctx, size_t bytes, void **out);
 /* n counters, all zero, valid until the next call on the context. */
 tcq_status tcq_cuda_counters(tcq_cuda_ctx *ctx, size_t n, int **out);
 /* Validate a device view against what the kernels handle. */
