@@ -17,7 +17,7 @@ done
 mkdir -p "$dest/lib"
 cp $(ldd "$bin/tcq" | awk '/=> \//{print $3}' | grep -vE 'libc\.so|libm\.so|libstdc|libgcc|libpthread|libdl|librt|libcublas') "$dest/lib/"
 (cd "$dest" && tar czf lib.tgz lib && rm -rf lib)
-cp "$here/run-on-device.sh" "$dest/"
+cp "$here/run-on-device.sh" "$here/../../bench/cuda/fast-sass.sh" "$dest/"
 cat > "$dest/go.sh" <<'GO'
 #!/usr/bin/env bash
 cd "$(dirname "$0")"
