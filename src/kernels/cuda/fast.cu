@@ -21,11 +21,9 @@
  *
  * Work split (fixed by the shape, never by the device): axis 1 one warp per output row, lane l
  * taking the row's activation blocks l, l+32, ...; axis 0 items of 128 output columns x G
- * activation blocks (G from kScatterItems), partials [S, M, out] summed in order by k_finish.
+ * activation blocks (G from kScatterItems), partials [S, M, out] summed in a fixed order by k_finish.
  * No atomics: results are deterministic. */
-#include "fast_kernels.cuh"
-
-#include <float.h>
+#include "fast_quant.cuh"
 
 using namespace tcq_fast;
 
@@ -33,61 +31,6 @@ tcq_status tcq_cuda_linear_fast(tcq_cuda_ctx *ctx, const tcq_trellis *w, const t
                                 float *y, int64_t M);
 
 namespace {
-
-/* One warp per (activation row m, block): prep.c's arithmetic, lane l holding positions l and
- * l + 32 of the block.  The maximum and the integer sum are order-free, so they match. */
-__global__ void k_quant(const float *__restrict__ x, int M, int64_t n, const uint16_t *__restrict__ scales,
-                        int64_t nblk, int64_t npad, uint32_t *__restrict__ q4, float *__restrict__ d, int *__restrict__ corr)
-{
-    const int lane = threadIdx.x & 31;
-    const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    for (int64_t id = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; id < (int64_t)M * nblk; id += nwarps) {
-        const int64_t m = id / nblk, blk = id % nblk;
-        float v[2];
-        bool finite = true;
-        float amax = 0.0f;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int64_t i = blk * kQB + lane + 32 * h;
-            v[h] = 0.0f;
-            if (i < n) {
-                v[h] = x[m * n + i];
-                if (scales) v[h] = __fmul_rn(v[h], __half2float(__ushort_as_half(scales[i])));
-            }
-            finite = finite && fabsf(v[h]) <= FLT_MAX;
-            amax = fmaxf(amax, fabsf(v[h]));
-        }
-        for (int o = 16; o; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        finite = __all_sync(0xffffffffu, finite);
-        if (!finite) amax = __int_as_float(0x7fc00000);
-        const bool ok = amax > 0.0f && amax <= FLT_MAX;
-        const float inv = ok ? __fdiv_rn(127.0f, amax) : 0.0f;
-        int sum = 0;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int64_t i = blk * kQB + lane + 32 * h;
-            int q = 0;
-            if (i < n && ok) q = max(-127, min(127, __float2int_rn(__fmul_rn(v[h], inv))));
-            q4[m * npad + i] = (uint32_t)(uint8_t)(int8_t)q * 0x01010101u;
-            sum += q;
-        }
-        for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        if (lane == 0) {
-            d[m * nblk + blk] = ok ? __fdiv_rn(amax, 127.0f) : (amax == 0.0f ? 0.0f : __int_as_float(0x7fc00000));
-            corr[m * nblk + blk] = -510 * sum;
-        }
-    }
-}
-
-/* y[m, c] = (sum over s in order of part[s, m, c]) / 147.8 */
-__global__ void k_finish(const float *__restrict__ part, int64_t S, int64_t n /* M*C */, float *__restrict__ y)
-{
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float acc = part[i];
-        for (int64_t s = 1; s < S; s++) acc = __fadd_rn(acc, __ldcg(part + s * n + i));
-        y[i] = __fmul_rn(acc, kRinv);
-    }
-}
 
 tcq_status launch(tcq_cuda_ctx *ctx, int k, const Geo &g, const Geo *up, int M, const Act &a, const ScatterSplit &sp,
                   float *y)
@@ -133,7 +76,7 @@ tcq_status tcq_cuda_linear_fast(tcq_cuda_ctx *ctx, const tcq_trellis *w, const t
     TCQ_TRY(launch(ctx, w->p.k, g, up ? &gu : NULL, (int)M, a, sp, y));
     if (sp.part) {
         const int64_t n = M * w->cols;
-        k_finish<<<(unsigned)TCQ_MIN((n + 255) / 256, (int64_t)1 << 16), 256, 0, ctx->stream>>>(sp.part, sp.S, n, y);
+        k_finish<<<(unsigned)((n * kFinishLanes + 255) / 256), 256, 0, ctx->stream>>>(sp.part, sp.S, n, y);
         CU_LAUNCHED("cuda fast scatter: partial sums");
     }
     return TCQ_OK;

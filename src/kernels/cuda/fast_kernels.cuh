@@ -1,10 +1,12 @@
 /* The fast (int8) path's kernels (design note: fast.cu).  Included by fast_k<K>.cu, one file
- * per k so the instantiations compile in parallel. */
+ * per k so the instantiations compile in parallel, and by fast_quant.cuh. */
 #ifndef TCQ_FAST_KERNELS_CUH
 #define TCQ_FAST_KERNELS_CUH
 
+#ifndef TCQ_FAST_EMU   /* tests/cuda/emu_fast.cpp compiles these kernels on the host */
 #include "cuda_internal.h"
 #include "tc_common.cuh"
+#endif
 
 namespace tcq_fast {
 
@@ -16,7 +18,10 @@ static_assert(kQB == 64, "the reduce kernel gives each lane one activation block
 constexpr int kReduceThreads = 256;
 constexpr int kScatterThreads = 128;
 constexpr int kScatterCols = 128;      /* output columns of one scatter work item */
-constexpr int kScatterItems = 2048;    /* target items (fixed: the split must not depend on the device) */
+/* Target items (fixed: the split must not depend on the device).  Fewer: less partial-sum
+ * traffic ([S, M, out] floats); more: a shorter tail (5120x17408: 40 column tiles x S = 91
+ * groups of 3 blocks = 3640 warps, 24 K weights each; partials 1.9 MB per activation row). */
+constexpr int kScatterItems = 4096;
 constexpr float kRinv = 1.0f / 147.800537109375f;   /* TCQ_RMAD_RINV, the same f32 constant */
 
 /* Quantized activations (fast.cu's k_quant): q replicated into the four bytes (the dp4a operand),
@@ -91,9 +96,13 @@ __device__ __forceinline__ uint32_t mad_at(const uint32_t (&r)[NR], int o, uint3
 /* acc + sum over the four bytes b of x: b * q (x unsigned bytes, q4 signed bytes). */
 __device__ __forceinline__ int dp4a_us(uint32_t x, uint32_t q4, int acc)
 {
+#ifdef TCQ_FAST_EMU
+    return tcq_emu_dp4a_us(x, q4, acc);
+#else
     int d;
     asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(x), "r"(q4), "r"(acc));
     return d;
+#endif
 }
 
 /* ---------------------------------------------------------------- reduce (axis 1)
