@@ -961,7 +961,8 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     bytes of s*34038481 + 76625530 against q replicated four times), exact integer block sums
  *     (the CPU's to the bit), blocks combined in f32 in a different fixed order; within the
  *     bound above of float64, and within 2 (nblk + 4) 2^-24 sum_i |v_i| (|a_i| + d_i) of the
- *     CPU's fast path.  FAST with M > 8 runs the exact kernels.  AUTO runs the exact kernels. */
+ *     CPU's int8 fast path (its scalar reference; the AVX-512 axis-1 tile regime, M >= 5, uses
+ *     int16 activations instead).  FAST with M > 8 runs the exact kernels; AUTO the exact ones. */
 
 /* 1 if this build has CUDA and a device is present. */
 int tcq_cuda_available(void);
