@@ -60,11 +60,12 @@ static void free_copies(cw *w, int n)
 int bench_kernels_cuda(int argc, char **argv)
 {
     int ks[4] = {2, 3, 4}, nk = 3, Ms[16] = {1, 2, 4, 8, 16, 32, 512}, nM = 7, json = 0, reps = 50, trials = 7;
-    int do_reduce = 1, do_scatter = 1, do_swiglu = 1, do_dense = 1, do_encode = 1;
+    int do_reduce = 1, do_scatter = 1, do_swiglu = 1, do_dense = 1, do_encode = 1, do_fast = 1;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             printf("usage: tcq cuda-bench [--k 2,3,4] [--M 1,2,4,8,16,32,512] [--ops reduce,scatter,swiglu,dense,encode]\n"
-                   "                      [--reps N] [--trials N] [--json]\n");
+                   "                      [--path exact,fast] [--reps N] [--trials N] [--json]\n"
+                   "  reduce/scatter run the exact path, and the fast (int8) path for M <= 8 unless --path exact\n");
             return 0;
         } else if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) i++;   /* `tcq bench kernels --device cuda` */
@@ -81,6 +82,8 @@ int bench_kernels_cuda(int argc, char **argv)
             do_swiglu = strstr(o, "swiglu") != NULL;
             do_dense = strstr(o, "dense") != NULL;
             do_encode = strstr(o, "encode") != NULL;
+        } else if (!strcmp(argv[i], "--path") && i + 1 < argc) {
+            do_fast = strstr(argv[++i], "fast") != NULL;   /* exact always runs (the reference line) */
         } else {
             fprintf(stderr, "tcq cuda-bench: unknown option '%s'\n", argv[i]);
             return 2;
@@ -100,8 +103,8 @@ int bench_kernels_cuda(int argc, char **argv)
         n_sm = p ? atoi(p + 2) : 0;
     }
     if (json) printf("{\"op\":\"bandwidth\",\"gbps\":%.1f,\"device\":\"%s\"}\n", bw, desc);
-    else printf("device: %s\ncopy bandwidth (read+write): %.0f GB/s\n\n%-8s %4s %2s %4s %10s %10s %8s %10s %9s\n", desc, bw,
-                "op", "axis", "k", "M", "us", "GB/s", "frac_bw", "cuBLAS us", "speedup");
+    else printf("device: %s\ncopy bandwidth (read+write): %.0f GB/s\n\n%-8s %4s %2s %4s %5s %10s %10s %8s %10s %9s\n", desc, bw,
+                "op", "axis", "k", "M", "path", "us", "GB/s", "frac_bw", "cuBLAS us", "speedup");
     const int64_t big = 17408, small = 5120;
     /* dense baselines first, so every trellis line can print its ratio */
     double dense_us[2][16] = {{0}};
@@ -140,26 +143,31 @@ int bench_kernels_cuda(int argc, char **argv)
                 if (s == TCQ_OK) s = tcq_cuda_copy_to_device(ctx, x, hx, (size_t)M * in * 4);
                 free(hx);
                 if (s != TCQ_OK) return cli_fail(s, "cuda-bench: activations");
-                for (int op = 0; op < 2; op++) {
-                    if (op == 0 && !((a == 1 && do_reduce) || (a == 0 && do_scatter))) continue;
+                /* op 0: linear, exact path; op 2: linear, fast (int8) path (M <= 8: the fast kernels);
+                 * op 1: fused swiglu (AUTO) */
+                for (int op = 0; op < 3; op++) {
+                    if (op != 1 && !((a == 1 && do_reduce) || (a == 0 && do_scatter))) continue;
                     if (op == 1 && !(a == 1 && do_swiglu)) continue;
+                    if (op == 2 && (!do_fast || M > 8)) continue;
                     double us = 0;
                     const int r = M >= 256 ? 10 : reps;
-                    if (op == 0) s = tcq_cuda_time_linear(ctx, wp, ncopy, x, y, M, TCQ_PATH_EXACT, r, trials, &us);
+                    const tcq_kpath path = op == 2 ? TCQ_PATH_FAST : TCQ_PATH_EXACT;
+                    if (op != 1) s = tcq_cuda_time_linear(ctx, wp, ncopy, x, y, M, path, r, trials, &us);
                     else s = tcq_cuda_time_swiglu(ctx, wp, wp + ncopy, ncopy, x, y, M, r, trials, &us);
                     if (s != TCQ_OK) return cli_fail(s, "cuda-bench: kernel");
-                    const double bytes = wbytes * (op ? 2 : 1), gbps = bytes / (us * 1e3);
-                    const double flops = 2.0 * out * in * M * (op ? 2 : 1) / (us * 1e3);
-                    const char *name = op ? "swiglu" : a ? "reduce" : "scatter";
-                    const double d = dense_us[a][mi] * (op ? 2 : 1);
+                    const int two = op == 1;
+                    const double bytes = wbytes * (two ? 2 : 1), gbps = bytes / (us * 1e3);
+                    const double flops = 2.0 * out * in * M * (two ? 2 : 1) / (us * 1e3);
+                    const char *name = two ? "swiglu" : a ? "reduce" : "scatter";
+                    const double d = dense_us[a][mi] * (two ? 2 : 1);
                     if (json)
-                        printf("{\"op\":\"%s\",\"axis\":%d,\"k\":%d,\"M\":%d,\"path\":\"exact\",\"isa\":\"cuda\",\"threads\":%d,"
+                        printf("{\"op\":\"%s\",\"axis\":%d,\"k\":%d,\"M\":%d,\"path\":\"%s\",\"isa\":\"cuda\",\"threads\":%d,"
                                "\"us\":%.2f,\"weight_gbps\":%.1f,\"frac_bw\":%.3f,\"frac_floor\":%.3f,\"gflops\":%.1f,"
                                "\"cublas_bf16_us\":%.2f}\n",
-                               name, a, k, M, n_sm, us, gbps, gbps / bw, gbps / bw, flops, d);
+                               name, a, k, M, op == 2 ? "fast" : "exact", n_sm, us, gbps, gbps / bw, gbps / bw, flops, d);
                     else
-                        printf("%-8s %4d %2d %4d %10.2f %10.0f %8.3f %10.2f %9.2f\n", name, a, k, M, us, gbps, gbps / bw, d,
-                               d > 0 ? d / us : 0.0);
+                        printf("%-8s %4d %2d %4d %5s %10.2f %10.0f %8.3f %10.2f %9.2f\n", name, a, k, M, op == 2 ? "fast" : "exact",
+                               us, gbps, gbps / bw, d, d > 0 ? d / us : 0.0);
                     fflush(stdout);
                 }
                 tcq_cuda_free(x);

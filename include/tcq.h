@@ -959,7 +959,14 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     so x' fits f16), accumulated in f32; y = acc * 2^-e * scale / 147.800537109375.  The
  *     factored contract of FORMAT.md; relative error against float64 ~1e-6.
  *   M > 32: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch, then a
- *     cuBLAS bf16 GEMM with f32 accumulation (x rounded to bf16).                             */
+ *     cuBLAS bf16 GEMM with f32 accumulation (x rounded to bf16).
+ *   TCQ_PATH_FAST, M <= 8: the CPU's fast-path contract (TCQ_FAST_QB above): the activation
+ *     quantized per 64 positions exactly as the CPU does, the decode folded into dp4a (the four
+ *     bytes of s*34038481 + 76625530 against q replicated four times), exact integer block sums
+ *     (the CPU's to the bit), blocks combined in f32 in a different fixed order; within the
+ *     bound above of float64, and within 2 (nblk + 4) 2^-24 sum_i |v_i| (|a_i| + d_i) of the
+ *     CPU's int8 fast path (its scalar reference; the AVX-512 axis-1 tile regime, M >= 5, uses
+ *     int16 activations instead).  FAST with M > 8 runs the exact kernels; AUTO the exact ones. */
 
 /* 1 if this build has CUDA and a device is present. */
 int tcq_cuda_available(void);
@@ -991,10 +998,11 @@ tcq_status tcq_cuda_trellis_upload(tcq_cuda_ctx *ctx, const tcq_trellis *host, v
                                    size_t dev_bytes, tcq_trellis *dev);
 
 /* y = x W^T on the device: w a device view (tcq_cuda_trellis_upload), x [M, in] and y [M, out]
- * device f32.  Any M >= 1.  path: AUTO or EXACT (FAST: not built yet, returns UNSUPPORTED). */
+ * device f32.  Any M >= 1.  path: AUTO, EXACT or FAST (the int8 kernels for M <= 8, above). */
 tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x /* [M, in] */,
                            float *y /* [M, out] */, int64_t M, tcq_kpath path);
-/* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T); gate and up axis 1, same shape. */
+/* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T); gate and up axis 1, same shape (FAST,
+ * M <= 8: one int8 kernel computes both and combines). */
 tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, const tcq_trellis *up,
                                   const float *x /* [M, in] */, float *y /* [M, out] */, int64_t M,
                                   tcq_kpath path);

@@ -17,7 +17,7 @@ done
 mkdir -p "$dest/lib"
 cp $(ldd "$bin/tcq" | awk '/=> \//{print $3}' | grep -vE 'libc\.so|libm\.so|libstdc|libgcc|libpthread|libdl|librt|libcublas') "$dest/lib/"
 (cd "$dest" && tar czf lib.tgz lib && rm -rf lib)
-cp "$here/run-on-device.sh" "$here/quantize-cmp.sh" "$dest/"
+cp "$here/run-on-device.sh" "$here/quantize-cmp.sh" "$here/../../bench/cuda/fast-sass.sh" "$dest/"
 # the model quantize-cmp.sh codes both ways (2.9 MB)
 mkdir -p "$dest/data/tiny_llama"
 cp "$here/../data/tiny_llama/config.json" "$here/../data/tiny_llama/model.safetensors" "$dest/data/tiny_llama/"

@@ -3,7 +3,8 @@
 #   tests/cuda/run-on-device.sh [BIN_DIR] [OUT_DIR]
 # BIN_DIR holds test_cuda and tcq (built with -DTCQ_CUDA=ON); logs and the bench JSON go to
 # OUT_DIR.  Runs the full test, `tcq quantize --device cuda` against the CPU quantizer
-# (quantize-cmp.sh), compute-sanitizer memcheck and racecheck on the quick test, then
+# (quantize-cmp.sh), compute-sanitizer memcheck and racecheck on the quick test, the fast
+# kernels' SASS count (bench/cuda/fast-sass.sh, if cuobjdump is there), then
 # `tcq cuda-bench`.  Prints a short summary last.
 set -u
 bin=${1:-build-cuda}
@@ -44,6 +45,11 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
 else
   summary+=("compute-sanitizer: not found")
 fi
+# SASS instruction count per weight of the fast kernels (bench/NOTES.md, "CUDA fast path")
+here=$(cd "$(dirname "$0")" && pwd)
+sass=$here/fast-sass.sh
+[ -f "$sass" ] || sass=$here/../../bench/cuda/fast-sass.sh
+[ -f "$sass" ] && bash "$sass" "$bin/test_cuda" > "$out/fast-sass.log" 2>&1 && cat "$out/fast-sass.log"
 if [ "${TCQ_SKIP_BENCH:-0}" = 0 ]; then
   step bench "${TCQ_BENCH_TIMEOUT:-300}" "$bin/tcq" cuda-bench ${TCQ_BENCH_ARGS:-}
   cat "$out/bench.log"

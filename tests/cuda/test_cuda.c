@@ -1,8 +1,11 @@
 /* CUDA backend against the CPU: every kernel vs a float64 reference computed from the decoded
  * weights (tcq_trellis_decode), remainder shapes, poisoned outputs, determinism, and the GPU
- * encoder bit for bit against tcq_encode_rows.  Needs a GPU (exit 77 = skipped without one).
- * TCQ_CUDA_TEST_BIG=0 skips the full Qwen3-14B MLP shapes. */
+ * encoder bit for bit against tcq_encode_rows.  The fast (int8) path against the CPU's fast path
+ * (the scalar reference kernels) and against float64 within tcq.h's bound.  Needs a GPU (exit 77
+ * = skipped without one).  TCQ_CUDA_TEST_BIG=0 skips the full Qwen3-14B MLP shapes. */
 #include "test.h"
+
+#include "kernels/kernels.h"   /* tcq_kq_prepare: the CPU's activation blocks, for the bounds */
 
 #include <stdint.h>
 
@@ -82,7 +85,7 @@ static double rel_err(const float *y, const double *ref, int64_t n, int *nonfini
 }
 
 /* One linear case: returns the relative error (and checks it). */
-static double check_linear(int L, int k, int T, int axis, int il, int64_t out, int64_t in, int64_t M)
+static double check_linear_path(int L, int k, int T, int axis, int il, int64_t out, int64_t in, int64_t M, tcq_kpath path)
 {
     host_w h;
     make_w(&h, L, k, T, axis, il, out, in);
@@ -99,7 +102,7 @@ static double check_linear(int L, int k, int T, int axis, int il, int64_t out, i
     CHECK_OK(tcq_cuda_trellis_upload(ctx, &h.t, dwb, wb, &dw));
     CHECK_OK(tcq_cuda_copy_to_device(ctx, dx, x, (size_t)(M * in) * 4));
     CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, (size_t)(M * out) * 4));   /* NaN poison */
-    CHECK_OK(tcq_cuda_linear(ctx, &dw, dx, dy, M, TCQ_PATH_EXACT));
+    CHECK_OK(tcq_cuda_linear(ctx, &dw, dx, dy, M, path));
     CHECK_OK(tcq_cuda_sync(ctx));
     CHECK_OK(tcq_cuda_copy_to_host(ctx, y, dy, (size_t)(M * out) * 4));
     int nf;
@@ -123,6 +126,11 @@ static double check_linear(int L, int k, int T, int axis, int il, int64_t out, i
     free(ref);
     free_w(&h);
     return e;
+}
+
+static double check_linear(int L, int k, int T, int axis, int il, int64_t out, int64_t in, int64_t M)
+{
+    return check_linear_path(L, k, T, axis, il, out, in, M, TCQ_PATH_EXACT);
 }
 
 static void check_decode_bf16(int L, int k, int T, int axis, int il, int64_t out, int64_t in)
@@ -187,6 +195,260 @@ static void check_swiglu(int L, int k, int T, int64_t out, int64_t in, int64_t M
     free(ru);
     free_w(&g);
     free_w(&u);
+}
+
+/* ---- fast path ---------------------------------------------------------------------------
+ * Bounds, per output (m, o), with v_i the weight without the activation-side factor (axis 1:
+ * W[o, i]; axis 0: W[o, i] / scale_i = value), a_i the activation (axis 1: x; axis 0: x * scale)
+ * and d_i the step of i's activation block (tcq_kq_prepare, the CPU's quantization):
+ *   vs float64 (tcq.h):  sum |v_i| d_i / 2 (1 + 1e-4) + (nblk + 4) 2^-24 sum |v_i| (|a_i| + d_i)
+ *   vs the CPU fast path: 2 (nblk + 4) 2^-24 sum |v_i| (|a_i| + d_i).
+ * The second because both sides add the same exact integer block sums isum_b times the same d_b,
+ * only in a different order (GPU: lanes then a butterfly, or items then their partials; CPU: one
+ * chain, or four partitions): each side is within (nblk + 4) roundings of the exact sum of
+ * sum_b |isum_b d_b| * |f| <= sum_i |v_i| (|a_i| + d_i), hence twice that between them. */
+typedef struct fast_stats {
+    double worst_rel;       /* relative RMS error vs float64, the worst case */
+    double worst_exact;     /* max |gpu - f64| / bound */
+    double worst_cpu;       /* max |gpu - cpu fast| / bound */
+    int64_t same, total;    /* outputs bit-identical to the CPU fast path */
+    int n;
+} fast_stats;
+static fast_stats fst;
+
+static void fast_bounds(const host_w *h, const float *W, const float *x, int64_t M, double *b_exact, double *b_cpu)
+{
+    const int64_t out = tcq_trellis_out(&h->t), in = tcq_trellis_in(&h->t), nblk = (in + TCQ_FAST_QB - 1) / TCQ_FAST_QB;
+    kq_act qa;
+    memset(&qa, 0, sizeof qa);
+    CHECK_OK(tcq_kq_prepare(&qa, x, M, in, h->t.axis ? NULL : h->scales));
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t o = 0; o < out; o++) {
+            double s1 = 0, s2 = 0;
+            for (int64_t i = 0; i < in; i++) {
+                const double sc = h->t.axis ? 1.0 : tcq_f16_to_f32(h->scales[i]);
+                const double v = fabs((double)W[o * in + i]) / sc, a = fabs((double)x[m * in + i]) * sc;
+                const double d = qa.d[m * nblk + i / TCQ_FAST_QB];
+                s1 += v * d / 2;
+                s2 += v * (a + d);
+            }
+            b_exact[m * out + o] = s1 * (1 + 1e-4) + (double)(nblk + 4) * 0x1p-24 * s2 + 1e-30;
+            b_cpu[m * out + o] = 2.0 * (double)(nblk + 4) * 0x1p-24 * s2 + 1e-30;
+        }
+    tcq_kq_free(&qa);
+}
+
+static tcq_kctx *cpu_fast_ctx(void)
+{
+    tcq_kctx *kc = NULL;
+    CHECK_OK(tcq_kctx_create(NULL, TCQ_PATH_FAST, &kc));
+    /* the scalar reference: int8 blocks for every M (an ISA's tile regime may use int16) */
+    if (kc) CHECK_OK(tcq_kctx_force(kc, TCQ_ISA_SCALAR, TCQ_KR_AUTO));
+    return kc;
+}
+
+/* One fast case: GPU TCQ_PATH_FAST vs the CPU's fast path and vs float64. */
+static void check_fast(int L, int k, int T, int axis, int il, int64_t out, int64_t in, int64_t M)
+{
+    host_w h;
+    make_w(&h, L, k, T, axis, il, out, in);
+    const int64_t n = M * out;
+    float *W = malloc((size_t)(out * in) * 4), *x = malloc((size_t)(M * in) * 4), *y = malloc((size_t)n * 4);
+    float *yc = malloc((size_t)n * 4), *y2 = malloc((size_t)n * 4);
+    double *ref = malloc((size_t)n * 8), *be = malloc((size_t)n * 8), *bc = malloc((size_t)n * 8);
+    CHECK_OK(tcq_trellis_decode(&h.t, W));
+    for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
+    if (in >= 128)   /* an all-zero activation block: d = 0 */
+        for (int64_t i = 64; i < 128; i++) x[i] = 0.0f;
+    ref_linear(W, x, ref, M, out, in, 0);
+    fast_bounds(&h, W, x, M, be, bc);
+    tcq_kctx *kc = cpu_fast_ctx();
+    const tcq_weight wt = {.fmt = TCQ_WF_TRELLIS, .out = out, .in = in, .tr = h.t};
+    CHECK_OK(tcq_linear(&wt, x, yc, M, kc));
+    CHECK(strstr(tcq_kctx_last_kernel(kc), "fast") && strstr(tcq_kctx_last_kernel(kc), "scalar"),
+          "CPU fast reference ran %s", tcq_kctx_last_kernel(kc));
+    tcq_kctx_free(kc);
+
+    const size_t wb = tcq_cuda_trellis_bytes(&h.t);
+    void *dwb = dev_alloc(wb);
+    float *dx = dev_alloc((size_t)(M * in) * 4), *dy = dev_alloc((size_t)n * 4);
+    tcq_trellis dw;
+    CHECK_OK(tcq_cuda_trellis_upload(ctx, &h.t, dwb, wb, &dw));
+    CHECK_OK(tcq_cuda_copy_to_device(ctx, dx, x, (size_t)(M * in) * 4));
+    CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, (size_t)n * 4));   /* NaN poison */
+    CHECK_OK(tcq_cuda_linear(ctx, &dw, dx, dy, M, TCQ_PATH_FAST));
+    CHECK_OK(tcq_cuda_sync(ctx));
+    CHECK_OK(tcq_cuda_copy_to_host(ctx, y, dy, (size_t)n * 4));
+    int nf;
+    const double e = rel_err(y, ref, n, &nf);
+    double we = 0, wc = 0;
+    int64_t bad_e = 0, bad_c = 0, same = 0;
+    for (int64_t j = 0; j < n; j++) {
+        const double re = fabs((double)y[j] - ref[j]) / be[j], rc = fabs((double)y[j] - (double)yc[j]) / bc[j];
+        bad_e += !(re <= 1.0);
+        bad_c += !(rc <= 1.0);
+        we = fmax(we, re);
+        wc = fmax(wc, rc);
+        same += memcmp(&y[j], &yc[j], 4) == 0;
+    }
+    CHECK(nf == 0 && bad_e == 0 && bad_c == 0 && e <= 0.02,
+          "fast L=%d k=%d T=%d axis=%d il=%d out=%lld in=%lld M=%lld: %d non-finite, %lld outside the float64 bound "
+          "(worst %.3g of it), %lld outside the CPU bound (worst %.3g), rel err %.3g",
+          L, k, T, axis, il, (long long)out, (long long)in, (long long)M, nf, (long long)bad_e, we, (long long)bad_c, wc, e);
+    CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, (size_t)n * 4));
+    CHECK_OK(tcq_cuda_linear(ctx, &dw, dx, dy, M, TCQ_PATH_FAST));
+    CHECK_OK(tcq_cuda_copy_to_host(ctx, y2, dy, (size_t)n * 4));
+    CHECK(memcmp(y, y2, (size_t)n * 4) == 0, "fast path not deterministic (L=%d k=%d axis=%d M=%lld)", L, k, axis, (long long)M);
+    fst.worst_rel = fmax(fst.worst_rel, e);
+    fst.worst_exact = fmax(fst.worst_exact, we);
+    fst.worst_cpu = fmax(fst.worst_cpu, wc);
+    fst.same += same;
+    fst.total += n;
+    fst.n++;
+    tcq_cuda_free(dwb);
+    tcq_cuda_free(dx);
+    tcq_cuda_free(dy);
+    free(W);
+    free(x);
+    free(y);
+    free(yc);
+    free(y2);
+    free(ref);
+    free(be);
+    free(bc);
+    free_w(&h);
+}
+
+/* A NaN or Inf in an activation block poisons the outputs of that activation row (d = NaN), on
+ * the GPU as on the CPU; the other rows stay finite. */
+static void check_fast_nonfinite(int axis)
+{
+    const int64_t out = axis ? 40 : 256, in = axis ? 256 : 100, M = 3;
+    host_w h;
+    make_w(&h, 12, 2, 256, axis, 0, out, in);
+    float *x = malloc((size_t)(M * in) * 4), *y = malloc((size_t)(M * out) * 4);
+    for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
+    x[1 * in + 70] = INFINITY;
+    const size_t wb = tcq_cuda_trellis_bytes(&h.t);
+    void *dwb = dev_alloc(wb);
+    float *dx = dev_alloc((size_t)(M * in) * 4), *dy = dev_alloc((size_t)(M * out) * 4);
+    tcq_trellis dw;
+    CHECK_OK(tcq_cuda_trellis_upload(ctx, &h.t, dwb, wb, &dw));
+    CHECK_OK(tcq_cuda_copy_to_device(ctx, dx, x, (size_t)(M * in) * 4));
+    CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, (size_t)(M * out) * 4));
+    CHECK_OK(tcq_cuda_linear(ctx, &dw, dx, dy, M, TCQ_PATH_FAST));
+    CHECK_OK(tcq_cuda_copy_to_host(ctx, y, dy, (size_t)(M * out) * 4));
+    int64_t fin[3] = {0, 0, 0};
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t o = 0; o < out; o++) fin[m] += isfinite(y[m * out + o]) != 0;
+    CHECK(fin[0] == out && fin[1] == 0 && fin[2] == out, "fast axis=%d with an Inf in row 1: finite outputs %lld %lld %lld of %lld",
+          axis, (long long)fin[0], (long long)fin[1], (long long)fin[2], (long long)out);
+    tcq_cuda_free(dwb);
+    tcq_cuda_free(dx);
+    tcq_cuda_free(dy);
+    free(x);
+    free(y);
+    free_w(&h);
+}
+
+/* Fused gate/up on the fast path against the CPU's fused fast path: g and u each within their
+ * CPU bound, propagated through silu(g) u (|silu'| <= 1.1), plus 1e-6 relative for expf. */
+static void check_swiglu_fast(int L, int k, int T, int64_t out, int64_t in, int64_t M)
+{
+    host_w g, u;
+    make_w(&g, L, k, T, 1, 0, out, in);
+    make_w(&u, L, k, T, 1, 0, out, in);
+    const int64_t n = M * out;
+    float *Wg = malloc((size_t)(out * in) * 4), *Wu = malloc((size_t)(out * in) * 4), *x = malloc((size_t)(M * in) * 4);
+    float *y = malloc((size_t)n * 4), *yc = malloc((size_t)n * 4), *gc = malloc((size_t)n * 4), *uc = malloc((size_t)n * 4);
+    double *be = malloc((size_t)n * 8), *bg = malloc((size_t)n * 8), *bu = malloc((size_t)n * 8);
+    CHECK_OK(tcq_trellis_decode(&g.t, Wg));
+    CHECK_OK(tcq_trellis_decode(&u.t, Wu));
+    for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
+    fast_bounds(&g, Wg, x, M, be, bg);
+    fast_bounds(&u, Wu, x, M, be, bu);
+    tcq_kctx *kc = cpu_fast_ctx();
+    const tcq_weight wg = {.fmt = TCQ_WF_TRELLIS, .out = out, .in = in, .tr = g.t};
+    const tcq_weight wu = {.fmt = TCQ_WF_TRELLIS, .out = out, .in = in, .tr = u.t};
+    CHECK_OK(tcq_linear_swiglu(&wg, &wu, x, yc, M, kc));
+    CHECK_OK(tcq_linear(&wg, x, gc, M, kc));
+    CHECK_OK(tcq_linear(&wu, x, uc, M, kc));
+    tcq_kctx_free(kc);
+    const size_t wb = tcq_cuda_trellis_bytes(&g.t);
+    void *dgb = dev_alloc(wb), *dub = dev_alloc(wb);
+    float *dx = dev_alloc((size_t)(M * in) * 4), *dy = dev_alloc((size_t)n * 4);
+    tcq_trellis dg, du;
+    CHECK_OK(tcq_cuda_trellis_upload(ctx, &g.t, dgb, wb, &dg));
+    CHECK_OK(tcq_cuda_trellis_upload(ctx, &u.t, dub, wb, &du));
+    CHECK_OK(tcq_cuda_copy_to_device(ctx, dx, x, (size_t)(M * in) * 4));
+    CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, (size_t)n * 4));
+    CHECK_OK(tcq_cuda_linear_swiglu(ctx, &dg, &du, dx, dy, M, TCQ_PATH_FAST));
+    CHECK_OK(tcq_cuda_copy_to_host(ctx, y, dy, (size_t)n * 4));
+    int64_t bad = 0;
+    double worst = 0;
+    for (int64_t j = 0; j < n; j++) {
+        const double gv = gc[j], sg = gv / (1 + exp(-gv));
+        const double tol = 1.1 * bg[j] * fabs((double)uc[j]) + fabs(sg) * bu[j] + 1e-6 * fabs((double)yc[j]) + 1e-30;
+        const double r = fabs((double)y[j] - (double)yc[j]) / tol;
+        bad += !(r <= 1.0);
+        worst = fmax(worst, r);
+    }
+    CHECK(bad == 0, "fast swiglu k=%d out=%lld in=%lld M=%lld: %lld outputs outside the bound (worst %.3g of it)", k,
+          (long long)out, (long long)in, (long long)M, (long long)bad, worst);
+    tcq_cuda_free(dgb);
+    tcq_cuda_free(dub);
+    tcq_cuda_free(dx);
+    tcq_cuda_free(dy);
+    free(Wg);
+    free(Wu);
+    free(x);
+    free(y);
+    free(yc);
+    free(gc);
+    free(uc);
+    free(be);
+    free(bg);
+    free(bu);
+    free_w(&g);
+    free_w(&u);
+}
+
+static void fast_suite(int big)
+{
+    /* every k, L in {8, 12, 16}, T, axis, M = 1..8; remainder shapes (axis 1: odd row counts;
+     * axis 0: input rows not a multiple of 64, fewer output columns than a 128-column item) */
+    static const int Ls[] = {8, 12, 16}, Ts[] = {64, 128, 256};
+    for (int k = 1; k <= 4; k++)
+        for (int li = 0; li < 3; li++)
+            for (int ti = 0; ti < 3; ti++)
+                for (int axis = 0; axis <= 1; axis++) {
+                    const int L = Ls[li], T = Ts[ti];
+                    if (k >= L || (T * k) % 32) continue;
+                    const int64_t out = axis ? 37 + 16 * (int64_t)(test_rand(&rng) % 8) : T * (1 + (int64_t)(test_rand(&rng) % 3));
+                    const int64_t in = axis ? T * (1 + (int64_t)(test_rand(&rng) % 5)) : 45 + (int64_t)(test_rand(&rng) % 300);
+                    check_fast(L, k, T, axis, 0, out, in, 1 + (k + 3 * li + ti + axis) % 8);
+                }
+    for (int M = 1; M <= 8; M++) {   /* every M on both axes at the artifact geometry */
+        const int k = 1 + M % 4;
+        check_fast(12, k, 256, 1, 0, 300, 2048 + 256 * (M & 1), M);   /* > 32 blocks a row: lanes loop */
+        check_fast(12, k, 256, 0, 0, 512 + 256 * (M & 1), 333 + 64 * M, M);
+        check_fast(12, 3, 256, 0, 1, 1024, 77 + 50 * M, M);           /* two-block interleave */
+    }
+    check_fast(12, 2, 256, 0, 0, 256, 64 * 300 + 5, 2);   /* many activation blocks: S > 1 partials */
+    check_fast(12, 2, 64, 0, 0, 64, 1000, 8);             /* one column block, half an item */
+    check_fast_nonfinite(0);
+    check_fast_nonfinite(1);
+    check_swiglu_fast(12, 2, 256, 300, 512, 1);
+    check_swiglu_fast(12, 3, 256, 200, 768, 5);
+    check_swiglu_fast(12, 4, 256, 64, 256, 8);
+    if (big) {
+        check_fast(12, 2, 256, 1, 0, 17408, 5120, 1);
+        check_fast(12, 3, 256, 0, 1, 5120, 17408, 2);
+    }
+    fprintf(stderr,
+            "fast: %d cases, worst relative error vs float64 %.3g; worst |gpu - f64| %.3g of the tcq.h bound, "
+            "|gpu - cpu fast| %.3g of its bound; %.1f%% of outputs bit-identical to the CPU\n",
+            fst.n, fst.worst_rel, fst.worst_exact, fst.worst_cpu, 100.0 * (double)fst.same / (double)(fst.total ? fst.total : 1));
 }
 
 static tcq_pool *pool;   /* the CPU reference encoder's threads (the codes do not depend on them) */
@@ -319,7 +581,8 @@ static void check_errors(void)
     CHECK_OK(tcq_cuda_trellis_upload(ctx, &h.t, dwb, wb, &dw));
     CHECK(tcq_cuda_linear(ctx, &dw, dx, dy, 0, TCQ_PATH_AUTO) == TCQ_ERR_INVALID_ARG, "M=0 accepted");
     CHECK(tcq_cuda_linear(ctx, &dw, NULL, dy, 1, TCQ_PATH_AUTO) == TCQ_ERR_INVALID_ARG, "NULL x accepted");
-    CHECK(tcq_cuda_linear(ctx, &dw, dx, dy, 1, TCQ_PATH_FAST) == TCQ_ERR_UNSUPPORTED, "fast path claimed");
+    CHECK_OK(tcq_cuda_linear(ctx, &dw, dx, dy, 1, TCQ_PATH_FAST));
+    CHECK(tcq_cuda_linear(ctx, &dw, dx, dy, 1, (tcq_kpath)7) == TCQ_ERR_INVALID_ARG, "unknown path accepted");
     tcq_trellis bad = dw;
     bad.cols = 300;
     CHECK(tcq_cuda_linear(ctx, &bad, dx, dy, 1, TCQ_PATH_AUTO) == TCQ_ERR_INVALID_ARG, "C %% T != 0 accepted");
@@ -358,6 +621,10 @@ int main(void)
         check_linear(8, 1, 64, 0, 0, 128, 70, 33);
         check_decode_bf16(12, 3, 256, 0, 1, 512, 30);
         check_swiglu(12, 2, 256, 64, 256, 3);
+        check_fast(12, 2, 256, 1, 0, 100, 512, 3);
+        check_fast(12, 3, 256, 0, 1, 512, 200, 6);
+        check_fast(8, 1, 64, 0, 0, 64, 70, 8);
+        check_swiglu_fast(12, 2, 256, 64, 256, 2);
         check_encoder(8, 2, 64, 2, 128, 1);
         check_encoder(12, 2, 256, 1, 256, 0);
         check_encoder_ex(12, 4, 256, 7, 512, 1, 1);
@@ -409,6 +676,9 @@ int main(void)
         n += 2;
     }
     fprintf(stderr, "linear: %d cases, worst relative error %.3g\n", n, worst);
+    fast_suite(!big || strcmp(big, "0") != 0);
+    /* FAST above the fast kernels' M: the exact kernels (tcq.h) */
+    check_linear_path(12, 2, 256, 1, 0, 100, 512, 13, TCQ_PATH_FAST);
 
     for (int k = 1; k <= 4; k++) check_decode_bf16(12, k, 256, k & 1, 0, k & 1 ? 200 : 512, k & 1 ? 512 : 200);
     check_decode_bf16(12, 3, 256, 0, 1, 1024, 100);

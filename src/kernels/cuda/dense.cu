@@ -13,10 +13,14 @@ using namespace tcq_tc;
 tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
                               int64_t M);
 tcq_status tcq_cuda_swiglu_combine(tcq_cuda_ctx *ctx, const float *g, const float *u, float *y, int64_t n);
+/* TCQ_PATH_FAST, M <= 8 (fast.cu); larger M runs the exact kernels */
+tcq_status tcq_cuda_linear_fast(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
+                                int64_t M);
 
 namespace {
 
 constexpr int kTcMaxM = 32;
+constexpr int kFastMaxM = 8;
 
 /* value(s) exactly as the host LUT: y/d by the refined reciprocal (FORMAT.md). */
 __device__ __forceinline__ float code_value(uint32_t s)
@@ -111,9 +115,7 @@ tcq_status check_call(tcq_cuda_ctx *ctx, const tcq_trellis *w, const void *x, co
 {
     if (!ctx || !w || !x || !y) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda linear: NULL argument");
     if (M < 1 || M > (1 << 20)) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda linear: M=%lld out of range", (long long)M);
-    if (path == TCQ_PATH_FAST)
-        return tcq_fail(TCQ_ERR_UNSUPPORTED, "cuda linear: the fast (int8) path is not built for CUDA yet");
-    if (path != TCQ_PATH_AUTO && path != TCQ_PATH_EXACT)
+    if (path != TCQ_PATH_AUTO && path != TCQ_PATH_EXACT && path != TCQ_PATH_FAST)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda linear: unknown path %d", (int)path);
     return tcq_cuda_check_weight(w);
 }
@@ -130,6 +132,7 @@ tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w,
 tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M, tcq_kpath path)
 {
     TCQ_TRY(check_call(ctx, w, x, y, M, path));
+    if (path == TCQ_PATH_FAST && M <= kFastMaxM) return tcq_cuda_linear_fast(ctx, w, NULL, x, y, M);
     if (tcq_cuda_im_supports(ctx, w, M)) return tcq_cuda_linear_im(ctx, w, NULL, x, y, M);
     if (M <= kTcMaxM) return tcq_cuda_linear_tc(ctx, w, NULL, x, y, M);
     const int64_t out = tcq_trellis_out(w), in = tcq_trellis_in(w);
@@ -153,10 +156,11 @@ tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, co
         return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda swiglu: gate [%lld, %lld] and up [%lld, %lld] differ",
                         (long long)tcq_trellis_out(gate), (long long)tcq_trellis_in(gate),
                         (long long)tcq_trellis_out(up), (long long)tcq_trellis_in(up));
-    if (M <= kTcMaxM && gate->axis == 1 && up->axis == 1 && gate->p.L == up->p.L && gate->p.k == up->p.k &&
-        gate->p.T == up->p.T && gate->rows == up->rows && gate->cols == up->cols)   /* one fused launch (+ x prep) */
-        return tcq_cuda_im_supports(ctx, gate, M) ? tcq_cuda_linear_im(ctx, gate, up, x, y, M)
-                                                  : tcq_cuda_linear_tc(ctx, gate, up, x, y, M);
+    const bool same = gate->axis == 1 && up->axis == 1 && gate->p.L == up->p.L && gate->p.k == up->p.k &&
+                      gate->p.T == up->p.T && gate->rows == up->rows && gate->cols == up->cols;
+    if (same && path == TCQ_PATH_FAST && M <= kFastMaxM) return tcq_cuda_linear_fast(ctx, gate, up, x, y, M);
+    if (same && tcq_cuda_im_supports(ctx, gate, M)) return tcq_cuda_linear_im(ctx, gate, up, x, y, M);   /* one fused launch */
+    if (same && M <= kTcMaxM) return tcq_cuda_linear_tc(ctx, gate, up, x, y, M);
     /* otherwise: both products into a temporary, then the combine (the linear kernels own the
      * context scratch) */
     const size_t n = (size_t)M * tcq_trellis_out(gate);
