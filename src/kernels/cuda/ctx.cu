@@ -51,6 +51,9 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     const char *pdl = getenv("TCQ_CUDA_PDL");
     c->pdl = pdl ? atoi(pdl) : 1;
     if (c->pdl < 0 || c->pdl > 2) c->pdl = 1;
+    const char *chs = getenv("TCQ_CUDA_CHUNK");
+    c->chunk_pin = chs ? atoi(chs) : 0;
+    if (c->chunk_pin != 256 && c->chunk_pin != 512 && c->chunk_pin != 1024) c->chunk_pin = 0;
     snprintf(c->name, sizeof c->name, "%s, %d SMs, %d MB L2, cc %d.%d, %.0f GB", prop.name, c->n_sm,
              c->l2_bytes >> 20, prop.major, prop.minor, (double)prop.totalGlobalMem / 1e9);
     cublasStatus_t bs = cublasCreate(&c->blas);

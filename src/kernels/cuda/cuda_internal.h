@@ -26,6 +26,7 @@ struct tcq_cuda_ctx {
     size_t n_counters;
     double encode_kernel_ms;   /* device time of the last tcq_cuda_encode_rows' kernels */
     int pdl;                 /* TCQ_CUDA_PDL (default 1): programmatic dependent launch of the int kernels, 0 off */
+    int chunk_pin;           /* TCQ_CUDA_CHUNK: item length of the int kernels (0: built-in) */
     int kernel_pin;          /* TCQ_CUDA_KERNEL=tc: M <= 8 on the pair-table kernels (tests, benchmarks) */
     void *host_stage;          /* pinned host staging (cudaHostAlloc), grown on demand */
     size_t host_stage_bytes;

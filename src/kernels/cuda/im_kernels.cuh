@@ -12,9 +12,9 @@ using tcq_tc::Geo;
 constexpr int kThreads = 256;
 constexpr uint32_t kMul = 34038481u, kAdd = 76625530u;   /* the 1MAD constants (FORMAT.md) */
 constexpr int kRedRows = 32;    /* reduce: coded rows of one warp item (two m16 tiles) */
-constexpr int kRedChunk = 512;  /* reduce: positions of one item (whole T-blocks, T = 128 or 256) */
+constexpr int kRedChunk = 512;  /* reduce: positions of one item (whole T-blocks, T = 128 or 256), default */
 constexpr int kScOut = 128;     /* scatter: outputs of one warp item (8 lane groups x 16) */
-constexpr int kScChunk = 128;   /* scatter: inputs (coded rows) of one item: 16 k-steps */
+constexpr int kScChunk = 128;   /* scatter: inputs (coded rows) of one item: 16 k-steps, default */
 constexpr int kMaxM = 8;        /* 3 limbs x 8 rows = 24 columns = 3 n-tiles */
 
 struct IOut {
@@ -25,6 +25,7 @@ struct IOut {
     float *part;         /* [nmat][S][M][out] per-chunk partials (S > 1 or two matrices) */
     int *work;           /* [2]: item queue, warps gone; the last warp out zeroes both */
     int M, S, n_items, ntiles, nmat;
+    int chunk;           /* reduced positions of one item (= the x prep's chunk, <= 1024) */
     float inv_ntiles, inv_per_s;   /* 1/ntiles, 1/(ntiles nmat) */
     int pdl;             /* launched as a programmatic dependent of the x prep: 1 wait after the
                           * first weight loads, 2 wait at the start; 0 an ordinary launch */
@@ -122,11 +123,12 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
 {
     constexpr int W = SP * K / 32, KS = SP / 2, MT = kRedRows / 16;
     extern __shared__ __align__(16) int ep_all[];
+    pdl_launch_dependents();   /* the chunk sums may take their places (they wait for us) */
     const int lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
     int *ep = ep_all + (threadIdx.x >> 5) * (kRedRows * 8 * NT);
     const int src = (lane & ~3) | ((q + 3) & 3);
     const uint32_t lm = (1u << g0.L) - 1u;
-    const int bpc = kRedChunk / g0.T;
+    const int bpc = o.chunk / g0.T;
     const int64_t nblk = g0.C / g0.T;
     const int per_s = o.ntiles * o.nmat;
     if (o.pdl == 2) pdl_wait();
@@ -260,6 +262,7 @@ __global__ void __launch_bounds__(kThreads, NT == 3 ? 1 : 2) k_im_scatter(Geo g,
     (void)unused;
     constexpr int MT = 8, NL = Dec<K>::NL, NR = Dec<K>::NR, D = 4;
     extern __shared__ __align__(16) int ep_all[];
+    pdl_launch_dependents();
     const int lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
     int *ep = ep_all + (threadIdx.x >> 5) * (kScOut * 8 * NT);
     const uint32_t lm = (1u << g.L) - 1u;
@@ -278,7 +281,7 @@ __global__ void __launch_bounds__(kThreads, NT == 3 ? 1 : 2) k_im_scatter(Geo g,
         const int b_lo = (g.T - Pb - 16) * K;
         const uint32_t *base = g.interleaved ? g.codes + (blk >> 1) * g.R * 48 + (blk & 1) * 24 : g.codes + blk * g.wpb;
         const int stride = g.interleaved ? 48 : (int)g.row_words;
-        const int kt0 = s * (kScChunk / 8), kt1 = (int)min((int64_t)kt0 + kScChunk / 8, o.n_kt);
+        const int kt0 = s * (o.chunk / 8), kt1 = (int)min((int64_t)kt0 + o.chunk / 8, o.n_kt);
         /* the words of the 16 positions (and the L bits above), wrapped inside the block:
          * offsets fixed for the item, so a load is one address add */
         uint32_t ofs[NL];

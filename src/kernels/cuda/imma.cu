@@ -58,17 +58,17 @@ __device__ __forceinline__ int im_exponent(float mx)
  * every activation row: the exponent, sum x', and the B fragments of the chunk's k-steps.
  * Position of (k-step kt, lane quad slot q, pi): axis 1 (sp = T/4): block kt/(sp/2), span q,
  * 2 (kt % (sp/2)) + pi; axis 0: 8 kt + 2q + pi.  One read of x, three barriers. */
-__global__ void __launch_bounds__(512) k_im_xprep(const float *__restrict__ x, int M, int64_t in,
+__global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, int M, int64_t in,
                                                  const uint16_t *__restrict__ cs, int axis, int T, int NT,
                                                  uint4 *__restrict__ xf, double *__restrict__ xs, float *__restrict__ xe)
 {
     pdl_launch_dependents();   /* the main kernel may start its weight loads now */
     const int c = blockIdx.x, ch = blockDim.x, tid = threadIdx.x, wid = tid >> 5, nwarp = ch >> 5;
     const int64_t p0 = (int64_t)c * ch;
-    __shared__ int xq[kMaxM][512];
-    __shared__ float rf[kMaxM][16];
-    __shared__ int rbad[kMaxM][16];
-    __shared__ long long rl[kMaxM][16];
+    __shared__ int xq[kMaxM][1024];
+    __shared__ float rf[kMaxM][32];
+    __shared__ int rbad[kMaxM][32];
+    __shared__ long long rl[kMaxM][32];
     float v[kMaxM];
 #pragma unroll
     for (int m = 0; m < kMaxM; m++) {
@@ -123,27 +123,44 @@ __global__ void __launch_bounds__(512) k_im_xprep(const float *__restrict__ x, i
     }
 }
 
-/* Reduce (axis 1): y[m, r] = scale_r / 147.8 * sum over chunks (in order) of part; two matrices:
- * silu(gate) * up. */
-__global__ void k_im_finish_reduce(const float *__restrict__ part, int S, int M, int64_t out,
-                                   const uint16_t *__restrict__ sg, const uint16_t *__restrict__ su, float *__restrict__ y)
+/* The chunk sums: y[m, o] = f_o * sum over chunks s (in order) of part[s][m][o], f_o = scale_o /
+ * 147.8 (axis 1, sg = the row scales) or 1 / 147.8 (axis 0, sg = NULL); su != NULL: silu(gate) *
+ * up with up's partials after gate's.  A block is 32 consecutive outputs x 8 warps: warp w adds
+ * the chunks s = w (mod 8) (coalesced rows of partials, 8 in flight per output), then one thread
+ * per output adds the 8 warp sums in warp order: deterministic. */
+constexpr int kFinWarps = 8;
+__device__ __forceinline__ float fin_sum(const float *__restrict__ part, int S, int64_t n, int64_t i, float (*red)[32])
 {
-    const int64_t n = (int64_t)M * out;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i % out;
-        float a = 0.0f;
-#pragma unroll 4
-        for (int s = 0; s < S; s++) a += __ldg(&part[(int64_t)s * n + i]);
-        a *= __half2float(__ushort_as_half(sg[r])) / tcq_tc::kD;
-        if (su) {
-            float u = 0.0f;
-#pragma unroll 4
-            for (int s = 0; s < S; s++) u += __ldg(&part[(int64_t)(S + s) * n + i]);
-            u *= __half2float(__ushort_as_half(su[r])) / tcq_tc::kD;
-            a = __fdiv_rn(a, __fadd_rn(1.0f, expf(-a))) * u;
-        }
-        y[i] = a;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    float a = 0.0f;
+    if (i < n)
+        for (int s = w; s < S; s += kFinWarps) a += __ldg(&part[(int64_t)s * n + i]);
+    red[w][lane] = a;
+    __syncthreads();
+    float t = 0.0f;
+    if (w == 0)
+        for (int k = 0; k < kFinWarps; k++) t += red[k][lane];
+    __syncthreads();
+    return t;
+}
+
+__global__ void __launch_bounds__(32 * kFinWarps) k_im_finish(const float *__restrict__ part, int S, int M, int64_t out,
+                                                              const uint16_t *__restrict__ sg,
+                                                              const uint16_t *__restrict__ su, float *__restrict__ y)
+{
+    __shared__ float red[kFinWarps][32];
+    pdl_wait();
+    const int64_t n = (int64_t)M * out, i = blockIdx.x * (int64_t)32 + (threadIdx.x & 31);
+    float a = fin_sum(part, S, n, i, red);
+    float u = su ? fin_sum(part + (int64_t)S * n, S, n, i, red) : 0.0f;
+    if (threadIdx.x >= 32 || i >= n) return;
+    const int64_t r = i % out;
+    a *= sg ? __half2float(__ushort_as_half(sg[r])) / tcq_tc::kD : 1.0f / tcq_tc::kD;
+    if (su) {
+        u *= __half2float(__ushort_as_half(su[r])) / tcq_tc::kD;
+        a = __fdiv_rn(a, __fadd_rn(1.0f, expf(-a))) * u;
     }
+    y[i] = a;
 }
 
 }  // namespace
@@ -170,7 +187,11 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     o.out = out;
     o.y = y;
     o.nmat = up ? 2 : 1;
-    const int ch = w->axis ? kRedChunk : kScChunk;
+    /* TCQ_CUDA_CHUNK (tuning): items' length along the reduced dimension, a multiple of 256
+     * (s32 sums stay exact up to 1024: 1024 * 4 * 255 * 128 < 2^31) */
+    int ch = w->axis ? kRedChunk : kScChunk;
+    if (ctx->chunk_pin) ch = ctx->chunk_pin;
+    o.chunk = ch;
     const int64_t n_ch = (in + ch - 1) / ch;
     o.S = (int)n_ch;
     o.n_kt = 2 * ((in + 15) / 16);
@@ -208,10 +229,20 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     default: st = launch_im4(ctx, w->axis, NT, g, gu, o); break;
     }
     if (st != TCQ_OK || !parts) return st;
-    if (w->axis == 0) return tcq_cuda_finish_chunks(ctx, o.part, o.S, M * out, y);
+    /* launched as a dependent: its blocks are in place when the main kernel ends */
     const int64_t n = M * out;
-    k_im_finish_reduce<<<(int)TCQ_MIN((n + 255) / 256, (int64_t)ctx->n_sm * 8), 256, 0, ctx->stream>>>(
-        o.part, o.S, (int)M, out, w->scales, up ? up->scales : NULL, y);
-    CU_LAUNCHED("cuda reduce (int): chunk sums");
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)((n + 31) / 32));
+    cfg.blockDim = dim3(32 * kFinWarps);
+    cfg.stream = ctx->stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = ctx->pdl ? 1 : 0;
+    CU_TRY(cudaLaunchKernelEx(&cfg, k_im_finish, (const float *)o.part, o.S, (int)M, out,
+                              (const uint16_t *)(w->axis ? w->scales : NULL),
+                              (const uint16_t *)(up ? up->scales : NULL), y),
+           "cuda linear (int): chunk sums");
     return TCQ_OK;
 }
