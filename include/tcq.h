@@ -953,7 +953,14 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  * raised by an earlier asynchronous launch surfaces at the next tcq_cuda_sync().
  *
  * Kernels (docs in bench/NOTES.md, "CUDA (H200)"):
- *   M <= 32: tensor-core kernel.  Pairs of states are looked up in a shared-memory table of
+ *   M <= 8 (axis 1 with T = 128 or 256; axis 0 any T): integer tensor-core kernels.  The four
+ *     bytes of x = s*34038481 + 76625530 (one IMAD per weight) are the u8 A operand of
+ *     mma.m16n8k32 against the activation replicated four times: the tensor core forms
+ *     byte sum x activation.  x is an exact integer x' = rint(x 2^e) per 512 (axis 1) or 128
+ *     (axis 0) inputs, |x'| < 2^22, split in three signed byte limbs (B columns), so the s32
+ *     sums are exact; each chunk's sum is finished in double and kept in f32, chunks added in
+ *     order.  Relative error against float64 ~5e-7 (x's quantization, 2^-23 of its chunk max).
+ *   M <= 32 otherwise: tensor-core kernel.  Pairs of states are looked up in a shared-memory table of
  *     (y_t, y_t+1) as two exact f16 integers (y the 1MAD byte sum minus 510), fed to
  *     mma.m16n8k16 against the activations split into f16 hi + lo parts (x' = x*2^e, e per row
  *     so x' fits f16), accumulated in f32; y = acc * 2^-e * scale / 147.800537109375.  The
@@ -972,7 +979,9 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
 int tcq_cuda_available(void);
 
 /* A context: device, stream, cuBLAS handle, scratch (grown on demand, owned by the context).
- * One context per host thread / stream. */
+ * One context per host thread / stream.  Read once here, for tests and benchmarks:
+ * TCQ_CUDA_KERNEL=tc (M <= 8 on the pair-table kernels), TCQ_CUDA_PDL=0 (no programmatic
+ * dependent launches), TCQ_CUDA_CHUNK=256|512|1024 (item length of the integer kernels). */
 typedef struct tcq_cuda_ctx tcq_cuda_ctx;
 tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out);
 void tcq_cuda_ctx_free(tcq_cuda_ctx *ctx);
