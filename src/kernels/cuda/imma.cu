@@ -189,7 +189,9 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     o.nmat = up ? 2 : 1;
     /* TCQ_CUDA_CHUNK (tuning): items' length along the reduced dimension, a multiple of 256
      * (s32 sums stay exact up to 1024: 1024 * 4 * 255 * 128 < 2^31) */
-    int ch = w->axis ? kRedChunk : kScChunk;
+    /* axis 0: 128 inputs up to M = 3, 256 beyond (fewer partials weigh more than the tail there:
+     * M=8 96 vs 114 us, M=1 55 vs 48 us, bench/NOTES.md) */
+    int ch = w->axis ? kRedChunk : M <= 3 ? kScChunk : 2 * kScChunk;
     if (ctx->chunk_pin) ch = ctx->chunk_pin;
     o.chunk = ch;
     const int64_t n_ch = (in + ch - 1) / ch;
