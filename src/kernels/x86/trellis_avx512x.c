@@ -40,8 +40,11 @@ typedef struct dec_tab {
 typedef struct dec {
     const __m512i *idx;
     __m512i shctl, mask, mul, add;
+    __m512i shbc;        /* vpmultishiftqb control of the broadcast decoder (k <= 3) */
     __mmask64 m0, m1;    /* load masks of the block's bytes [0, 64) and [64, 128) */
     int ng, nbytes;
+    int bc;              /* k <= 3: k, the broadcast decoder (dec_x with BC = k) applies; else 0 */
+    int off0;            /* broadcast decoder: group g's qword is at byte off0 - 2kg */
 } dec;
 
 /* index tables per (k, T), built once */
@@ -82,31 +85,67 @@ static void dec_init(dec *d, tcq_block_params p)
     d->add = _mm512_set1_epi32((int)TCQ_RMAD_ADD);
     d->m0 = nbytes >= 64 ? ~0ull : (1ull << nbytes) - 1;
     d->m1 = nbytes > 64 ? (nbytes >= 128 ? ~0ull : (1ull << (nbytes - 64)) - 1) : 0;
+    /* Broadcast decoder: lane j of group g is t = 16g + j, window at bit (T-1-t)k; the group's 16
+     * windows start at bit (T-16-16g)k (a byte boundary: 16k is a multiple of 8) and span
+     * 15k + 12 <= 57 bits for k <= 3, so all of them lie in the one qword at byte
+     * (T-16-16g)k/8, and vpmultishiftqb shifts lane j's window, (15-j)k bits in, to bit 0. */
+    d->bc = p.k <= 3 ? p.k : 0;
+    d->off0 = (p.T - 16) * p.k / 8;
+    uint8_t sc[64];
+    for (int j = 0; j < 16; j++)
+        for (int b = 0; b < 4; b++) sc[4 * j + b] = (uint8_t)(((15 - j) * p.k + 8 * b) & 63);
+    memcpy(&d->shbc, sc, 64);
 }
 
-typedef struct blk { __m512i lo, hi; } blk;
+/* A block as the decoders read it: BC = k <= 3 reads qwords straight from memory, BC = 0 holds
+ * the block's bytes in two registers for vpermi2b.  BC is a compile-time constant in every
+ * kernel body (k known: the qword offsets become immediates). */
+typedef struct blk { __m512i lo, hi; const char *p; } blk;
 
-AI blk blk_load(const dec *d, const uint32_t *words)
+AI blk blk_load(const dec *d, const uint32_t *words, const int BC)
 {
     blk b;
+    b.p = (const char *)words;
+    if (BC) {
+        b.lo = b.hi = _mm512_setzero_si512();   /* unused */
+        return b;
+    }
     b.lo = _mm512_maskz_loadu_epi8(d->m0, words);
     b.hi = d->m1 ? _mm512_maskz_loadu_epi8(d->m1, (const char *)words + 64) : b.lo;
     return b;
 }
 
-/* x = s*MUL + ADD for the 16 states of group g */
-AI __m512i dec_x(const dec *d, blk b, int g)
+AI uint64_t ld64(const char *p)
 {
-    __m512i v = _mm512_permutex2var_epi8(b.lo, _mm512_load_si512(&d->idx[g]), b.hi);
-    v = _mm512_multishift_epi64_epi8(d->shctl, v);
+    uint64_t u;
+    memcpy(&u, p, 8);
+    return u;
+}
+
+/* x = s*MUL + ADD for the 16 states of group g.  BC = 0: vpermi2b gathers each lane's 4 bytes
+ * (measured: 2 cycles of port 5 per zmm on this machine, a third of the decode).  BC = k: one
+ * qword broadcast from memory (a load, no ALU port) feeds vpmultishiftqb directly: 5 vector
+ * instructions per 16 weights with the dot product instead of 6.  Only group 0 runs past the
+ * block's end (the tail-biting wrap); its qword is put together in scalar registers. */
+AI __m512i dec_x(const dec *d, blk b, int g, const int BC)
+{
+    __m512i v;
+    if (BC) {
+        const uint64_t u = g == 0 ? ld64(b.p + d->nbytes - 8) >> (64 - 16 * BC) | ld64(b.p) << (16 * BC)
+                                  : ld64(b.p + d->off0 - g * 2 * BC);
+        v = _mm512_multishift_epi64_epi8(d->shbc, _mm512_set1_epi64((long long)u));
+    } else {
+        v = _mm512_permutex2var_epi8(b.lo, _mm512_load_si512(&d->idx[g]), b.hi);
+        v = _mm512_multishift_epi64_epi8(d->shctl, v);
+    }
     v = _mm512_and_si512(v, d->mask);
     return _mm512_add_epi32(_mm512_mullo_epi32(v, d->mul), d->add);
 }
 
 /* exact weights value(s) * scale of group g */
-AI __m512 dec_w(const dec *d, blk b, int g, __m512 scale)
+AI __m512 dec_w(const dec *d, blk b, int g, __m512 scale, const int BC)
 {
-    const __m512i x = dec_x(d, b, g);
+    const __m512i x = dec_x(d, b, g, BC);
     const __m512i y = _mm512_dpbusd_epi32(_mm512_set1_epi32(-510), x, _mm512_set1_epi32(0x01010101));
     const __m512 f = _mm512_cvtepi32_ps(y), r = _mm512_set1_ps(TCQ_RMAD_RINV), dv = _mm512_set1_ps(TCQ_RMAD_DIV);
     __m512 q = _mm512_mul_ps(f, r);
@@ -115,21 +154,37 @@ AI __m512 dec_w(const dec *d, blk b, int g, __m512 scale)
     return _mm512_mul_ps(q, scale);
 }
 
+/* BC_CALL(d, f(..., BC)): f instantiated for each broadcast k and for the vpermi2b decoder */
+#define BC_CALL(d, call)                                                                           \
+    do {                                                                                           \
+        switch ((d)->bc) {                                                                         \
+        case 1: { enum { BC = 1 }; call; } break;                                                  \
+        case 2: { enum { BC = 2 }; call; } break;                                                  \
+        case 3: { enum { BC = 3 }; call; } break;                                                  \
+        default: { enum { BC = 0 }; call; } break;                                                 \
+        }                                                                                          \
+    } while (0)
+
+AI void decode_rows_(const tcq_trellis *w, const dec *d, int64_t r, int64_t b0, int64_t nb, float *out, const int BC)
+{
+    const __m512 scale = _mm512_set1_ps(_cvtsh_ss(w->scales[r]));
+    for (int64_t b = 0; b < nb; b++) {
+        const blk bl = blk_load(d, kblock(w, r, b0 + b), BC);
+        for (int g = 0; g < d->ng; g++) _mm512_storeu_ps(out + b * w->p.T + g * 16, dec_w(d, bl, g, scale, BC));
+    }
+}
+
 static void decode_rows(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb, float *out)
 {
     dec d;
     dec_init(&d, w->p);
-    const __m512 scale = _mm512_set1_ps(_cvtsh_ss(w->scales[r]));
-    for (int64_t b = 0; b < nb; b++) {
-        const blk bl = blk_load(&d, kblock(w, r, b0 + b));
-        for (int g = 0; g < d.ng; g++) _mm512_storeu_ps(out + b * w->p.T + g * 16, dec_w(&d, bl, g, scale));
-    }
+    BC_CALL(&d, decode_rows_(w, &d, r, b0, nb, out, BC));
 }
 
 /* ---- axis 1 (reduce) --------------------------------------------------------------------- */
 
 /* fast, rows m0..m0+MC share each decoded group */
-AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m0)
+AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m0, const int BC)
 {
     const tcq_trellis *w = a->w;
     const int64_t wpb = w->p.T * w->p.k / 32;
@@ -141,7 +196,7 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
         __m512 facc[4];
         for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(d, (rb + b * wpb));
+            const blk bl = blk_load(d, (rb + b * wpb), BC);
             for (int qb = 0; qb < T / QB; qb++) {
                 const int64_t kb = b * (T / QB) + qb;
                 __m512i iacc[4];
@@ -149,7 +204,7 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
                     iacc[m] = _mm512_maskz_loadu_epi32(1, qa->corr + (m0 + m) * qa->nblk + kb);   /* lane 0 */
                 for (int gg = 0; gg < GPQ; gg++) {
                     const int g = qb * GPQ + gg;
-                    const __m512i x = dec_x(d, bl, g);
+                    const __m512i x = dec_x(d, bl, g, BC);
                     for (int m = 0; m < MC; m++)
                         iacc[m] = _mm512_dpbusd_epi32(
                             iacc[m], x, _mm512_loadu_si512(qa->q4 + (m0 + m) * qa->npad + b * T + g * 16));
@@ -164,7 +219,7 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
     }
 }
 
-AI void reduce_exact_body(const kr_args *a, const dec *d, const int MC, int64_t m0)
+AI void reduce_exact_body(const kr_args *a, const dec *d, const int MC, int64_t m0, const int BC)
 {
     const tcq_trellis *w = a->w;
     const int64_t wpb = w->p.T * w->p.k / 32;
@@ -176,9 +231,9 @@ AI void reduce_exact_body(const kr_args *a, const dec *d, const int MC, int64_t 
         __m512 facc[4];
         for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(d, (rb + b * wpb));
+            const blk bl = blk_load(d, (rb + b * wpb), BC);
             for (int g = 0; g < d->ng; g++) {
-                const __m512 wv = dec_w(d, bl, g, scale);
+                const __m512 wv = dec_w(d, bl, g, scale, BC);
                 for (int m = 0; m < MC; m++)
                     facc[m] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(a->x + (m0 + m) * C + b * T + g * 16), facc[m]);
             }
@@ -187,13 +242,14 @@ AI void reduce_exact_body(const kr_args *a, const dec *d, const int MC, int64_t 
     }
 }
 
-#define MC_SWITCH(body, a, d, mc, m0)                                                              \
+#define MC_SWITCH_(body, a, d, mc, m0, BC)                                                         \
     switch (mc) {                                                                                  \
-    case 1: body(a, d, 1, m0); break;                                                              \
-    case 2: body(a, d, 2, m0); break;                                                              \
-    case 3: body(a, d, 3, m0); break;                                                              \
-    default: body(a, d, 4, m0); break;                                                             \
+    case 1: body(a, d, 1, m0, BC); break;                                                          \
+    case 2: body(a, d, 2, m0, BC); break;                                                          \
+    case 3: body(a, d, 3, m0, BC); break;                                                          \
+    default: body(a, d, 4, m0, BC); break;                                                         \
     }
+#define MC_SWITCH(body, a, d, mc, m0) BC_CALL(d, MC_SWITCH_(body, a, d, mc, m0, BC))
 
 static void reduce_fast_shared(const kr_args *a)
 {
@@ -233,22 +289,21 @@ AI void reduce_fast_tile16_rows(const kr_args *a, const __m512i *yr, int64_t r, 
     for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]) * (qa->d16[m0 + m] * f);
 }
 
-static void reduce_fast_tile16(const kr_args *a)
+AI void reduce_fast_tile16_(const kr_args *a, const dec *dp, const int BC)
 {
     const tcq_trellis *w = a->w;
     const int64_t wpb = w->p.T * w->p.k / 32;
-    dec d;
-    dec_init(&d, w->p);
+    const dec d = *dp;
     __m512i *yr = a->scratch;   /* [C/32] int16 code values in vpackssdw order */
     const __m512i c510 = _mm512_set1_epi32(-510), ones = _mm512_set1_epi32(0x01010101);
     const int64_t nb = w->cols / w->p.T;
     for (int64_t r = a->r0; r < a->r1; r++) {
         const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
         for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(&d, (rb + b * wpb));
+            const blk bl = blk_load(&d, (rb + b * wpb), BC);
             for (int g = 0; g < d.ng; g += 2) {
-                const __m512i ya = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g), ones);
-                const __m512i yb = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g + 1), ones);
+                const __m512i ya = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g, BC), ones);
+                const __m512i yb = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g + 1, BC), ones);
                 _mm512_store_si512(yr + (b * d.ng + g) / 2, _mm512_packs_epi32(ya, yb));
             }
         }
@@ -262,6 +317,13 @@ static void reduce_fast_tile16(const kr_args *a)
                 for (int64_t m = m0; m < m0 + mc; m++) reduce_fast_tile16_rows(a, yr, r, 1, m);
         }
     }
+}
+
+static void reduce_fast_tile16(const kr_args *a)
+{
+    dec d;
+    dec_init(&d, a->w->p);
+    BC_CALL(&d, reduce_fast_tile16_(a, &d, BC));
 }
 
 AI void reduce_exact_tile_rows(const kr_args *a, const float *wr, int64_t r, const int MC, int64_t m0)
@@ -298,7 +360,7 @@ static void reduce_exact_tile(const kr_args *a)
 
 /* fast: MC activation rows x G groups (from g0) of integer accumulators live in registers over
  * one activation block of stored rows, then fold into acc (f32, in memory). */
-AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const int G, int64_t m0, int g0)
+AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const int G, int64_t m0, int g0, const int BC)
 {
     const tcq_trellis *w = a->w;
     const uint32_t *cb;
@@ -312,7 +374,7 @@ AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const in
         for (int m = 0; m < MC; m++)
             for (int g = 0; g < G; g++) iacc[m * G + g] = _mm512_set1_epi32(qa->corr[(m0 + m) * qa->nblk + kb]);
         for (int64_t i = ic; i < ie; i++) {
-            const blk bl = blk_load(d, (cb + i * cs));
+            const blk bl = blk_load(d, (cb + i * cs), BC);
             if (i + 8 < ie) {
                 const char *pf = (const char *)(cb + (i + 8) * cs);
                 _mm_prefetch(pf, _MM_HINT_T0);
@@ -320,8 +382,9 @@ AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const in
             }
             __m512i qv[4];
             for (int m = 0; m < MC; m++) qv[m] = _mm512_set1_epi32((int)qa->q4[(m0 + m) * qa->npad + i]);
+#pragma GCC unroll 16
             for (int g = 0; g < G; g++) {
-                const __m512i x = dec_x(d, bl, g0 + g);
+                const __m512i x = dec_x(d, bl, g0 + g, BC);
                 for (int m = 0; m < MC; m++) dpbusd_ip(&iacc[m * G + g], x, qv[m]);
             }
         }
@@ -335,7 +398,7 @@ AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const in
     }
 }
 
-AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const int G, int64_t m0, int g0)
+AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const int G, int64_t m0, int g0, const int BC)
 {
     const tcq_trellis *w = a->w;
     const uint32_t *cb;
@@ -347,7 +410,7 @@ AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const i
     for (int m = 0; m < MC; m++)
         for (int g = 0; g < G; g++) facc[m * G + g] = _mm512_loadu_ps(a->acc + (m0 + m) * T + (g0 + g) * 16);
     for (int64_t i = a->i0; i < a->i1; i++) {
-        const blk bl = blk_load(d, (cb + i * cs));
+        const blk bl = blk_load(d, (cb + i * cs), BC);
         if (i + 8 < a->i1) {
             const char *pf = (const char *)(cb + (i + 8) * cs);
             _mm_prefetch(pf, _MM_HINT_T0);
@@ -356,8 +419,9 @@ AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const i
         const __m512 scale = _mm512_set1_ps(_cvtsh_ss(w->scales[i]));
         __m512 xv[4];
         for (int m = 0; m < MC; m++) xv[m] = _mm512_set1_ps(a->x[(m0 + m) * in + i]);
+#pragma GCC unroll 16
         for (int g = 0; g < G; g++) {
-            const __m512 wv = dec_w(d, bl, g0 + g, scale);
+            const __m512 wv = dec_w(d, bl, g0 + g, scale, BC);
             for (int m = 0; m < MC; m++) facc[m * G + g] = _mm512_fmadd_ps(wv, xv[m], facc[m * G + g]);
         }
     }
@@ -366,30 +430,37 @@ AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const i
 }
 
 /* groups per pass so that MC * G accumulators fit the register file */
-#define SC_DISPATCH(body, a, d, mc, m0)                                                            \
+#define SC_DISPATCH_(body, a, d, mc, m0, BC)                                                       \
     do {                                                                                           \
         const int ng_ = (d)->ng;                                                                   \
         switch (mc) {                                                                              \
-        case 1: /* 8 accumulators + the 8 group indices stay in registers; 16 spilled */        \
+        case 1:                                                                                    \
+            if (BC && ng_ >= 16) {                                                                 \
+                /* no block registers: 16 accumulators, each row's block read in one pass */       \
+                for (int g0_ = 0; g0_ < ng_; g0_ += 16) body(a, d, 1, 16, m0, g0_, BC);            \
+                break;                                                                             \
+            }                                                                                      \
+            /* 8 accumulators + the 8 group indices stay in registers; 16 spilled */              \
             for (int g0_ = 0; g0_ < ng_; g0_ += 8) {                                               \
-                if (ng_ >= 8) body(a, d, 1, 8, m0, g0_);                                           \
-                else body(a, d, 1, 4, m0, g0_);                                                    \
+                if (ng_ >= 8) body(a, d, 1, 8, m0, g0_, BC);                                       \
+                else body(a, d, 1, 4, m0, g0_, BC);                                                \
             }                                                                                      \
             break;                                                                                 \
         case 2:                                                                                    \
             for (int g0_ = 0; g0_ < ng_; g0_ += 8) {                                               \
-                if (ng_ >= 8) body(a, d, 2, 8, m0, g0_);                                           \
-                else body(a, d, 2, 4, m0, g0_);                                                    \
+                if (ng_ >= 8) body(a, d, 2, 8, m0, g0_, BC);                                       \
+                else body(a, d, 2, 4, m0, g0_, BC);                                                \
             }                                                                                      \
             break;                                                                                 \
         case 3:                                                                                    \
-            for (int g0_ = 0; g0_ < ng_; g0_ += 4) body(a, d, 3, 4, m0, g0_);                      \
+            for (int g0_ = 0; g0_ < ng_; g0_ += 4) body(a, d, 3, 4, m0, g0_, BC);                  \
             break;                                                                                 \
         default:                                                                                   \
-            for (int g0_ = 0; g0_ < ng_; g0_ += 4) body(a, d, 4, 4, m0, g0_);                      \
+            for (int g0_ = 0; g0_ < ng_; g0_ += 4) body(a, d, 4, 4, m0, g0_, BC);                  \
             break;                                                                                 \
         }                                                                                          \
     } while (0)
+#define SC_DISPATCH(body, a, d, mc, m0) BC_CALL(d, SC_DISPATCH_(body, a, d, mc, m0, BC))
 
 /* Row chunks outermost, then the column blocks: each chunk of rows is read column block after
  * column block while it is still in L1/L2 (better line and TLB use than one block column over
@@ -470,14 +541,13 @@ AI void scatter_fast_tile_blk(const ks_args *a, const __m512i *xb, int ng, int64
     }
 }
 
-static void scatter_fast_tile(const ks_args *a)
+AI void scatter_fast_tile_(const ks_args *a, const dec *dp, const int BC)
 {
     const tcq_trellis *w = a->w;
     const uint32_t *cb;
     int64_t cs;
     kblock_col(w, a->b, &cb, &cs);
-    dec d;
-    dec_init(&d, w->p);
+    const dec d = *dp;
     const int T = w->p.T;
     const kq_act *qa = a->qa;
     __m512i *xb = a->scratch;                           /* [QB/2 row pairs, ng] */
@@ -490,10 +560,10 @@ static void scatter_fast_tile(const ks_args *a)
         for (int p = 0; p < np; p++) {
             const int64_t i = ic + 2 * p;
             const int has1 = 2 * p + 1 < n;
-            const blk b0 = blk_load(&d, (cb + i * cs)), b1 = has1 ? blk_load(&d, (cb + (i + 1) * cs)) : b0;
+            const blk b0 = blk_load(&d, (cb + i * cs), BC), b1 = has1 ? blk_load(&d, (cb + (i + 1) * cs), BC) : b0;
             for (int g = 0; g < d.ng; g++) {
-                const __m512i s0 = _mm512_dpbusd_epi32(zero, dec_x(&d, b0, g), ones);
-                const __m512i s1 = has1 ? _mm512_dpbusd_epi32(zero, dec_x(&d, b1, g), ones) : zero;
+                const __m512i s0 = _mm512_dpbusd_epi32(zero, dec_x(&d, b0, g, BC), ones);
+                const __m512i s1 = has1 ? _mm512_dpbusd_epi32(zero, dec_x(&d, b1, g, BC), ones) : zero;
                 _mm512_store_si512(xb + p * d.ng + g, _mm512_or_si512(s0, _mm512_slli_epi32(s1, 16)));
             }
         }
@@ -519,6 +589,13 @@ static void scatter_fast_tile(const ks_args *a)
     }
     const __m512 ri = _mm512_set1_ps(TCQ_RMAD_RINV);
     for (int64_t j = 0; j < a->M * T; j += 16) _mm512_storeu_ps(a->acc + j, _mm512_mul_ps(_mm512_loadu_ps(a->acc + j), ri));
+}
+
+static void scatter_fast_tile(const ks_args *a)
+{
+    dec d;
+    dec_init(&d, a->w->p);
+    BC_CALL(&d, scatter_fast_tile_(a, &d, BC));
 }
 
 AI void scatter_exact_tile_blk(const ks_args *a, const float *wb, int T, int64_t ic, int64_t n, const int MC,
