@@ -96,12 +96,15 @@ typedef struct tr_table {
     ks_fn scatter[KP_COUNT][KRG_COUNT];
     kd_fn decode;
     const char *tag[KP_COUNT][KRG_COUNT];   /* appended to reduce kernel names (NULL: none) */
+    const char *stag[KP_COUNT][KRG_COUNT];  /* appended to scatter kernel names (NULL: none) */
     int scatter_nbc[KP_COUNT][KRG_COUNT];   /* column blocks a scatter call takes (0 means 1) */
 } tr_table;
 
 extern const tr_table tcq_tr_ref;          /* ref/trellis_ref.c */
 const tr_table *tcq_tr_avx2(void);         /* x86/trellis_avx2.c (NULL if not built) */
-const tr_table *tcq_tr_avx512(void);       /* x86/trellis_avx512x.c: needs VNNI + VBMI */
+const tr_table *tcq_tr_avx512(void);       /* x86/trellis_avx512x.c: needs VNNI + VBMI; with
+                                            * AMX-INT8 (unless TCQ_NO_AMX=1) the AMX entries */
+void tcq_amx_scatter_fast(const ks_args *a);   /* x86/trellis_amx.c: tcq_cpu()->amx_int8 only */
 
 /* Scalar reference kernels (also used by the SIMD files for edge cases). */
 void tcq_ref_reduce_exact(const kr_args *a);

@@ -362,8 +362,9 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
     }
     r.sf = tab->scatter[kp][rg] ? tab->scatter[kp][rg] : tcq_tr_ref.scatter[kp][rg];
     r.sf_nbc = tab->scatter[kp][rg] ? TCQ_MAX(1, tab->scatter_nbc[kp][rg]) : 1;
-    snprintf(c->last, sizeof c->last, "trellis.scatter.%s.%s.%s", path_name(kp), tcq_kregime_name(reg),
-             tab->scatter[kp][rg] ? tab->isa : "scalar");
+    snprintf(c->last, sizeof c->last, "trellis.scatter.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
+             tab->scatter[kp][rg] ? tab->isa : "scalar", tab->scatter[kp][rg] && tab->stag[kp][rg] ? "." : "",
+             tab->scatter[kp][rg] && tab->stag[kp][rg] ? tab->stag[kp][rg] : "");
     /* partitions: a fixed count, each a whole number of activation blocks */
     const int64_t qbs = (w->rows + TCQ_FAST_QB - 1) / TCQ_FAST_QB;
     r.part_rows = ((qbs + PARTITIONS - 1) / PARTITIONS) * TCQ_FAST_QB;
