@@ -283,7 +283,7 @@ AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const i
         const int ng_ = (d)->ng;                                                                   \
         switch (mc) {                                                                              \
         case 1:                                                                                    \
-            if (BC && ng_ >= 16) {                                                                 \
+            if (BC != 0 && ng_ >= 16) {                                                            \
                 /* no block registers: 16 accumulators, each row's block read in one pass */       \
                 for (int g0_ = 0; g0_ < ng_; g0_ += 16) body(a, d, 1, 16, m0, g0_, BC);            \
                 break;                                                                             \
