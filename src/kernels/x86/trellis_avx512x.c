@@ -496,15 +496,16 @@ static const tr_table table = {
     .scatter_nbc = {{4, 4, 1}, {4, 4, 1}},
 };
 
-/* AMX-INT8: the fast axis-0 kernels for M >= 2 (trellis_amx.c) */
+/* AMX-INT8: the fast kernels for M >= 2 (trellis_amx.c) */
 static const tr_table table_amx = {
     .isa = "avx512",
     .reduce = {{reduce_exact_shared, reduce_exact_shared, reduce_exact_tile},
-               {reduce_fast_shared, reduce_fast_shared, reduce_fast_tile16}},
+               {reduce_fast_shared, tcq_amx_reduce_fast, tcq_amx_reduce_fast}},
     .scatter = {{scatter_exact_shared, scatter_exact_shared, scatter_exact_tile},
                 {scatter_fast_shared, tcq_amx_scatter_fast, tcq_amx_scatter_fast}},
     .decode = decode_rows,
-    .tag = {{NULL, NULL, NULL}, {NULL, NULL, "i16"}},
+    .tag = {{NULL, NULL, NULL}, {NULL, "amx", "amx"}},
+    .qt = 1,
     .stag = {{NULL, NULL, NULL}, {NULL, "amx", "amx"}},
     .scatter_nbc = {{4, 4, 1}, {4, 4, 4}},
 };
