@@ -12,6 +12,10 @@
  * reciprocal (cvt, mul, fnmadd, fmadd, as tcq_code_value_computed); weight = value * scale. */
 #include "trellis_dec_avx512.h"
 
+#ifndef TCQ_RPF
+#define TCQ_RPF 4
+#endif
+
 
 AI void decode_rows_(const tcq_trellis *w, const dec *d, int64_t r, int64_t b0, int64_t nb, float *out, const int BC)
 {
@@ -45,6 +49,12 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
         for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const blk bl = blk_load(d, (rb + b * wpb), BC);
+            if (TCQ_RPF && b + TCQ_RPF < nb) {
+                /* the row's stream, 4 blocks ahead (the wrap load of each block stalled on its
+                 * first line otherwise) */
+                _mm_prefetch((const char *)(rb + (b + TCQ_RPF) * wpb), _MM_HINT_T0);
+                _mm_prefetch((const char *)(rb + (b + TCQ_RPF) * wpb) + 64, _MM_HINT_T0);
+            }
             for (int qb = 0; qb < T / QB; qb++) {
                 const int64_t kb = b * (T / QB) + qb;
                 __m512i iacc[4];

@@ -37,7 +37,7 @@ typedef struct dec {
     __m512i shbc;        /* vpmultishiftqb control of the broadcast decoder (k <= 3) */
     __mmask64 m0, m1;    /* load masks of the block's bytes [0, 64) and [64, 128) */
     int ng, nbytes;
-    int bc;              /* k <= 3: k, the broadcast decoder (dec_x with BC = k) applies; else 0 */
+    int bc;              /* k: the broadcast decoder, dec_x with BC = k (0: vpermi2b) */
     int off0;            /* broadcast decoder: group g's qword is at byte off0 - 2kg */
 } dec;
 
@@ -80,14 +80,16 @@ static void dec_init(dec *d, tcq_block_params p)
     d->m0 = nbytes >= 64 ? ~0ull : (1ull << nbytes) - 1;
     d->m1 = nbytes > 64 ? (nbytes >= 128 ? ~0ull : (1ull << (nbytes - 64)) - 1) : 0;
     /* Broadcast decoder: lane j of group g is t = 16g + j, window at bit (T-1-t)k; the group's 16
-     * windows start at bit (T-16-16g)k (a byte boundary: 16k is a multiple of 8) and span
-     * 15k + 12 <= 57 bits for k <= 3, so all of them lie in the one qword at byte
-     * (T-16-16g)k/8, and vpmultishiftqb shifts lane j's window, (15-j)k bits in, to bit 0. */
-    d->bc = p.k <= 3 ? p.k : 0;
+     * windows start at bit (T-16-16g)k (a byte boundary: 16k is a multiple of 8), lane j's
+     * (15-j)k bits in.  k <= 3: they span 15k + L <= 61 bits, so all lie in the one qword at
+     * byte (T-16-16g)k/8.  k = 4: lanes 4..15 lie in that qword (44 + L <= 60), lanes 0..3
+     * (qwords 0 and 1 of the vector) in the qword 4 bytes further (28 + L <= 44). */
+    d->bc = p.k <= 4 ? p.k : 0;
     d->off0 = (p.T - 16) * p.k / 8;
     uint8_t sc[64];
     for (int j = 0; j < 16; j++)
-        for (int b = 0; b < 4; b++) sc[4 * j + b] = (uint8_t)(((15 - j) * p.k + 8 * b) & 63);
+        for (int b = 0; b < 4; b++)
+            sc[4 * j + b] = (uint8_t)(((15 - j) * p.k - (p.k == 4 && j < 4 ? 32 : 0) + 8 * b) & 63);
     memcpy(&d->shbc, sc, 64);
 }
 
@@ -116,15 +118,28 @@ AI uint64_t ld64(const char *p)
     return u;
 }
 
+AI uint64_t ld32(const char *p)
+{
+    uint32_t u;
+    memcpy(&u, p, 4);
+    return u;
+}
+
 /* x = s*MUL + ADD for the 16 states of group g.  BC = 0: vpermi2b gathers each lane's 4 bytes
- * (measured: 2 cycles of port 5 per zmm on this machine, a third of the decode).  BC = k: one
- * qword broadcast from memory (a load, no ALU port) feeds vpmultishiftqb directly: 5 vector
- * instructions per 16 weights with the dot product instead of 6.  Only group 0 runs past the
+ * (measured: 2 cycles of port 5 per zmm on this machine, a third of the decode).  BC = k <= 3:
+ * one qword broadcast from memory (a load, no ALU port) feeds vpmultishiftqb directly: 5 vector
+ * instructions per 16 weights with the dot product instead of 6.  BC = 4: the same plus one
+ * merge-masked broadcast (qwords 0 and 1 from 4 bytes further).  Only group 0 runs past the
  * block's end (the tail-biting wrap); its qword is put together in scalar registers. */
 AI __m512i dec_x(const dec *d, blk b, int g, const int BC)
 {
     __m512i v;
-    if (BC) {
+    if (BC == 4) {
+        const char *pm = b.p + d->off0 - g * 8;
+        const uint64_t hi = g == 0 ? ld32(b.p + d->nbytes - 4) | ld32(b.p) << 32 : ld64(pm + 4);
+        v = _mm512_mask_set1_epi64(_mm512_set1_epi64((long long)ld64(pm)), 0x03, (long long)hi);
+        v = _mm512_multishift_epi64_epi8(d->shbc, v);
+    } else if (BC) {
         const uint64_t u = g == 0 ? ld64(b.p + d->nbytes - 8) >> (64 - 16 * BC) | ld64(b.p) << (16 * BC)
                                   : ld64(b.p + d->off0 - g * 2 * BC);
         v = _mm512_multishift_epi64_epi8(d->shbc, _mm512_set1_epi64((long long)u));
@@ -155,6 +170,7 @@ AI __m512 dec_w(const dec *d, blk b, int g, __m512 scale, const int BC)
         case 1: { enum { BC = 1 }; call; } break;                                                  \
         case 2: { enum { BC = 2 }; call; } break;                                                  \
         case 3: { enum { BC = 3 }; call; } break;                                                  \
+        case 4: { enum { BC = 4 }; call; } break;                                                  \
         default: { enum { BC = 0 }; call; } break;                                                 \
         }                                                                                          \
     } while (0)
