@@ -111,8 +111,8 @@ extern const tr_table tcq_tr_ref;          /* ref/trellis_ref.c */
 const tr_table *tcq_tr_avx2(void);         /* x86/trellis_avx2.c (NULL if not built) */
 const tr_table *tcq_tr_avx512(void);       /* x86/trellis_avx512x.c: needs VNNI + VBMI; with
                                             * AMX-INT8 (unless TCQ_NO_AMX=1) the AMX entries */
-void tcq_amx_scatter_fast(const ks_args *a);   /* x86/trellis_amx.c: tcq_cpu()->amx_int8 only */
-void tcq_amx_reduce_fast(const kr_args *a);    /* needs qa->qt (tcq_kq_transpose) */
+void tcq_amx_scatter_fast(const ks_args *a);   /* x86/trellis_scatter_amx.c: tcq_cpu()->amx_int8 only */
+void tcq_amx_reduce_fast(const kr_args *a);    /* x86/trellis_reduce_amx.c; needs qa->qt */
 
 /* Scalar reference kernels (also used by the SIMD files for edge cases). */
 void tcq_ref_reduce_exact(const kr_args *a);

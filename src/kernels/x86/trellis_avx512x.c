@@ -43,6 +43,16 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
     const kq_act *qa = a->qa;
     const int T = w->p.T;
     const int64_t nb = w->cols / T;
+    /* per-row base pointers: each vpdpbusd then addresses its activations as base + one shared
+     * offset + displacement (gcc otherwise spent a lea per row and group) */
+    const uint32_t *q4m[4];
+    const int32_t *corrm[4];
+    const float *dm[4];
+    for (int m = 0; m < MC; m++) {
+        q4m[m] = qa->q4 + (m0 + m) * qa->npad;
+        corrm[m] = qa->corr + (m0 + m) * qa->nblk;
+        dm[m] = qa->d + (m0 + m) * qa->nblk;
+    }
     for (int64_t r = a->r0; r < a->r1; r++) {
         const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
         __m512 facc[4];
@@ -58,18 +68,16 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
             for (int qb = 0; qb < T / QB; qb++) {
                 const int64_t kb = b * (T / QB) + qb;
                 __m512i iacc[4];
-                for (int m = 0; m < MC; m++)
-                    iacc[m] = _mm512_maskz_loadu_epi32(1, qa->corr + (m0 + m) * qa->nblk + kb);   /* lane 0 */
+                for (int m = 0; m < MC; m++) iacc[m] = _mm512_maskz_loadu_epi32(1, corrm[m] + kb);   /* lane 0 */
+                const int64_t pos = kb * QB;
                 for (int gg = 0; gg < GPQ; gg++) {
                     const int g = qb * GPQ + gg;
                     const __m512i x = dec_x(d, bl, g, BC);
                     for (int m = 0; m < MC; m++)
-                        iacc[m] = _mm512_dpbusd_epi32(
-                            iacc[m], x, _mm512_loadu_si512(qa->q4 + (m0 + m) * qa->npad + b * T + g * 16));
+                        iacc[m] = _mm512_dpbusd_epi32(iacc[m], x, _mm512_loadu_si512(q4m[m] + pos + gg * 16));
                 }
                 for (int m = 0; m < MC; m++)
-                    facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m]),
-                                              _mm512_set1_ps(qa->d[(m0 + m) * qa->nblk + kb]), facc[m]);
+                    facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m]), _mm512_set1_ps(dm[m][kb]), facc[m]);
             }
         }
         const float f = _cvtsh_ss(w->scales[r]) * TCQ_RMAD_RINV;
@@ -506,18 +514,20 @@ static const tr_table table = {
     .scatter_nbc = {{4, 4, 1}, {4, 4, 1}},
 };
 
-/* AMX-INT8: the fast kernels for M >= 2 (trellis_amx.c) */
+/* AMX-INT8: the fast tile-regime kernels (M = 5..; trellis_*_amx.c).  M = 2..4 keep the register
+ * kernels: side by side (bench/NOTES.md) they beat the tile unit there, whose vector stores ->
+ * tile loads -> TDPBUSD -> tile stores -> vector loads round trip costs about one M=1 pass. */
 static const tr_table table_amx = {
     .isa = "avx512",
     .reduce = {{reduce_exact_shared, reduce_exact_shared, reduce_exact_tile},
-               {reduce_fast_shared, tcq_amx_reduce_fast, tcq_amx_reduce_fast}},
+               {reduce_fast_shared, reduce_fast_shared, tcq_amx_reduce_fast}},
     .scatter = {{scatter_exact_shared, scatter_exact_shared, scatter_exact_tile},
-                {scatter_fast_shared, tcq_amx_scatter_fast, tcq_amx_scatter_fast}},
+                {scatter_fast_shared, scatter_fast_shared, tcq_amx_scatter_fast}},
     .decode = decode_rows,
-    .tag = {{NULL, NULL, NULL}, {NULL, "amx", "amx"}},
-    .qt = 1,
-    .stag = {{NULL, NULL, NULL}, {NULL, "amx", "amx"}},
+    .tag = {{NULL, NULL, NULL}, {NULL, NULL, "amx"}},
+    .stag = {{NULL, NULL, NULL}, {NULL, NULL, "amx"}},
     .scatter_nbc = {{4, 4, 1}, {4, 4, 4}},
+    .qt = 1,
 };
 
 const tr_table *tcq_tr_avx512(void)
