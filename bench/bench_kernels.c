@@ -192,11 +192,11 @@ static double bench_issue_rate(tcq_pool *pool, int exact, double *cpu_rate)
 /* Vector ALU instructions per 16 weights in each kernel's inner loop, counted in the objdump of
  * trellis_avx512x.c (bench/NOTES.md has the listing and the count): the broadcast decoder is 4
  * (k <= 3; vpmultishiftqb, vpandd, vpmulld, vpaddd) or 5 (k = 4: one merge-masked broadcast
- * more), then one vpdpbusd (fast) or one vfmadd (exact) per row.  Tile, GEMM and AMX kernels:
- * no instruction floor (0). */
+ * more), then one vpdpbusd (fast) or one vfmadd (exact) per row.  Tile (also the int16 one
+ * that runs M=2..4 on axis 1), GEMM and AMX kernels: no instruction floor (0). */
 static double instr_per16(int op, int path, int64_t M, int k, const char *kernel)
 {
-    if (M > 4 || strstr(kernel, "amx")) return 0;
+    if (M > 4 || strstr(kernel, "amx") || strstr(kernel, ".i16")) return 0;
     const double dec = k == 4 ? 5.0 : 4.0;
     if (path == TCQ_PATH_FAST) return op == 1 ? dec + M : dec + M * 1.75;
     return dec + 6.0 + M;
