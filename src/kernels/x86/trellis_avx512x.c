@@ -1,11 +1,10 @@
 /* AVX-512 trellis kernels (F/BW/VL + VNNI + VBMI).
  *
- * Decoding 16 consecutive weights of a block (one "group", lanes j = 0..15, t = 16g + j):
- *   the whole block (T*k/8 <= 128 bytes) sits in two registers (masked loads: never a byte past
- *   the block); vpermi2b with a per-group index puts, in dword lane j, the 4 bytes that hold the
- *   state's window (indices taken mod the block size, which is the tail-biting wrap);
- *   vpmultishiftqb shifts each lane's window to bit 0; vpandd keeps L bits; vpmulld/vpaddd give
- *   x = s*34038481 + 76625530.
+ * Decoding 16 consecutive weights of a block (one "group", lanes j = 0..15, t = 16g + j), in
+ * trellis_dec_avx512.h: the group's 16 windows lie in one qword of the block (k <= 3; k = 4: two
+ * qwords), broadcast from memory into vpmultishiftqb, which shifts each lane's window to bit 0;
+ * vpandd keeps L bits; vpmulld/vpaddd give x = s*34038481 + 76625530.  (The first decoder held the
+ * block in two registers and gathered each lane's 4 bytes with vpermi2b: 2 cycles of port 5.)
  * Fast path: vpdpbusd(acc, x, q replicated 4x) adds bytesum(x) * q; the -510 sum(q) offset seeds
  * the accumulator of each activation block, which is converted to f32 and scaled once.
  * Exact path: bytesum - 510 is one vpdpbusd against ones seeded with -510; value = refined
