@@ -82,7 +82,7 @@ static void dec_init(dec *d, tcq_block_params p)
     /* Broadcast decoder: lane j of group g is t = 16g + j, window at bit (T-1-t)k; the group's 16
      * windows start at bit (T-16-16g)k (a byte boundary: 16k is a multiple of 8), lane j's
      * (15-j)k bits in.  k <= 3: they span 15k + L <= 61 bits, so all lie in the one qword at
-     * byte (T-16-16g)k/8.  k = 4: lanes 4..15 lie in that qword (44 + L <= 60), lanes 0..3
+     * byte (T-16-16g)k/8 (which ends inside the block for g >= 1, except g = 1, 2 at k = 1).  k = 4: lanes 4..15 lie in that qword (44 + L <= 60), lanes 0..3
      * (qwords 0 and 1 of the vector) in the qword 4 bytes further (28 + L <= 44). */
     d->bc = p.k <= 4 ? p.k : 0;
     d->off0 = (p.T - 16) * p.k / 8;
@@ -140,8 +140,11 @@ AI __m512i dec_x(const dec *d, blk b, int g, const int BC)
         v = _mm512_mask_set1_epi64(_mm512_set1_epi64((long long)ld64(pm)), 0x03, (long long)hi);
         v = _mm512_multishift_epi64_epi8(d->shbc, v);
     } else if (BC) {
-        const uint64_t u = g == 0 ? ld64(b.p + d->nbytes - 8) >> (64 - 16 * BC) | ld64(b.p) << (16 * BC)
-                                  : ld64(b.p + d->off0 - g * 2 * BC);
+        /* k = 1: the qwords of groups 1 and 2 would end 6 - 2g bytes past the block (their
+         * windows need only the first 4), so they are read that much earlier and shifted */
+        const uint64_t u = g == 0             ? ld64(b.p + d->nbytes - 8) >> (64 - 16 * BC) | ld64(b.p) << (16 * BC)
+                           : BC == 1 && g < 3 ? ld64(b.p + d->nbytes - 8) >> (8 * (6 - 2 * g))
+                                              : ld64(b.p + d->off0 - g * 2 * BC);
         v = _mm512_multishift_epi64_epi8(d->shbc, _mm512_set1_epi64((long long)u));
     } else {
         v = _mm512_permutex2var_epi8(b.lo, _mm512_load_si512(&d->idx[g]), b.hi);
