@@ -106,24 +106,26 @@ static double bench_bandwidth(tcq_pool *pool, double *cpu_gbps)
     return (double)n * 8 / t[3] / 1e9;
 }
 
-/* The fast path's inner-loop mix (vpermi2b, vpmultishiftqb, vpandd, vpmulld, vpaddd, vpdpbusd)
- * over 8 independent register chains: vector instructions per second, summed over threads. */
+/* The fast path's inner-loop mix (the broadcast decoder: vpmultishiftqb of a qword broadcast
+ * from memory, vpandd, vpmulld, vpaddd, vpdpbusd) over 8 independent chains: vector
+ * instructions per second, summed over threads. */
 typedef struct ir_arg { int64_t iters; uint64_t sink[64]; } ir_arg;
+static uint64_t ir_src[256];   /* the qwords the decode mix broadcasts (L1-resident) */
 
 __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) static void ir_item(void *arg, int64_t item,
                                                                                      int thread)
 {
     (void)item;
     ir_arg *a = arg;
-    __m512i t0 = _mm512_set1_epi32(1), t1 = _mm512_set1_epi32(2), idx = _mm512_set1_epi32(0x03020100);
     __m512i sh = _mm512_set1_epi32(0x18100800), mask = _mm512_set1_epi32(0xfff), mul = _mm512_set1_epi32(34038481);
     __m512i add = _mm512_set1_epi32(76625530), q = _mm512_set1_epi32(0x01010101);
     __m512i acc[8], v[8];
     for (int j = 0; j < 8; j++) acc[j] = _mm512_set1_epi32(j);
     for (int64_t i = 0; i < a->iters; i++) {
         for (int j = 0; j < 8; j++) {
-            v[j] = _mm512_permutex2var_epi8(t0, _mm512_add_epi32(idx, acc[j]), t1);   /* idx varies: no hoisting */
-            v[j] = _mm512_multishift_epi64_epi8(sh, v[j]);
+            /* the address varies: no hoisting */
+            const uint64_t u = *(volatile const uint64_t *)&ir_src[(i * 8 + j) & 255];
+            v[j] = _mm512_multishift_epi64_epi8(sh, _mm512_set1_epi64((long long)u));
             v[j] = _mm512_and_si512(v[j], mask);
             v[j] = _mm512_add_epi32(_mm512_mullo_epi32(v[j], mul), add);
             acc[j] = _mm512_dpbusd_epi32(acc[j], v[j], q);
@@ -141,7 +143,6 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) static void ir
 {
     (void)item;
     ir_arg *a = arg;
-    __m512i t0 = _mm512_set1_epi32(1), t1 = _mm512_set1_epi32(2), idx = _mm512_set1_epi32(0x03020100);
     __m512i sh = _mm512_set1_epi32(0x18100800), mask = _mm512_set1_epi32(0xfff), mul = _mm512_set1_epi32(34038481);
     __m512i add = _mm512_set1_epi32(76625530), ones = _mm512_set1_epi32(0x01010101), c510 = _mm512_set1_epi32(-510);
     const __m512 r = _mm512_set1_ps(1.0f / 147.800537109375f), dv = _mm512_set1_ps(147.800537109375f);
@@ -151,8 +152,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) static void ir
     for (int j = 0; j < 8; j++) acc[j] = _mm512_set1_ps((float)j);
     for (int64_t i = 0; i < a->iters; i++) {
         for (int j = 0; j < 8; j++) {
-            v[j] = _mm512_permutex2var_epi8(t0, _mm512_add_epi32(idx, _mm512_castps_si512(acc[j])), t1);
-            v[j] = _mm512_multishift_epi64_epi8(sh, v[j]);
+            const uint64_t u = *(volatile const uint64_t *)&ir_src[(i * 8 + j) & 255];
+            v[j] = _mm512_multishift_epi64_epi8(sh, _mm512_set1_epi64((long long)u));
             v[j] = _mm512_and_si512(v[j], mask);
             v[j] = _mm512_add_epi32(_mm512_mullo_epi32(v[j], mul), add);
             const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(c510, v[j], ones));
@@ -166,10 +167,9 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) static void ir
     a->sink[thread & 63] ^= (uint64_t)_mm512_reduce_add_ps(s);
 }
 
-/* vector instructions per group of ir_item / ir_item_exact (the index add keeps each chain
- * honest: nothing can be hoisted) */
-#define IR_INSTR_PER_GROUP 7
-#define IR_INSTR_PER_GROUP_EXACT 13
+/* vector ALU instructions per group of ir_item / ir_item_exact (the broadcast is a load) */
+#define IR_INSTR_PER_GROUP 5
+#define IR_INSTR_PER_GROUP_EXACT 11
 
 static double bench_issue_rate(tcq_pool *pool, int exact, double *cpu_rate)
 {
@@ -189,14 +189,17 @@ static double bench_issue_rate(tcq_pool *pool, int exact, double *cpu_rate)
     return (double)n * a.iters * per / t[2];
 }
 
-/* Vector instructions per 16 weights in each kernel's inner loop, counted in the objdump of
- * trellis_avx512x.c (bench/NOTES.md has the listing and the count); M > 1 adds one vpdpbusd
- * (fast) or one vfmadd (exact) per row.  Tile/GEMM regimes: no instruction floor (0). */
-static double instr_per16(int op, int path, int64_t M)
+/* Vector ALU instructions per 16 weights in each kernel's inner loop, counted in the objdump of
+ * trellis_avx512x.c (bench/NOTES.md has the listing and the count): the broadcast decoder is 4
+ * (k <= 3; vpmultishiftqb, vpandd, vpmulld, vpaddd) or 5 (k = 4: one merge-masked broadcast
+ * more), then one vpdpbusd (fast) or one vfmadd (exact) per row.  Tile (also the int16 one
+ * that runs M=2..4 on axis 1), GEMM and AMX kernels: no instruction floor (0). */
+static double instr_per16(int op, int path, int64_t M, int k, const char *kernel)
 {
-    if (M > 4) return 0;
-    if (path == TCQ_PATH_FAST) return op == 1 ? 5.0 + M : 5.0 + M * 1.75;
-    return op == 1 ? 11.0 + M : 11.0 + M;
+    if (M > 4 || strstr(kernel, "amx") || strstr(kernel, ".i16")) return 0;
+    const double dec = k == 4 ? 5.0 : 4.0;
+    if (path == TCQ_PATH_FAST) return op == 1 ? dec + M : dec + M * 1.75;
+    return dec + 6.0 + M;
 }
 
 /* ---- weights ----------------------------------------------------------------------------- */
@@ -530,7 +533,7 @@ int bench_kernels(int argc, char **argv)
                         tcq_kctx_free(ce);
                     }
                     const double mem = bytes / (bw * 1e9);
-                    const double i16 = instr_per16(op, o.paths[pi], o.Ms[mi]);
+                    const double i16 = instr_per16(op, o.paths[pi], o.Ms[mi], k, tcq_kctx_last_kernel(c));
                     const int ex = o.paths[pi] == TCQ_PATH_EXACT;
                     const double ir = irw[ex], ir_cpu = irc[ex];
                     const double ins = i16 > 0 ? nweights / 16 * i16 / ir : 0;

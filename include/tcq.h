@@ -69,6 +69,10 @@ typedef struct tcq_cpu_features {
     int avx512f, avx512bw, avx512dq, avx512vl;
     int avx512vnni, avx512vbmi, avx512vbmi2, avx512bf16, avx512fp16;
     int os_avx, os_avx512;           /* XCR0 says the OS saves the YMM / ZMM state */
+    /* AMX-INT8 tiles, usable: cpuid says AMX-TILE + AMX-INT8, XCR0 has the tile state, and Linux
+     * granted this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once here).  0
+     * otherwise, or when TCQ_NO_AMX=1. */
+    int amx_int8;
 } tcq_cpu_features;
 
 /* Features of this CPU (cpuid + xgetbv), detected once. */

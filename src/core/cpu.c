@@ -7,11 +7,34 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 static uint64_t xgetbv0(void)
 {
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return ((uint64_t)hi << 32) | lo;
+}
+#endif
+
+#if (defined(__x86_64__) || defined(__i386__))
+/* Linux hands out the 8 KiB tile data state only on request (XFEATURE_XTILEDATA = 18); a kernel
+ * that refuses (or predates it) leaves AMX off and every caller on the AVX-512 kernels. */
+static int amx_permit(void)
+{
+    const char *e = getenv("TCQ_NO_AMX");
+    if (e && *e == '1') return 0;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    enum { ARCH_GET_XCOMP_PERM = 0x1022, ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) return 0;
+    unsigned long perm = 0;
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) != 0) return 0;
+    return (perm >> XFEATURE_XTILEDATA) & 1;
+#else
+    return 0;
+#endif
 }
 #endif
 
@@ -45,12 +68,15 @@ static void cpu_detect(tcq_cpu_features *f)
     f->avx512vbmi2 = (c >> 6) & 1;
     f->avx512vnni = (c >> 11) & 1;
     f->avx512fp16 = (d >> 23) & 1;
+    const int amx = ((d >> 24) & 1) && ((d >> 25) & 1);   /* AMX-TILE, AMX-INT8 */
     __cpuid_count(7, 1, a, b, c, d);
     f->avx512bf16 = (a >> 5) & 1;
+    f->amx_int8 = amx && osxsave && (xgetbv0() & (3u << 17)) == (3u << 17) && amx_permit();
     if (!f->os_avx) f->avx2 = f->fma = f->f16c = 0;
     if (!f->os_avx512) {
         f->avx512f = f->avx512dq = f->avx512bw = f->avx512vl = 0;
         f->avx512vbmi = f->avx512vbmi2 = f->avx512vnni = f->avx512bf16 = f->avx512fp16 = 0;
+        f->amx_int8 = 0;
     }
 #endif
 }

@@ -24,6 +24,12 @@ typedef struct kq_act {
      * zmm: element e holds position 4*(e/8) + e%4 + 16*((e%8)/4) of the chunk. */
     int16_t *q16;              /* [M, npad] */
     float *d16;                /* [M] */
+    /* Axis 1, the AMX kernels' B tiles (tcq_kq_transpose): q4, d and corr of 16 rows side by side,
+     * qt[(nt*npad + i)*16 + n] = q4[(16nt + n)*npad + i], zero for rows past M. */
+    uint32_t *qt;              /* [ceil(M/16), npad, 16] */
+    float *dt;                 /* [ceil(M/16), nblk, 16] */
+    int32_t *corrt;            /* [ceil(M/16), nblk, 16] */
+    int64_t tcap;              /* allocated ceil(M/16) * npad */
 } kq_act;
 
 /* |y q| <= 510 * 2047 < 2^20: TCQ_Q16_CHUNK of them sum exactly in int32 before the f32 fold */
@@ -96,12 +102,17 @@ typedef struct tr_table {
     ks_fn scatter[KP_COUNT][KRG_COUNT];
     kd_fn decode;
     const char *tag[KP_COUNT][KRG_COUNT];   /* appended to reduce kernel names (NULL: none) */
+    const char *stag[KP_COUNT][KRG_COUNT];  /* appended to scatter kernel names (NULL: none) */
     int scatter_nbc[KP_COUNT][KRG_COUNT];   /* column blocks a scatter call takes (0 means 1) */
+    int qt;                                 /* fast reduce for M >= 2 reads kq_act.qt (AMX) */
 } tr_table;
 
 extern const tr_table tcq_tr_ref;          /* ref/trellis_ref.c */
 const tr_table *tcq_tr_avx2(void);         /* x86/trellis_avx2.c (NULL if not built) */
-const tr_table *tcq_tr_avx512(void);       /* x86/trellis_avx512x.c: needs VNNI + VBMI */
+const tr_table *tcq_tr_avx512(void);       /* x86/trellis_avx512x.c: needs VNNI + VBMI; with
+                                            * AMX-INT8 (unless TCQ_NO_AMX=1) the AMX entries */
+void tcq_amx_scatter_fast(const ks_args *a);   /* x86/trellis_scatter_amx.c: tcq_cpu()->amx_int8 only */
+void tcq_amx_reduce_fast(const kr_args *a);    /* x86/trellis_reduce_amx.c; needs qa->qt */
 
 /* Scalar reference kernels (also used by the SIMD files for edge cases). */
 void tcq_ref_reduce_exact(const kr_args *a);
@@ -114,6 +125,8 @@ void tcq_ref_decode(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb, flo
 tcq_status tcq_kq_prepare(kq_act *qa, const float *x /* [M, n] */, int64_t M, int64_t n,
                           const uint16_t *scales);
 void tcq_kq_free(kq_act *qa);
+/* After tcq_kq_prepare (axis 1): fill qt, dt, corrt for tables with .qt set. */
+tcq_status tcq_kq_transpose(kq_act *qa, int64_t M);
 
 /* Dense and affine kernels (dense.c): y[:, r0:r1] for M rows, f32 accumulation.  isa: the
  * caller's ISA (AVX-512 multiplies f16/bf16/affine directly for M <= 4, else widens rows for

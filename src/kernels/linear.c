@@ -352,6 +352,7 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
     const int rg = reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE;
     TCQ_TRY(ensure_scratch(c, kernel_private_bytes(w) + (size_t)(SCATTER_COLS * M * w->p.T) * 4));
     if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, wt->in, w->axis ? NULL : w->scales));
+    if (kp == KP_FAST && w->axis && tab->qt && rg != KRG_M1) TCQ_TRY(tcq_kq_transpose(&c->qa, M));
     if (w->axis) {
         r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
         snprintf(c->last, sizeof c->last, "trellis.reduce.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
@@ -362,8 +363,9 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
     }
     r.sf = tab->scatter[kp][rg] ? tab->scatter[kp][rg] : tcq_tr_ref.scatter[kp][rg];
     r.sf_nbc = tab->scatter[kp][rg] ? TCQ_MAX(1, tab->scatter_nbc[kp][rg]) : 1;
-    snprintf(c->last, sizeof c->last, "trellis.scatter.%s.%s.%s", path_name(kp), tcq_kregime_name(reg),
-             tab->scatter[kp][rg] ? tab->isa : "scalar");
+    snprintf(c->last, sizeof c->last, "trellis.scatter.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
+             tab->scatter[kp][rg] ? tab->isa : "scalar", tab->scatter[kp][rg] && tab->stag[kp][rg] ? "." : "",
+             tab->scatter[kp][rg] && tab->stag[kp][rg] ? tab->stag[kp][rg] : "");
     /* partitions: a fixed count, each a whole number of activation blocks */
     const int64_t qbs = (w->rows + TCQ_FAST_QB - 1) / TCQ_FAST_QB;
     r.part_rows = ((qbs + PARTITIONS - 1) / PARTITIONS) * TCQ_FAST_QB;
@@ -468,6 +470,7 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
     TCQ_TRY(ensure_scratch(c, TCQ_MAX(kernel_private_bytes(&gate->tr), kernel_private_bytes(&up->tr)) +
                                   (size_t)(2 * M * REDUCE_ROWS) * 4));
     if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, gate->in, NULL));
+    if (kp == KP_FAST && tab->qt && rg != KRG_M1) TCQ_TRY(tcq_kq_transpose(&c->qa, M));
     run_ctx r = {.c = c, .w = &gate->tr, .wu = &up->tr, .M = M, .x = x, .y = y, .ldy = out};
     r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
     r.rf_up = r.rf;

@@ -16,7 +16,35 @@ void tcq_kq_free(kq_act *qa)
     tcq_afree(qa->corr);
     tcq_afree(qa->q16);
     tcq_afree(qa->d16);
+    tcq_afree(qa->qt);
+    tcq_afree(qa->dt);
+    tcq_afree(qa->corrt);
     memset(qa, 0, sizeof *qa);
+}
+
+tcq_status tcq_kq_transpose(kq_act *qa, int64_t M)
+{
+    const int64_t nt = (M + 15) / 16, npad = qa->npad, nblk = qa->nblk;
+    if (!qa->qt || qa->tcap < nt * npad) {
+        tcq_afree(qa->qt);
+        tcq_afree(qa->dt);
+        tcq_afree(qa->corrt);
+        qa->qt = tcq_amalloc((size_t)(nt * npad) * 64);
+        qa->dt = tcq_amalloc((size_t)(nt * nblk) * 64);
+        qa->corrt = tcq_amalloc((size_t)(nt * nblk) * 64);
+        qa->tcap = qa->qt && qa->dt && qa->corrt ? nt * npad : 0;
+        if (!qa->tcap) return tcq_fail(TCQ_ERR_NOMEM, "AMX activation tiles (%lld x %lld)", (long long)M, (long long)npad);
+    }
+    for (int64_t t = 0; t < nt; t++)
+        for (int n = 0; n < 16; n++) {
+            const int64_t m = 16 * t + n;
+            for (int64_t i = 0; i < npad; i++) qa->qt[(t * npad + i) * 16 + n] = m < M ? qa->q4[m * npad + i] : 0;
+            for (int64_t b = 0; b < nblk; b++) {
+                qa->dt[(t * nblk + b) * 16 + n] = m < M ? qa->d[m * nblk + b] : 0.0f;
+                qa->corrt[(t * nblk + b) * 16 + n] = m < M ? qa->corr[m * nblk + b] : 0;
+            }
+        }
+    return TCQ_OK;
 }
 
 tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, const uint16_t *scales)

@@ -16,6 +16,7 @@
 
 #define QB TCQ_FAST_QB
 #define ISA_AVX2_NOVNNI 99   /* AVX2 with the vpmaddubsw+vpmaddwd dot product on an AVX-VNNI CPU */
+#define ISA_AVX512_NOAMX 98  /* AVX-512 without the AMX-INT8 kernels on a CPU that has AMX */
 #define TMIN(a, b) ((a) < (b) ? (a) : (b))
 
 typedef struct wbuf {
@@ -171,7 +172,7 @@ static void reference(const wbuf *b, const float *x, int64_t M, int fast, int q1
 }
 
 static tcq_pool *g_pool2;
-static int g_cases, g_isas[TCQ_ISA_COUNT + 1], g_nisa;
+static int g_cases, g_isas[TCQ_ISA_COUNT + 2], g_nisa;
 static double g_worst_exact, g_worst_fast_rel, g_worst_fast_ratio;
 
 static tcq_kpath path_of(int p) { return p ? TCQ_PATH_FAST : TCQ_PATH_EXACT; }
@@ -180,10 +181,14 @@ static tcq_kpath path_of(int p) { return p ? TCQ_PATH_FAST : TCQ_PATH_EXACT; }
 
 static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kregime reg)
 {
-    const int novnni = isa == ISA_AVX2_NOVNNI;
+    const int novnni = isa == ISA_AVX2_NOVNNI, noamx = isa == ISA_AVX512_NOAMX;
     if (novnni) {
         setenv("TCQ_AVX2_NO_VNNI", "1", 1);
         isa = TCQ_ISA_AVX2;
+    }
+    if (noamx) {
+        setenv("TCQ_NO_AMX", "1", 1);
+        isa = TCQ_ISA_AVX512;
     }
     tcq_block_params p = {.L = (int[]){8, 12, 16, 10, 13}[rnd(st, 0, 4)], .k = rnd(st, 1, 4),
                           .T = 64 << rnd(st, 0, 2)};
@@ -199,6 +204,7 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     else out = other, in = rnd(st, 1, 300);
     if (swiglu && f == F_TR0I) {
         if (novnni) unsetenv("TCQ_AVX2_NO_VNNI");
+        if (noamx) unsetenv("TCQ_NO_AMX");
         return;
     }
     wbuf g, up;
@@ -241,7 +247,7 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     }
     char label[256];
     snprintf(label, sizeof label, "%s %s isa=%s%s path=%s regime=%s kernel=%s L=%d k=%d T=%d M=%lld out=%lld in=%lld",
-             swiglu ? "swiglu" : "linear", fnames[f], tcq_isa_name((tcq_isa)isa), novnni ? "-novnni" : "", path ? "fast" : "exact",
+             swiglu ? "swiglu" : "linear", fnames[f], tcq_isa_name((tcq_isa)isa), novnni ? "-novnni" : noamx ? "-noamx" : "", path ? "fast" : "exact",
              tcq_kregime_name(reg), tcq_kctx_last_kernel(c2), p.L, p.k, p.T, (long long)M, (long long)O,
              (long long)I);
     CHECK(s2 == TCQ_OK && s1 == TCQ_OK, "%s: %s", label, tcq_last_error());
@@ -283,6 +289,7 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     if (swiglu) wfree(&up);
     g_cases++;
     if (novnni) unsetenv("TCQ_AVX2_NO_VNNI");
+    if (noamx) unsetenv("TCQ_NO_AMX");
 }
 
 /* Bad shapes and mismatched buffers return errors, never crash. */
@@ -354,7 +361,7 @@ static void nonfinite(uint64_t *st)
         for (int path = 0; path < 2; path++)
             for (int reg = 0; reg < TCQ_KR_COUNT; reg++)
                 for (int ii = 0; ii < g_nisa; ii++) {
-                    if (g_isas[ii] == ISA_AVX2_NOVNNI) continue;
+                    if (g_isas[ii] == ISA_AVX2_NOVNNI || g_isas[ii] == ISA_AVX512_NOAMX) continue;
                     const int64_t Mr = reg == TCQ_KR_M1 ? 1 : reg == TCQ_KR_SHARED ? 3 : M;
                     for (int64_t i = 0; i < Mr * I; i++) x[i] = (float)test_gauss(st);
                     x[0 * I + 5] = NAN;
@@ -390,6 +397,7 @@ int main(void)
         tcq_isa_set(keep);
     }
     if (g_nisa > TCQ_ISA_AVX2) g_isas[g_nisa++] = ISA_AVX2_NOVNNI;
+    if (g_nisa > TCQ_ISA_AVX512 && tcq_cpu()->amx_int8) g_isas[g_nisa++] = ISA_AVX512_NOAMX;
     bad_inputs(&st);
     nonfinite(&st);
     /* every op x format x ISA x path x regime once (regimes and paths only where they differ),

@@ -1,162 +1,82 @@
 /* AVX-512 trellis kernels (F/BW/VL + VNNI + VBMI).
  *
- * Decoding 16 consecutive weights of a block (one "group", lanes j = 0..15, t = 16g + j):
- *   the whole block (T*k/8 <= 128 bytes) sits in two registers (masked loads: never a byte past
- *   the block); vpermi2b with a per-group index puts, in dword lane j, the 4 bytes that hold the
- *   state's window (indices taken mod the block size, which is the tail-biting wrap);
- *   vpmultishiftqb shifts each lane's window to bit 0; vpandd keeps L bits; vpmulld/vpaddd give
- *   x = s*34038481 + 76625530.
+ * Decoding 16 consecutive weights of a block (one "group", lanes j = 0..15, t = 16g + j), in
+ * trellis_dec_avx512.h: the group's 16 windows lie in one qword of the block (k <= 3; k = 4: two
+ * qwords), broadcast from memory into vpmultishiftqb, which shifts each lane's window to bit 0;
+ * vpandd keeps L bits; vpmulld/vpaddd give x = s*34038481 + 76625530.  (The first decoder held the
+ * block in two registers and gathered each lane's 4 bytes with vpermi2b: 2 cycles of port 5.)
  * Fast path: vpdpbusd(acc, x, q replicated 4x) adds bytesum(x) * q; the -510 sum(q) offset seeds
  * the accumulator of each activation block, which is converted to f32 and scaled once.
  * Exact path: bytesum - 510 is one vpdpbusd against ones seeded with -510; value = refined
  * reciprocal (cvt, mul, fnmadd, fmadd, as tcq_code_value_computed); weight = value * scale. */
-#include "../kernels.h"
+#include "trellis_dec_avx512.h"
 
-#include <immintrin.h>
-#include <pthread.h>
-#include <string.h>
+#ifndef TCQ_RPF
+#define TCQ_RPF 4
+#endif
 
-#define AI static inline __attribute__((always_inline))
-#define QB TCQ_FAST_QB
-#define GPQ (QB / 16)   /* groups per activation block */
 
-/* In-place accumulation (acc += ...): the intrinsics return a new value and gcc then rotates
- * accumulator arrays through register copies (and spills) every iteration; the asm pins each
- * accumulator to one register. */
-AI void dpwssd_ip(__m512i *acc, __m512i y, const void *mem)
+AI void decode_rows_(const tcq_trellis *w, const dec *d, int64_t r, int64_t b0, int64_t nb, float *out, const int BC)
 {
-    __asm__("vpdpwssd %2, %1, %0" : "+v"(*acc) : "v"(y), "m"(*(const __m512i *)mem));
-}
-AI void dpbusd_ip(__m512i *acc, __m512i x, __m512i q)
-{
-    __asm__("vpdpbusd %2, %1, %0" : "+v"(*acc) : "v"(x), "v"(q));
-}
-
-typedef struct dec_tab {
-    __m512i idx[16];     /* per group byte index into the block (lo:hi tables) */
-    __m512i shctl;       /* vpmultishiftqb control */
-} dec_tab;
-
-typedef struct dec {
-    const __m512i *idx;
-    __m512i shctl, mask, mul, add;
-    __mmask64 m0, m1;    /* load masks of the block's bytes [0, 64) and [64, 128) */
-    int ng, nbytes;
-} dec;
-
-/* index tables per (k, T), built once */
-static dec_tab g_tab[TCQ_K_MAX + 1][3];
-static pthread_once_t g_tab_once = PTHREAD_ONCE_INIT;
-
-static void tab_init(void)
-{
-    for (int k = 1; k <= TCQ_K_MAX; k++)
-        for (int ti = 0; ti < 3; ti++) {
-            const int T = 64 << ti, ng = T / 16, nbytes = T * k / 8;
-            if (T * k % 32) continue;
-            uint8_t ix[64], sc[64];
-            for (int g = 0; g < ng; g++) {
-                const int B = (ng - 1 - g) * 2 * k;
-                for (int j = 0; j < 16; j++)
-                    for (int b = 0; b < 4; b++) ix[4 * j + b] = (uint8_t)((B + ((15 - j) * k >> 3) + b) % nbytes);
-                memcpy(&g_tab[k][ti].idx[g], ix, 64);
-            }
-            /* lane j of qword j/2 starts at bit 32*(j&1); its window starts ((15-j)k & 7) further */
-            for (int j = 0; j < 16; j++)
-                for (int b = 0; b < 4; b++)
-                    sc[4 * j + b] = (uint8_t)(((j & 1) * 32 + (((15 - j) * k) & 7) + 8 * b) & 63);
-            memcpy(&g_tab[k][ti].shctl, sc, 64);
-        }
-}
-
-static void dec_init(dec *d, tcq_block_params p)
-{
-    pthread_once(&g_tab_once, tab_init);
-    const int nbytes = p.T * p.k / 8, ti = p.T == 64 ? 0 : p.T == 128 ? 1 : 2;
-    d->idx = g_tab[p.k][ti].idx;
-    d->shctl = g_tab[p.k][ti].shctl;
-    d->ng = p.T / 16;
-    d->nbytes = nbytes;
-    d->mask = _mm512_set1_epi32((int)((1u << p.L) - 1u));
-    d->mul = _mm512_set1_epi32((int)TCQ_RMAD_MUL);
-    d->add = _mm512_set1_epi32((int)TCQ_RMAD_ADD);
-    d->m0 = nbytes >= 64 ? ~0ull : (1ull << nbytes) - 1;
-    d->m1 = nbytes > 64 ? (nbytes >= 128 ? ~0ull : (1ull << (nbytes - 64)) - 1) : 0;
-}
-
-typedef struct blk { __m512i lo, hi; } blk;
-
-AI blk blk_load(const dec *d, const uint32_t *words)
-{
-    blk b;
-    b.lo = _mm512_maskz_loadu_epi8(d->m0, words);
-    b.hi = d->m1 ? _mm512_maskz_loadu_epi8(d->m1, (const char *)words + 64) : b.lo;
-    return b;
-}
-
-/* x = s*MUL + ADD for the 16 states of group g */
-AI __m512i dec_x(const dec *d, blk b, int g)
-{
-    __m512i v = _mm512_permutex2var_epi8(b.lo, _mm512_load_si512(&d->idx[g]), b.hi);
-    v = _mm512_multishift_epi64_epi8(d->shctl, v);
-    v = _mm512_and_si512(v, d->mask);
-    return _mm512_add_epi32(_mm512_mullo_epi32(v, d->mul), d->add);
-}
-
-/* exact weights value(s) * scale of group g */
-AI __m512 dec_w(const dec *d, blk b, int g, __m512 scale)
-{
-    const __m512i x = dec_x(d, b, g);
-    const __m512i y = _mm512_dpbusd_epi32(_mm512_set1_epi32(-510), x, _mm512_set1_epi32(0x01010101));
-    const __m512 f = _mm512_cvtepi32_ps(y), r = _mm512_set1_ps(TCQ_RMAD_RINV), dv = _mm512_set1_ps(TCQ_RMAD_DIV);
-    __m512 q = _mm512_mul_ps(f, r);
-    const __m512 e = _mm512_fnmadd_ps(q, dv, f);
-    q = _mm512_fmadd_ps(e, r, q);
-    return _mm512_mul_ps(q, scale);
+    const __m512 scale = _mm512_set1_ps(_cvtsh_ss(w->scales[r]));
+    for (int64_t b = 0; b < nb; b++) {
+        const blk bl = blk_load(d, kblock(w, r, b0 + b), BC);
+        for (int g = 0; g < d->ng; g++) _mm512_storeu_ps(out + b * w->p.T + g * 16, dec_w(d, bl, g, scale, BC));
+    }
 }
 
 static void decode_rows(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb, float *out)
 {
     dec d;
     dec_init(&d, w->p);
-    const __m512 scale = _mm512_set1_ps(_cvtsh_ss(w->scales[r]));
-    for (int64_t b = 0; b < nb; b++) {
-        const blk bl = blk_load(&d, kblock(w, r, b0 + b));
-        for (int g = 0; g < d.ng; g++) _mm512_storeu_ps(out + b * w->p.T + g * 16, dec_w(&d, bl, g, scale));
-    }
+    BC_CALL(&d, decode_rows_(w, &d, r, b0, nb, out, BC));
 }
 
 /* ---- axis 1 (reduce) --------------------------------------------------------------------- */
 
 /* fast, rows m0..m0+MC share each decoded group */
-AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m0)
+AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m0, const int BC)
 {
     const tcq_trellis *w = a->w;
     const int64_t wpb = w->p.T * w->p.k / 32;
     const kq_act *qa = a->qa;
     const int T = w->p.T;
     const int64_t nb = w->cols / T;
+    /* per-row base pointers: each vpdpbusd then addresses its activations as base + one shared
+     * offset + displacement (gcc otherwise spent a lea per row and group) */
+    const uint32_t *q4m[4];
+    const int32_t *corrm[4];
+    const float *dm[4];
+    for (int m = 0; m < MC; m++) {
+        q4m[m] = qa->q4 + (m0 + m) * qa->npad;
+        corrm[m] = qa->corr + (m0 + m) * qa->nblk;
+        dm[m] = qa->d + (m0 + m) * qa->nblk;
+    }
     for (int64_t r = a->r0; r < a->r1; r++) {
         const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
         __m512 facc[4];
         for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(d, (rb + b * wpb));
+            const blk bl = blk_load(d, (rb + b * wpb), BC);
+            if (TCQ_RPF && b + TCQ_RPF < nb) {
+                /* the row's stream, 4 blocks ahead (the wrap load of each block stalled on its
+                 * first line otherwise) */
+                _mm_prefetch((const char *)(rb + (b + TCQ_RPF) * wpb), _MM_HINT_T0);
+                _mm_prefetch((const char *)(rb + (b + TCQ_RPF) * wpb) + 64, _MM_HINT_T0);
+            }
             for (int qb = 0; qb < T / QB; qb++) {
                 const int64_t kb = b * (T / QB) + qb;
                 __m512i iacc[4];
-                for (int m = 0; m < MC; m++)
-                    iacc[m] = _mm512_maskz_loadu_epi32(1, qa->corr + (m0 + m) * qa->nblk + kb);   /* lane 0 */
+                for (int m = 0; m < MC; m++) iacc[m] = _mm512_maskz_loadu_epi32(1, corrm[m] + kb);   /* lane 0 */
+                const int64_t pos = kb * QB;
                 for (int gg = 0; gg < GPQ; gg++) {
                     const int g = qb * GPQ + gg;
-                    const __m512i x = dec_x(d, bl, g);
+                    const __m512i x = dec_x(d, bl, g, BC);
                     for (int m = 0; m < MC; m++)
-                        iacc[m] = _mm512_dpbusd_epi32(
-                            iacc[m], x, _mm512_loadu_si512(qa->q4 + (m0 + m) * qa->npad + b * T + g * 16));
+                        iacc[m] = _mm512_dpbusd_epi32(iacc[m], x, _mm512_loadu_si512(q4m[m] + pos + gg * 16));
                 }
                 for (int m = 0; m < MC; m++)
-                    facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m]),
-                                              _mm512_set1_ps(qa->d[(m0 + m) * qa->nblk + kb]), facc[m]);
+                    facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m]), _mm512_set1_ps(dm[m][kb]), facc[m]);
             }
         }
         const float f = _cvtsh_ss(w->scales[r]) * TCQ_RMAD_RINV;
@@ -164,7 +84,7 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
     }
 }
 
-AI void reduce_exact_body(const kr_args *a, const dec *d, const int MC, int64_t m0)
+AI void reduce_exact_body(const kr_args *a, const dec *d, const int MC, int64_t m0, const int BC)
 {
     const tcq_trellis *w = a->w;
     const int64_t wpb = w->p.T * w->p.k / 32;
@@ -176,9 +96,9 @@ AI void reduce_exact_body(const kr_args *a, const dec *d, const int MC, int64_t 
         __m512 facc[4];
         for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(d, (rb + b * wpb));
+            const blk bl = blk_load(d, (rb + b * wpb), BC);
             for (int g = 0; g < d->ng; g++) {
-                const __m512 wv = dec_w(d, bl, g, scale);
+                const __m512 wv = dec_w(d, bl, g, scale, BC);
                 for (int m = 0; m < MC; m++)
                     facc[m] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(a->x + (m0 + m) * C + b * T + g * 16), facc[m]);
             }
@@ -187,13 +107,14 @@ AI void reduce_exact_body(const kr_args *a, const dec *d, const int MC, int64_t 
     }
 }
 
-#define MC_SWITCH(body, a, d, mc, m0)                                                              \
+#define MC_SWITCH_(body, a, d, mc, m0, BC)                                                         \
     switch (mc) {                                                                                  \
-    case 1: body(a, d, 1, m0); break;                                                              \
-    case 2: body(a, d, 2, m0); break;                                                              \
-    case 3: body(a, d, 3, m0); break;                                                              \
-    default: body(a, d, 4, m0); break;                                                             \
+    case 1: body(a, d, 1, m0, BC); break;                                                          \
+    case 2: body(a, d, 2, m0, BC); break;                                                          \
+    case 3: body(a, d, 3, m0, BC); break;                                                          \
+    default: body(a, d, 4, m0, BC); break;                                                         \
     }
+#define MC_SWITCH(body, a, d, mc, m0) BC_CALL(d, MC_SWITCH_(body, a, d, mc, m0, BC))
 
 static void reduce_fast_shared(const kr_args *a)
 {
@@ -233,22 +154,21 @@ AI void reduce_fast_tile16_rows(const kr_args *a, const __m512i *yr, int64_t r, 
     for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]) * (qa->d16[m0 + m] * f);
 }
 
-static void reduce_fast_tile16(const kr_args *a)
+AI void reduce_fast_tile16_(const kr_args *a, const dec *dp, const int BC)
 {
     const tcq_trellis *w = a->w;
     const int64_t wpb = w->p.T * w->p.k / 32;
-    dec d;
-    dec_init(&d, w->p);
+    const dec d = *dp;
     __m512i *yr = a->scratch;   /* [C/32] int16 code values in vpackssdw order */
     const __m512i c510 = _mm512_set1_epi32(-510), ones = _mm512_set1_epi32(0x01010101);
     const int64_t nb = w->cols / w->p.T;
     for (int64_t r = a->r0; r < a->r1; r++) {
         const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
         for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(&d, (rb + b * wpb));
+            const blk bl = blk_load(&d, (rb + b * wpb), BC);
             for (int g = 0; g < d.ng; g += 2) {
-                const __m512i ya = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g), ones);
-                const __m512i yb = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g + 1), ones);
+                const __m512i ya = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g, BC), ones);
+                const __m512i yb = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g + 1, BC), ones);
                 _mm512_store_si512(yr + (b * d.ng + g) / 2, _mm512_packs_epi32(ya, yb));
             }
         }
@@ -262,6 +182,13 @@ static void reduce_fast_tile16(const kr_args *a)
                 for (int64_t m = m0; m < m0 + mc; m++) reduce_fast_tile16_rows(a, yr, r, 1, m);
         }
     }
+}
+
+static void reduce_fast_tile16(const kr_args *a)
+{
+    dec d;
+    dec_init(&d, a->w->p);
+    BC_CALL(&d, reduce_fast_tile16_(a, &d, BC));
 }
 
 AI void reduce_exact_tile_rows(const kr_args *a, const float *wr, int64_t r, const int MC, int64_t m0)
@@ -298,7 +225,7 @@ static void reduce_exact_tile(const kr_args *a)
 
 /* fast: MC activation rows x G groups (from g0) of integer accumulators live in registers over
  * one activation block of stored rows, then fold into acc (f32, in memory). */
-AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const int G, int64_t m0, int g0)
+AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const int G, int64_t m0, int g0, const int BC)
 {
     const tcq_trellis *w = a->w;
     const uint32_t *cb;
@@ -312,7 +239,7 @@ AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const in
         for (int m = 0; m < MC; m++)
             for (int g = 0; g < G; g++) iacc[m * G + g] = _mm512_set1_epi32(qa->corr[(m0 + m) * qa->nblk + kb]);
         for (int64_t i = ic; i < ie; i++) {
-            const blk bl = blk_load(d, (cb + i * cs));
+            const blk bl = blk_load(d, (cb + i * cs), BC);
             if (i + 8 < ie) {
                 const char *pf = (const char *)(cb + (i + 8) * cs);
                 _mm_prefetch(pf, _MM_HINT_T0);
@@ -320,8 +247,9 @@ AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const in
             }
             __m512i qv[4];
             for (int m = 0; m < MC; m++) qv[m] = _mm512_set1_epi32((int)qa->q4[(m0 + m) * qa->npad + i]);
+#pragma GCC unroll 16
             for (int g = 0; g < G; g++) {
-                const __m512i x = dec_x(d, bl, g0 + g);
+                const __m512i x = dec_x(d, bl, g0 + g, BC);
                 for (int m = 0; m < MC; m++) dpbusd_ip(&iacc[m * G + g], x, qv[m]);
             }
         }
@@ -335,7 +263,7 @@ AI void scatter_fast_body(const ks_args *a, const dec *d, const int MC, const in
     }
 }
 
-AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const int G, int64_t m0, int g0)
+AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const int G, int64_t m0, int g0, const int BC)
 {
     const tcq_trellis *w = a->w;
     const uint32_t *cb;
@@ -347,7 +275,7 @@ AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const i
     for (int m = 0; m < MC; m++)
         for (int g = 0; g < G; g++) facc[m * G + g] = _mm512_loadu_ps(a->acc + (m0 + m) * T + (g0 + g) * 16);
     for (int64_t i = a->i0; i < a->i1; i++) {
-        const blk bl = blk_load(d, (cb + i * cs));
+        const blk bl = blk_load(d, (cb + i * cs), BC);
         if (i + 8 < a->i1) {
             const char *pf = (const char *)(cb + (i + 8) * cs);
             _mm_prefetch(pf, _MM_HINT_T0);
@@ -356,8 +284,9 @@ AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const i
         const __m512 scale = _mm512_set1_ps(_cvtsh_ss(w->scales[i]));
         __m512 xv[4];
         for (int m = 0; m < MC; m++) xv[m] = _mm512_set1_ps(a->x[(m0 + m) * in + i]);
+#pragma GCC unroll 16
         for (int g = 0; g < G; g++) {
-            const __m512 wv = dec_w(d, bl, g0 + g, scale);
+            const __m512 wv = dec_w(d, bl, g0 + g, scale, BC);
             for (int m = 0; m < MC; m++) facc[m * G + g] = _mm512_fmadd_ps(wv, xv[m], facc[m * G + g]);
         }
     }
@@ -366,30 +295,37 @@ AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const i
 }
 
 /* groups per pass so that MC * G accumulators fit the register file */
-#define SC_DISPATCH(body, a, d, mc, m0)                                                            \
+#define SC_DISPATCH_(body, a, d, mc, m0, BC)                                                       \
     do {                                                                                           \
         const int ng_ = (d)->ng;                                                                   \
         switch (mc) {                                                                              \
-        case 1: /* 8 accumulators + the 8 group indices stay in registers; 16 spilled */        \
+        case 1:                                                                                    \
+            if (BC != 0 && ng_ >= 16) {                                                            \
+                /* no block registers: 16 accumulators, each row's block read in one pass */       \
+                for (int g0_ = 0; g0_ < ng_; g0_ += 16) body(a, d, 1, 16, m0, g0_, BC);            \
+                break;                                                                             \
+            }                                                                                      \
+            /* 8 accumulators + the 8 group indices stay in registers; 16 spilled */              \
             for (int g0_ = 0; g0_ < ng_; g0_ += 8) {                                               \
-                if (ng_ >= 8) body(a, d, 1, 8, m0, g0_);                                           \
-                else body(a, d, 1, 4, m0, g0_);                                                    \
+                if (ng_ >= 8) body(a, d, 1, 8, m0, g0_, BC);                                       \
+                else body(a, d, 1, 4, m0, g0_, BC);                                                \
             }                                                                                      \
             break;                                                                                 \
         case 2:                                                                                    \
             for (int g0_ = 0; g0_ < ng_; g0_ += 8) {                                               \
-                if (ng_ >= 8) body(a, d, 2, 8, m0, g0_);                                           \
-                else body(a, d, 2, 4, m0, g0_);                                                    \
+                if (ng_ >= 8) body(a, d, 2, 8, m0, g0_, BC);                                       \
+                else body(a, d, 2, 4, m0, g0_, BC);                                                \
             }                                                                                      \
             break;                                                                                 \
         case 3:                                                                                    \
-            for (int g0_ = 0; g0_ < ng_; g0_ += 4) body(a, d, 3, 4, m0, g0_);                      \
+            for (int g0_ = 0; g0_ < ng_; g0_ += 4) body(a, d, 3, 4, m0, g0_, BC);                  \
             break;                                                                                 \
         default:                                                                                   \
-            for (int g0_ = 0; g0_ < ng_; g0_ += 4) body(a, d, 4, 4, m0, g0_);                      \
+            for (int g0_ = 0; g0_ < ng_; g0_ += 4) body(a, d, 4, 4, m0, g0_, BC);                  \
             break;                                                                                 \
         }                                                                                          \
     } while (0)
+#define SC_DISPATCH(body, a, d, mc, m0) BC_CALL(d, SC_DISPATCH_(body, a, d, mc, m0, BC))
 
 /* Row chunks outermost, then the column blocks: each chunk of rows is read column block after
  * column block while it is still in L1/L2 (better line and TLB use than one block column over
@@ -470,14 +406,13 @@ AI void scatter_fast_tile_blk(const ks_args *a, const __m512i *xb, int ng, int64
     }
 }
 
-static void scatter_fast_tile(const ks_args *a)
+AI void scatter_fast_tile_(const ks_args *a, const dec *dp, const int BC)
 {
     const tcq_trellis *w = a->w;
     const uint32_t *cb;
     int64_t cs;
     kblock_col(w, a->b, &cb, &cs);
-    dec d;
-    dec_init(&d, w->p);
+    const dec d = *dp;
     const int T = w->p.T;
     const kq_act *qa = a->qa;
     __m512i *xb = a->scratch;                           /* [QB/2 row pairs, ng] */
@@ -490,10 +425,10 @@ static void scatter_fast_tile(const ks_args *a)
         for (int p = 0; p < np; p++) {
             const int64_t i = ic + 2 * p;
             const int has1 = 2 * p + 1 < n;
-            const blk b0 = blk_load(&d, (cb + i * cs)), b1 = has1 ? blk_load(&d, (cb + (i + 1) * cs)) : b0;
+            const blk b0 = blk_load(&d, (cb + i * cs), BC), b1 = has1 ? blk_load(&d, (cb + (i + 1) * cs), BC) : b0;
             for (int g = 0; g < d.ng; g++) {
-                const __m512i s0 = _mm512_dpbusd_epi32(zero, dec_x(&d, b0, g), ones);
-                const __m512i s1 = has1 ? _mm512_dpbusd_epi32(zero, dec_x(&d, b1, g), ones) : zero;
+                const __m512i s0 = _mm512_dpbusd_epi32(zero, dec_x(&d, b0, g, BC), ones);
+                const __m512i s1 = has1 ? _mm512_dpbusd_epi32(zero, dec_x(&d, b1, g, BC), ones) : zero;
                 _mm512_store_si512(xb + p * d.ng + g, _mm512_or_si512(s0, _mm512_slli_epi32(s1, 16)));
             }
         }
@@ -519,6 +454,13 @@ static void scatter_fast_tile(const ks_args *a)
     }
     const __m512 ri = _mm512_set1_ps(TCQ_RMAD_RINV);
     for (int64_t j = 0; j < a->M * T; j += 16) _mm512_storeu_ps(a->acc + j, _mm512_mul_ps(_mm512_loadu_ps(a->acc + j), ri));
+}
+
+static void scatter_fast_tile(const ks_args *a)
+{
+    dec d;
+    dec_init(&d, a->w->p);
+    BC_CALL(&d, scatter_fast_tile_(a, &d, BC));
 }
 
 AI void scatter_exact_tile_blk(const ks_args *a, const float *wb, int T, int64_t ic, int64_t n, const int MC,
@@ -560,20 +502,42 @@ static void scatter_exact_tile(const ks_args *a)
     }
 }
 
+/* Fast axis 1, M = 2..4: the int16 tile kernel (one decode stored as int16 code values, half a
+ * vpdpwssd per 16 weights per row) against the shared int8 kernel (one vpdpbusd per row), side by
+ * side: 0.72-0.75x at M=4, 0.90-1.02x at M=3, 1.01-1.08x at M=2 (bench/NOTES.md, "Broadcast
+ * decoder"); one kernel for the regime keeps the dispatch and the kernel names simple. */
 static const tr_table table = {
     .isa = "avx512",
     .reduce = {{reduce_exact_shared, reduce_exact_shared, reduce_exact_tile},
-               {reduce_fast_shared, reduce_fast_shared, reduce_fast_tile16}},
+               {reduce_fast_shared, reduce_fast_tile16, reduce_fast_tile16}},
     .scatter = {{scatter_exact_shared, scatter_exact_shared, scatter_exact_tile},
                 {scatter_fast_shared, scatter_fast_shared, scatter_fast_tile}},
     .decode = decode_rows,
-    .tag = {{NULL, NULL, NULL}, {NULL, NULL, "i16"}},
+    .tag = {{NULL, NULL, NULL}, {NULL, "i16", "i16"}},
     .scatter_nbc = {{4, 4, 1}, {4, 4, 1}},
+};
+
+/* AMX-INT8: the fast tile-regime kernels (M = 5..; trellis_*_amx.c).  M = 2..4 keep the register
+ * kernels: side by side (bench/NOTES.md) they beat the tile unit there, whose vector stores ->
+ * tile loads -> TDPBUSD -> tile stores -> vector loads round trip costs about one M=1 pass. */
+static const tr_table table_amx = {
+    .isa = "avx512",
+    .reduce = {{reduce_exact_shared, reduce_exact_shared, reduce_exact_tile},
+               {reduce_fast_shared, reduce_fast_tile16, tcq_amx_reduce_fast}},
+    .scatter = {{scatter_exact_shared, scatter_exact_shared, scatter_exact_tile},
+                {scatter_fast_shared, scatter_fast_shared, tcq_amx_scatter_fast}},
+    .decode = decode_rows,
+    .tag = {{NULL, NULL, NULL}, {NULL, "i16", "amx"}},
+    .stag = {{NULL, NULL, NULL}, {NULL, NULL, "amx"}},
+    .scatter_nbc = {{4, 4, 1}, {4, 4, 4}},
+    .qt = 1,
 };
 
 const tr_table *tcq_tr_avx512(void)
 {
     const tcq_cpu_features *f = tcq_cpu();
     if (!(f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni && f->avx512vbmi)) return NULL;
-    return &table;
+    /* TCQ_NO_AMX=1 (read per call: the tests switch it) keeps the AVX-512 kernels */
+    const char *e = getenv("TCQ_NO_AMX");
+    return f->amx_int8 && !(e && *e == '1') ? &table_amx : &table;
 }
