@@ -187,10 +187,10 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     o.out = out;
     o.y = y;
     o.nmat = up ? 2 : 1;
-    /* TCQ_CUDA_CHUNK (tuning): items' length along the reduced dimension, a multiple of 256
-     * (s32 sums stay exact up to 1024: 1024 * 4 * 255 * 128 < 2^31) */
-    /* axis 0: 128 inputs up to M = 3, 256 beyond (fewer partials weigh more than the tail there:
-     * M=8 96 vs 114 us, M=1 55 vs 48 us, bench/NOTES.md) */
+    /* Items' length along the reduced dimension (the s32 sums stay exact up to 1024 inputs:
+     * 1024 * 4 * 255 * 128 < 2^31).  Axis 0: 128 up to M = 3, 256 beyond, where fewer partials
+     * outweigh the longer tail (M=8: 96 vs 114 us; M=1: 55 vs 48 us; bench/NOTES.md).
+     * TCQ_CUDA_CHUNK pins it for tuning. */
     int ch = w->axis ? kRedChunk : M <= 3 ? kScChunk : 2 * kScChunk;
     if (ctx->chunk_pin) ch = ctx->chunk_pin;
     o.chunk = ch;
