@@ -4,7 +4,7 @@
  * Checks on a machine without a GPU what test_cuda checks on one: the activation quantization
  * bit for bit against the CPU's (tcq_kq_prepare), and the outputs against the CPU's fast path
  * (scalar reference) within 2 (nblk + 4) 2^-24 sum |v| (|a| + d) (test_cuda.c says why).
- * Not part of the build: tests/cuda/emu-fast.sh [CPU_BUILD_DIR] compiles and runs it. */
+ * Not part of the build: tests/cuda/emu/fast.sh [CPU_BUILD_DIR] compiles and runs it. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
