@@ -91,10 +91,15 @@ struct jctx {
     tcq_status status;          /* of the failure that unwound */
     int depth;                  /* macro calls */
     int nest;                   /* parser and value recursion, bounded so no input overflows the stack */
+    size_t arena_bytes;         /* bounded by JINJA_MAX_ARENA */
 };
 
 /* Recursion bound of the parser and of str()/tojson()/comparisons of nested values. */
 #define JINJA_MAX_NEST 200
+/* A chat template's values and its rendered text are a few KB; these bounds turn a template that
+ * asks for far more (a repetition in a loop, say) into an error instead of gigabytes. */
+#define JINJA_MAX_ARENA ((size_t)256 << 20)
+#define JINJA_MAX_OUT ((size_t)16 << 20)
 
 /* Arena and errors. */
 void *ja_alloc(jctx *c, size_t n);

@@ -40,8 +40,11 @@ static jv lookup(jctx *c, const char *name)
 
 static void emit(jctx *c, jv v)
 {
-    if (v.t == JV_STR) tok_buf_put(&c->out, v.u.s.p, v.u.s.n);
-    else jv_to_str(c, v, &c->out, 0);
+    if (v.t == JV_STR) {
+        if (v.u.s.n > JINJA_MAX_OUT - c->out.n) jfail(c, 0, "the rendered text exceeds %zu MiB", JINJA_MAX_OUT >> 20);
+        tok_buf_put(&c->out, v.u.s.p, v.u.s.n);
+    } else jv_to_str(c, v, &c->out, 0);
+    if (c->out.n > JINJA_MAX_OUT) jfail(c, 0, "the rendered text exceeds %zu MiB", JINJA_MAX_OUT >> 20);
 }
 
 /* Render body into a string (for {% set %}...{% endset %} and macros). */
@@ -83,7 +86,7 @@ static double num(jv v) { return v.t == JV_FLOAT ? v.u.f : (double)as_int(v); }
 
 /* A template cannot ask for more than this many bytes (or list items) from one repetition: a
  * huge count must be an error, not an overflowed size. */
-enum { REPEAT_MAX = 64 << 20 };
+enum { REPEAT_MAX = 1 << 20 };
 
 static jv repeat(jctx *c, int line, jv s, int64_t k)
 {

@@ -14,6 +14,9 @@ void *ja_alloc(jctx *c, size_t n)
     struct jblock *b = c->arena;
     if (!b || b->used + n > b->cap) {
         size_t cap = n > 65536 ? n : 65536;
+        if (cap > JINJA_MAX_ARENA - c->arena_bytes || c->arena_bytes > JINJA_MAX_ARENA)
+            jfail(c, 0, "the template's values need more than %zu MiB", JINJA_MAX_ARENA >> 20);
+        c->arena_bytes += cap;
         b = malloc(sizeof *b + cap);
         if (!b) {
             c->status = tcq_fail(TCQ_ERR_NOMEM, "chat template: out of memory");

@@ -122,6 +122,12 @@ int main(void)
     expect_error(deep, "nested deeper than");
     expect_error("{% set ns = namespace(x=1) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}",
                  "nested deeper than");
+    /* size bounds: an error, not gigabytes (fuzz: `[3]*33333333` rendered ran out of memory) */
+    expect_error("{{ [3] * 33333333 }}", "too large");
+    expect_error("{{ 'ab' * 600000 }}", "too large");
+    expect_error("{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}", "rendered text exceeds");
+    expect_error("{% set ns = namespace(l=[]) %}{% for i in range(400) %}{% set ns.l = ns.l + [1] * 1000000 %}{% endfor %}",
+                 "MiB");
     /* bad JSON arguments are the caller's error */
     tcq_chat_message bad = {.role = "user", .content = "x", .extra_json = "[1]"};
     char *out = NULL;
