@@ -128,6 +128,8 @@ int main(void)
     expect_error("{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}", "rendered text exceeds");
     expect_error("{% set ns = namespace(l=[]) %}{% for i in range(400) %}{% set ns.l = ns.l + [1] * 1000000 %}{% endfor %}",
                  "MiB");
+    /* every loop iteration takes arena memory, so the arena bound also bounds the running time */
+    expect_error("{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}", "MiB");
     /* bad JSON arguments are the caller's error */
     tcq_chat_message bad = {.role = "user", .content = "x", .extra_json = "[1]"};
     char *out = NULL;
