@@ -181,8 +181,8 @@ tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     o.part = parts ? (float *)((char *)scr + xf_bytes + rs_bytes) : NULL;
     int *cnt;
     TCQ_TRY(tcq_cuda_counters(ctx, (size_t)o.ntiles + 2, &cnt));
-    /* the queue at a fixed slot: tile counters must be zero at rest, and a queue left at its
-     * final value where a later call's tile counter lives broke that */
+    /* slots 0, 1: the item queue and its exit count (queue_next leaves both at zero), then the
+     * tile counters (zero at rest: each tile's last warp resets its own) */
     o.work = cnt;
     o.cnt = cnt + 2;
     k_xprep<<<dim3(4 * nt, o.S), kXThreads, 0, ctx->stream>>>(x, (int)M, in, w->axis ? NULL : w->scales, nkt, nt, o.chunk,
