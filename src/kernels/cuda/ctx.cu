@@ -49,8 +49,7 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     const char *pin = getenv("TCQ_CUDA_KERNEL");
     c->kernel_pin = pin && !strcmp(pin, "tc");
     const char *pdl = getenv("TCQ_CUDA_PDL");
-    c->pdl = pdl ? atoi(pdl) : 1;
-    if (c->pdl < 0 || c->pdl > 2) c->pdl = 1;
+    c->pdl = !(pdl && !strcmp(pdl, "0"));
     const char *chs = getenv("TCQ_CUDA_CHUNK");
     c->chunk_pin = chs ? atoi(chs) : 0;
     if (c->chunk_pin != 256 && c->chunk_pin != 512 && c->chunk_pin != 1024) c->chunk_pin = 0;

@@ -6,6 +6,8 @@
 #include "cuda_internal.h"
 #include "tc_common.cuh"
 
+#include <utility>
+
 namespace tcq_im {
 using tcq_tc::Geo;
 
@@ -27,8 +29,8 @@ struct IOut {
     int M, S, n_items, ntiles, nmat;
     int chunk;           /* reduced positions of one item (= the x prep's chunk, <= 1024) */
     float inv_ntiles, inv_per_s;   /* 1/ntiles, 1/(ntiles nmat) */
-    int pdl;             /* launched as a programmatic dependent of the x prep: 1 wait after the
-                          * first weight loads, 2 wait at the start; 0 an ordinary launch */
+    int pdl;             /* launched as a programmatic dependent of the x prep (wait after the first
+                          * weight loads); 0 an ordinary launch */
     int64_t out;
     int64_t n_kt;        /* k-steps (8 inputs each) along the reduced dimension, even */
 };
@@ -49,6 +51,26 @@ __device__ __forceinline__ uint32_t mad1(uint32_t s) { return s * kMul + kAdd; }
  * main kernel waits for the prep's results only after its first weight loads are in flight. */
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+/* Launch kern as a programmatic dependent of the previous kernel on the stream (pdl != 0) or as
+ * an ordinary launch; the kernel's griddepcontrol.wait makes the dependence safe either way. */
+template <typename... P, typename... A>
+tcq_status pdl_launch(tcq_cuda_ctx *ctx, int pdl, void (*kern)(P...), dim3 grid, dim3 block, size_t smem, const char *what,
+                      A &&...args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = ctx->stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    CU_TRY(cudaLaunchKernelEx(&cfg, kern, std::forward<A>(args)...), what);
+    return TCQ_OK;
+}
 
 __device__ __forceinline__ int next_item(const IOut &o) { return tcq_tc::queue_next(o.work, o.n_items); }
 
@@ -131,8 +153,7 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
     const int bpc = o.chunk / g0.T;
     const int64_t nblk = g0.C / g0.T;
     const int per_s = o.ntiles * o.nmat;
-    if (o.pdl == 2) pdl_wait();
-    bool waited = o.pdl != 1;
+    bool waited = !o.pdl;
     for (;;) {
         const int item = next_item(o);
         if (item >= o.n_items) break;
@@ -267,8 +288,7 @@ __global__ void __launch_bounds__(kThreads, NT == 3 ? 1 : 2) k_im_scatter(Geo g,
     int *ep = ep_all + (threadIdx.x >> 5) * (kScOut * 8 * NT);
     const uint32_t lm = (1u << g.L) - 1u;
     const int rmax = (int)g.R - 1;
-    if (o.pdl == 2) pdl_wait();
-    bool waited = o.pdl != 1;
+    bool waited = !o.pdl;
     for (;;) {
         const int item = next_item(o);
         if (item >= o.n_items) break;
@@ -375,18 +395,7 @@ tcq_status im_launch(tcq_cuda_ctx *ctx, F kern, size_t smem, const Geo &g, const
     if (per_sm < 1) return tcq_fail(TCQ_ERR_DEVICE, "%s: kernel does not fit an SM", what);
     const int want = (o.n_items + kThreads / 32 - 1) / (kThreads / 32);
     const int grid = min(ctx->n_sm * per_sm, want);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = ctx->stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = o.pdl ? 1 : 0;
-    CU_TRY(cudaLaunchKernelEx(&cfg, kern, g, gu, o), what);
-    return TCQ_OK;
+    return pdl_launch(ctx, o.pdl, kern, dim3(grid), dim3(kThreads), smem, what, g, gu, o);
 }
 
 template <int K, int NT>

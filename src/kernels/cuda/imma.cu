@@ -233,18 +233,7 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     if (st != TCQ_OK || !parts) return st;
     /* launched as a dependent: its blocks are in place when the main kernel ends */
     const int64_t n = M * out;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)((n + 31) / 32));
-    cfg.blockDim = dim3(32 * kFinWarps);
-    cfg.stream = ctx->stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = ctx->pdl ? 1 : 0;
-    CU_TRY(cudaLaunchKernelEx(&cfg, k_im_finish, (const float *)o.part, o.S, (int)M, out,
-                              (const uint16_t *)(w->axis ? w->scales : NULL),
-                              (const uint16_t *)(up ? up->scales : NULL), y),
-           "cuda linear (int): chunk sums");
-    return TCQ_OK;
+    return pdl_launch(ctx, ctx->pdl, k_im_finish, dim3((unsigned)((n + 31) / 32)), dim3(32 * kFinWarps), 0,
+                      "cuda linear (int): chunk sums", (const float *)o.part, o.S, (int)M, out,
+                      (const uint16_t *)(w->axis ? w->scales : NULL), (const uint16_t *)(up ? up->scales : NULL), y);
 }
