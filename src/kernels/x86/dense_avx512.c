@@ -61,6 +61,13 @@ static float wscalar(const tcq_weight *w, int64_t r, int64_t j)
     return f;
 }
 
+/* The scale and bias of affine group i, broadcast (zero for the other formats, which ignore them). */
+AI void group_sb(const tcq_weight *w, int aff, int64_t i, __m512 *s, __m512 *b)
+{
+    *s = aff ? load_sb(w->af.scales, w->af.sdtype, i) : _mm512_setzero_ps();
+    *b = aff ? load_sb(w->af.biases, w->af.sdtype, i) : _mm512_setzero_ps();
+}
+
 AI void rows_direct(const tcq_weight *w, const float *x, const int MC, int64_t m0, int64_t r0, int64_t r1, float *y,
                     int64_t ldy)
 {
@@ -71,11 +78,8 @@ AI void rows_direct(const tcq_weight *w, const float *x, const int MC, int64_t m
         __m512 acc[4];
         for (int m = 0; m < MC; m++) acc[m] = _mm512_setzero_ps();
         for (int64_t g = 0; g < gpr; g++) {
-            __m512 s = _mm512_setzero_ps(), b = s;
-            if (aff) {
-                s = load_sb(w->af.scales, w->af.sdtype, r * gpr + g);
-                b = load_sb(w->af.biases, w->af.sdtype, r * gpr + g);
-            }
+            __m512 s, b;
+            group_sb(w, aff, r * gpr + g, &s, &b);
             const int64_t j1 = aff ? (g + 1) * gs : n16;
             for (int64_t j = g * gs; j < j1; j += 16) {
                 const __m512 wv = wload(w, r, j, s, b);
@@ -110,11 +114,8 @@ void tcq_dense_decode_rows_avx512(const tcq_weight *w, int64_t r0, int64_t r1, f
     for (int64_t r = r0; r < r1; r++) {
         float *o = out + (r - r0) * in;
         for (int64_t g = 0; g < gpr; g++) {
-            __m512 s = _mm512_setzero_ps(), b = s;
-            if (aff) {
-                s = load_sb(w->af.scales, w->af.sdtype, r * gpr + g);
-                b = load_sb(w->af.biases, w->af.sdtype, r * gpr + g);
-            }
+            __m512 s, b;
+            group_sb(w, aff, r * gpr + g, &s, &b);
             const int64_t j1 = aff ? (g + 1) * gs : n16;
             for (int64_t j = g * gs; j < j1; j += 16) _mm512_storeu_ps(o + j, wload(w, r, j, s, b));
         }
