@@ -139,7 +139,10 @@ __device__ __forceinline__ float im_partial(const int *cols, const IOut &o, int 
  * Item: 32 coded rows x kRedChunk positions.  Lane (g, q) holds rows g, g+8 of both m-tiles and,
  * of each T-block, the span of SP = T/4 positions [q SP, q SP + SP): W = SP k / 32 words, plus
  * the word above the span (the L-k bits of the last windows), which is the first word of lane
- * q-1's span (of lane 3's for q = 0: tail-biting wraps inside the block) — one shuffle. */
+ * q-1's span (of lane 3's for q = 0: tail-biting wraps inside the block) — one shuffle.
+ * An item is only a few blocks long, so the loads run one block ahead across item boundaries:
+ * a warp asks the queue for its next item when it starts one and loads that item's first block
+ * while it decodes the last block of this one (no exposed memory latency per item). */
 template <int K, int SP, int NT>
 __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut o)
 {
@@ -149,32 +152,54 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
     const int lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
     int *ep = ep_all + (threadIdx.x >> 5) * (kRedRows * 8 * NT);
     const int src = (lane & ~3) | ((q + 3) & 3);
-    const uint32_t lm = (1u << g0.L) - 1u;
-    const int bpc = o.chunk / g0.T;
-    const int64_t nblk = g0.C / g0.T;
+    const Geo &g = g0;   /* the geometry both matrices share */
+    const uint32_t lm = (1u << g.L) - 1u;
+    const int bpc = o.chunk / g.T;
+    const int nblk = (int)(g.C / g.T);
     const int per_s = o.ntiles * o.nmat;
-    bool waited = !o.pdl;
-    for (;;) {
-        const int item = next_item(o);
-        if (item >= o.n_items) break;
-        /* chunk-major: the warps in flight share the chunk's activation fragments in L1 */
-        int rem, tile;
-        const int s = div_small(item, per_s, o.inv_per_s, &rem);
-        const int mat = div_small(rem, o.ntiles, o.inv_ntiles, &tile);
-        /* fields, not a reference to one of two parameters (that puts both in local memory) */
-        const uint32_t *codes = mat ? g1.codes : g0.codes;
-        const Geo &g = g0;   /* the geometry both matrices share */
-        const uint32_t *rb[MT][2];
+    /* an item's chunk s, matrix, row tile, blocks [b0, b1) and the word offsets of its lane's four
+     * row spans (32-bit: tcq_cuda_im_supports keeps the tensor under 2^31 words) */
+    struct Place {
+        int s, mat, tile, b0, b1;
+        uint32_t ro[MT][2];
+    };
+    auto locate = [&](int item, Place &p) {
+        int rem;
+        p.s = div_small(item, per_s, o.inv_per_s, &rem);   /* chunk-major: warps in flight share x */
+        p.mat = div_small(rem, o.ntiles, o.inv_ntiles, &p.tile);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 /* rows past R read row R-1: a D row depends only on its own A row, and those
                  * outputs are not written, so the loads need no branches */
-                const int64_t r = min((int64_t)tile * kRedRows + 16 * mt + gq + 8 * h, g.R - 1);
-                rb[mt][h] = codes + r * g.row_words + (3 - q) * W;
+                const int r = (int)min((int64_t)p.tile * kRedRows + 16 * mt + gq + 8 * h, g.R - 1);
+                p.ro[mt][h] = (uint32_t)r * (uint32_t)g.row_words + (uint32_t)((3 - q) * W);
             }
-        const int b0 = s * bpc, b1 = (int)min((int64_t)b0 + bpc, nblk);
+        p.b0 = p.s * bpc;
+        p.b1 = min(p.b0 + bpc, nblk);
+    };
+    auto load = [&](const Place &p, int b, uint32_t (&w)[MT][2][W]) {
+        /* fields, not a reference to one of two parameters (that puts both in local memory) */
+        const uint32_t *codes = (p.mat ? g1.codes : g0.codes) + (uint32_t)b * (uint32_t)g.wpb;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) load_span<W>(codes + p.ro[mt][h], w[mt][h]);
+    };
+    Place cur;
+    {
+        const int item = next_item(o);
+        if (item >= o.n_items) return;
+        locate(item, cur);
+    }
+    uint32_t wc[MT][2][W];
+    load(cur, cur.b0, wc);
+    if (o.pdl) pdl_wait();
+    for (;;) {
+        const int asked = tcq_tc::queue_ask(o.work);
+        Place nxt;
+        bool last = true;   /* no item after this one */
         /* NT = 1: two accumulator sets (even / odd k-steps), four independent IMMA chains */
         constexpr int NA = NT == 1 ? 2 : 1;
         int acc[NA][MT][NT][4];
@@ -186,20 +211,18 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
                 for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                     for (int e = 0; e < 4; e++) acc[a][mt][nt][e] = 0;
-        uint32_t wc[MT][2][W];
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) load_span<W>(rb[mt][h] + (int64_t)b0 * g.wpb, wc[mt][h]);
-        if (!waited) pdl_wait(), waited = true;
-        for (int b = b0; b < b1; b++) {
+        for (int b = cur.b0; b < cur.b1; b++) {
             uint32_t wn[MT][2][W];
-            const bool more = b + 1 < b1;
-            if (more) {
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++) load_span<W>(rb[mt][h] + (int64_t)(b + 1) * g.wpb, wn[mt][h]);
+            bool more = b + 1 < cur.b1;
+            if (more) load(cur, b + 1, wn);
+            else {
+                const int item = tcq_tc::queue_take(o.work, o.n_items, asked);
+                last = item >= o.n_items;
+                if (!last) {
+                    locate(item, nxt);
+                    load(nxt, nxt.b0, wn);
+                    more = true;
+                }
             }
             uint32_t ov[MT][2];
 #pragma unroll
@@ -213,7 +236,8 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) bb[nt] = __ldg(xb + (jj * NT + nt) * 32);
                 /* every 8 k-steps: keep the compiler from hoisting all of a block's B loads to
-                 * its top (64 registers at SP=64), which caps the warps per SM */
+                 * its top (64 registers at SP=64), which caps the warps per SM.  (Loading them one
+                 * pair ahead instead measured no faster.) */
                 if (jj % 4 == 3) asm volatile("" ::: "memory");
 #pragma unroll
                 for (int jh = 0; jh < 2; jh++) {
@@ -255,19 +279,21 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
                 for (int e = 0; e < 4; e++)
                     ep[(16 * mt + gq + 8 * (e >> 1)) * (8 * NT) + 8 * nt + 2 * q + (e & 1)] = acc[0][mt][nt][e] + (NA > 1 ? acc[NA - 1][mt][nt][e] : 0);
         __syncwarp();
-        const int64_t row = (int64_t)tile * kRedRows + lane;
+        const int64_t row = (int64_t)cur.tile * kRedRows + lane;
         const bool rok = lane < kRedRows && row < g.R;
         const bool direct = o.nmat == 1 && o.S == 1;
         float f = 0.0f;
-        if (rok) f = __half2float(__ushort_as_half((mat ? g1.scales : g0.scales)[row])) / tcq_tc::kD;
+        if (rok) f = __half2float(__ushort_as_half((cur.mat ? g1.scales : g0.scales)[row])) / tcq_tc::kD;
         for (int m = 0; m < o.M && rok; m++) {
-            const float v = im_partial(ep + lane * 8 * NT + 3 * m, o, s, m);
+            const float v = im_partial(ep + lane * 8 * NT + 3 * m, o, cur.s, m);
             if (direct) o.y[(int64_t)m * o.out + row] = v * f;
-            else o.part[(((int64_t)mat * o.S + s) * o.M + m) * o.out + row] = v;
+            else o.part[(((int64_t)cur.mat * o.S + cur.s) * o.M + m) * o.out + row] = v;
         }
         __syncwarp();
         /* S > 1 or two matrices: k_im_finish_reduce (imma.cu) adds the chunks in order; no
          * per-item fence and arrival counter in this loop */
+        if (last) break;
+        cur = nxt;
     }
 }
 
@@ -304,12 +330,14 @@ __global__ void __launch_bounds__(kThreads, NT == 3 ? 1 : 2) k_im_scatter(Geo g,
         const int kt0 = s * (o.chunk / 8), kt1 = (int)min((int64_t)kt0 + o.chunk / 8, o.n_kt);
         /* the words of the 16 positions (and the L bits above), wrapped inside the block:
          * offsets fixed for the item, so a load is one address add */
-        uint32_t ofs[NL];
+        uint32_t ofsb[NL];   /* byte offsets: a load is one 32-bit add and one 64-bit add */
 #pragma unroll
         for (int j = 0; j < NL; j++) {
             const int idx = (b_lo >> 5) + j;
-            ofs[j] = idx >= g.wpb ? idx - g.wpb : idx;
+            ofsb[j] = 4u * (uint32_t)(idx >= g.wpb ? idx - g.wpb : idx);
         }
+        const char *base_b = (const char *)base;
+        const uint32_t stride_b = 4u * (uint32_t)stride;
         int acc[MT][NT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
@@ -321,15 +349,25 @@ __global__ void __launch_bounds__(kThreads, NT == 3 ? 1 : 2) k_im_scatter(Geo g,
         auto issue = [&](uint32_t (&ws)[2][NL], int kt) {
 #pragma unroll
             for (int d = 0; d < 2; d++) {
-                const uint32_t *rp = base + (uint32_t)(min(8 * kt + 2 * q + d, rmax) * stride);
+                const uint32_t roff = (uint32_t)min(8 * kt + 2 * q + d, rmax) * stride_b;
 #pragma unroll
-                for (int j = 0; j < NL; j++) ws[d][j] = __ldg(rp + ofs[j]);
+                for (int j = 0; j < NL; j++) ws[d][j] = __ldg((const uint32_t *)(base_b + (roff + ofsb[j])));
             }
         };
 #pragma unroll
         for (int u = 0; u < D; u++)
             if (kt0 + u < kt1) issue(w[u], kt0 + u);
         if (!waited) pdl_wait(), waited = true;
+        /* B fragments of k-step pairs in a ring of two, loaded two pairs ahead (from L2 mostly:
+         * the warps of an SM rarely share a chunk).  Not at NT = 2: its 8 more registers spill
+         * (measured: M=4 1.2-1.4x slower with the ring), so it loads each pair where it is used. */
+        constexpr bool RING = NT != 2;
+        uint4 bq[2][NT];
+#pragma unroll
+        for (int sl = 0; sl < 2; sl++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                if (RING) bq[sl][nt] = __ldg(o.xf + (((kt0 >> 1) + sl) * NT + nt) * 32 + lane);
         for (int kt = kt0; kt < kt1; kt += D) {
 #pragma unroll
             for (int u = 0; u < D; u++) {
@@ -352,10 +390,15 @@ __global__ void __launch_bounds__(kThreads, NT == 3 ? 1 : 2) k_im_scatter(Geo g,
                 }
                 if (k + D < kt1) issue(w[u], k + D);
                 uint2 bf[NT];
+                const int sl = u >> 1;   /* kt is a multiple of D = 4: pair k >> 1 sits in slot u >> 1 */
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
-                    const uint4 bb = __ldg(o.xf + ((k >> 1) * NT + nt) * 32 + lane);
+                    const uint4 bb = RING ? bq[sl][nt] : __ldg(o.xf + ((k >> 1) * NT + nt) * 32 + lane);
                     bf[nt] = (u & 1) ? make_uint2(bb.z, bb.w) : make_uint2(bb.x, bb.y);
+                }
+                if (RING && (u & 1) && k + 3 < kt1) {
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++) bq[sl][nt] = __ldg(o.xf + (((k >> 1) + 2) * NT + nt) * 32 + lane);
                 }
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++)

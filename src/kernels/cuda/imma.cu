@@ -169,8 +169,8 @@ __global__ void __launch_bounds__(32 * kFinWarps) k_im_finish(const float *__res
 int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M)
 {
     if (ctx->kernel_pin == 1 || M > kMaxM) return 0;
-    /* 32-bit word offsets inside the tensor and item indices below 2^24 (div_small) */
-    if (w->rows * tcq_trellis_row_words(w) >= ((int64_t)1 << 31) || w->rows * w->cols / 4096 >= ((int64_t)1 << 23)) return 0;
+    /* 32-bit byte offsets inside the tensor and item indices below 2^24 (div_small) */
+    if (w->rows * tcq_trellis_row_words(w) >= ((int64_t)1 << 29) || w->rows * w->cols / 4096 >= ((int64_t)1 << 23)) return 0;
     if (w->axis == 1) return !w->interleaved && (w->p.T == 128 || w->p.T == 256);
     return 1;
 }

@@ -154,25 +154,32 @@ __device__ __forceinline__ void decode16(const uint32_t (&w)[Dec<K>::NL], int b_
     }
 }
 
-/* Next item of a kernel's queue for the whole warp.  work[0] is the queue, work[1] counts warps
- * gone; the last warp out zeroes both, so the counters are zero at rest for whichever kernel
- * runs next (every kernel of the backend that uses the queue goes through here). */
-__device__ __forceinline__ int queue_next(int *work, int n_items)
+/* A kernel's item queue.  work[0] is the queue, work[1] counts warps gone; the last warp out
+ * zeroes both, so the counters are zero at rest for whichever kernel runs next (every kernel of
+ * the backend that uses the queue goes through here).  Two halves, so a warp can ask for its next
+ * item while it works on this one: queue_ask (lane 0's atomic; nothing waits for it) early,
+ * queue_take (the broadcast and the exit count) when the answer is needed. */
+__device__ __forceinline__ int queue_ask(int *work)
 {
-    int item = 0;
-    if ((threadIdx.x & 31) == 0) {
-        item = atomicAdd(&work[0], 1);
-        if (item >= n_items) {
-            __threadfence();
-            const int total = gridDim.x * (blockDim.x >> 5);
-            if (atomicAdd(&work[1], 1) == total - 1) {
-                work[0] = 0;
-                work[1] = 0;
-            }
+    return (threadIdx.x & 31) == 0 ? atomicAdd(&work[0], 1) : 0;
+}
+
+__device__ __forceinline__ int queue_take(int *work, int n_items, int asked)
+{
+    const int item = __shfl_sync(0xffffffffu, asked, 0);
+    if (item >= n_items && (threadIdx.x & 31) == 0) {
+        __threadfence();
+        const int total = gridDim.x * (blockDim.x >> 5);
+        if (atomicAdd(&work[1], 1) == total - 1) {
+            work[0] = 0;
+            work[1] = 0;
         }
     }
-    return __shfl_sync(0xffffffffu, item, 0);
+    return item;
 }
+
+/* Next item for the whole warp, at once. */
+__device__ __forceinline__ int queue_next(int *work, int n_items) { return queue_take(work, n_items, queue_ask(work)); }
 
 __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b)
 {
