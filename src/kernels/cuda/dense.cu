@@ -26,7 +26,7 @@ constexpr int kFastMaxM = 8;
 __device__ __forceinline__ float code_value(uint32_t s)
 {
     const float d = kD, r = 1.0f / kD;
-    const float y = (float)((int)bytesum(s) - 510);
+    const float y = code_y(s);
     const float q = __fmul_rn(y, r);
     const float e = __fmaf_rn(-q, d, y);
     return __fmaf_rn(e, r, q);
