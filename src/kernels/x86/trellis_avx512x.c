@@ -34,6 +34,21 @@ static void decode_rows(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb,
 
 /* ---- axis 1 (reduce) --------------------------------------------------------------------- */
 
+/* one activation block (QB positions) of a coded block, rows m0..m0+MC */
+AI void reduce_fast_qb(const dec *d, blk bl, int64_t kb, int qb, const int MC, const uint32_t *const *q4m,
+                       const int32_t *const *corrm, const float *const *dm, __m512 *facc, const int BC)
+{
+    __m512i iacc[4];
+    for (int m = 0; m < MC; m++) iacc[m] = _mm512_maskz_loadu_epi32(1, corrm[m] + kb);   /* lane 0 */
+    const int64_t pos = kb * QB;
+    for (int gg = 0; gg < GPQ; gg++) {
+        const __m512i x = dec_x(d, bl, qb * GPQ + gg, BC);
+        for (int m = 0; m < MC; m++) iacc[m] = _mm512_dpbusd_epi32(iacc[m], x, _mm512_loadu_si512(q4m[m] + pos + gg * 16));
+    }
+    for (int m = 0; m < MC; m++)
+        facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m]), _mm512_set1_ps(dm[m][kb]), facc[m]);
+}
+
 /* fast, rows m0..m0+MC share each decoded group */
 AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m0, const int BC)
 {
@@ -64,20 +79,16 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
                 _mm_prefetch((const char *)(rb + (b + TCQ_RPF) * wpb), _MM_HINT_T0);
                 _mm_prefetch((const char *)(rb + (b + TCQ_RPF) * wpb) + 64, _MM_HINT_T0);
             }
-            for (int qb = 0; qb < T / QB; qb++) {
-                const int64_t kb = b * (T / QB) + qb;
-                __m512i iacc[4];
-                for (int m = 0; m < MC; m++) iacc[m] = _mm512_maskz_loadu_epi32(1, corrm[m] + kb);   /* lane 0 */
-                const int64_t pos = kb * QB;
-                for (int gg = 0; gg < GPQ; gg++) {
-                    const int g = qb * GPQ + gg;
-                    const __m512i x = dec_x(d, bl, g, BC);
-                    for (int m = 0; m < MC; m++)
-                        iacc[m] = _mm512_dpbusd_epi32(iacc[m], x, _mm512_loadu_si512(q4m[m] + pos + gg * 16));
-                }
-                for (int m = 0; m < MC; m++)
-                    facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m]), _mm512_set1_ps(dm[m][kb]), facc[m]);
-            }
+            /* T = 256: the 4 activation blocks unrolled.  As a 4-trip inner loop, on Zen 5 the
+             * kernel ran at 0.66-0.70 ns per group in some processes and 1.0-1.1 in others
+             * (bimodal by run, so by code/data placement; the loop alone: 0.63); unrolled,
+             * 0.68-0.70 in every run (bench/NOTES.md "Zen 5") */
+            if (T == 256) {
+#pragma GCC unroll 4
+                for (int qb = 0; qb < 4; qb++) reduce_fast_qb(d, bl, b * 4 + qb, qb, MC, q4m, corrm, dm, facc, BC);
+            } else
+                for (int qb = 0; qb < T / QB; qb++)
+                    reduce_fast_qb(d, bl, b * (T / QB) + qb, qb, MC, q4m, corrm, dm, facc, BC);
         }
         const float f = _cvtsh_ss(w->scales[r]) * TCQ_RMAD_RINV;
         for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]) * f;
