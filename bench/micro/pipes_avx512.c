@@ -107,6 +107,12 @@ BENCH(mix_sh2,8,MIX(G2,DEC_SH))
 BENCH(mix_sh3,8,MIX(G3,DEC_SH))
 BENCH(mix_sh4,8,MIX(G4,DEC_SH))
 
+
+/* hybrid: even groups by the broadcast decoder, odd by the byte-shuffle one */
+#define MIXH(G) G(DEC_BC,0,8,12,16,18,0) G(DEC_SH,1,9,13,17,19,8) G(DEC_BC,2,10,14,16,18,16) G(DEC_SH,3,11,15,17,19,24) G(DEC_BC,4,8,12,16,18,32) G(DEC_SH,5,9,13,17,19,40) G(DEC_BC,6,10,14,16,18,48) G(DEC_SH,7,11,15,17,19,56)
+BENCH(mix_hy1,8,MIXH(G1))
+BENCH(mix_hy2,8,MIXH(G2))
+BENCH(mix_hy4,8,MIXH(G4))
 int main(int argc,char**argv){ setvbuf(stdout,0,_IONBF,0);
   for(int i=0;i<512;i++) mem[i]=i*0x9e3779b97f4a7c15ull;
   double cyc=lat_add(); cyc=lat_add(); double cq=lat_addq();
@@ -117,7 +123,7 @@ int main(int argc,char**argv){ setvbuf(stdout,0,_IONBF,0);
    {"vpmaddubsw",t_pmaddubsw},{"vpmaddwd",t_pmaddwd},{"vpshufb",t_pshufb},{"vfmadd231ps",t_fma},{"vcvtdq2ps",t_cvt},{"vpbroadcastq m64",t_bcq},
    {"LAT vpmulld",l_pmulld},{"LAT vpmultishiftqb",l_mshift},{"LAT vpdpbusd",l_dpbusd},{"LAT vpermb",l_permb},
    {"MIX bc decode only (per group)",mix_bc0},{"MIX bc M=1",mix_bc1},{"MIX bc M=2",mix_bc2},{"MIX bc M=3",mix_bc3},{"MIX bc M=4",mix_bc4},
-   {"MIX vpermi2b M=1",mix_p1},{"MIX vpermb M=1",mix_pb1},{"MIX vpermb M=4",mix_pb4},{"MIX sh decode only",mix_sh0},{"MIX sh M=1",mix_sh1},{"MIX sh M=2",mix_sh2},{"MIX sh M=3",mix_sh3},{"MIX sh M=4",mix_sh4},{"PAIR vpmulld + vpdpbusd",p_0},{"PAIR vpmultishiftqb + vpdpbusd",p_1},{"PAIR vpmultishiftqb + vpmulld",p_2},{"PAIR vpermb + vpmulld",p_3},{"PAIR vpermb + vpdpbusd",p_4},{"PAIR vpermb + vpmultishiftqb",p_5},{"PAIR vpshufb + vpmulld",p_6},{"PAIR vpsrlvd + vpmulld",p_7},{"PAIR vpsrlvd + vpmultishiftqb",p_8},{"PAIR vpdpwssd + vpmultishiftqb",p_9},{"PAIR vpmaddwd + vpmultishiftqb",p_10},{"PAIR vpslld $3, + vpmulld",p_11},{"PAIR vpsllq $3, + vpdpbusd",p_12},{"PAIR vpternlogd $0x96, + vpmulld",p_13},{"PAIR vpmullw + vpmulld",p_14},{"PAIR vpshldvd + vpmulld",p_15},{"PAIR vpmultishiftqb + vfmadd231ps",p_16},{"PAIR vpmulld + vfmadd231ps",p_17},{"PAIR vpdpbusd + vfmadd231ps",p_18},{"PAIR vcvtdq2ps + vpmulld",p_19},{"PAIR vpermd + vpmulld",p_20},{"PAIR vpsadbw + vpmulld",p_21}};
+   {"MIX vpermi2b M=1",mix_p1},{"MIX vpermb M=1",mix_pb1},{"MIX vpermb M=4",mix_pb4},{"MIX sh decode only",mix_sh0},{"MIX sh M=1",mix_sh1},{"MIX sh M=2",mix_sh2},{"MIX sh M=3",mix_sh3},{"MIX sh M=4",mix_sh4},{"MIX hybrid M=1",mix_hy1},{"MIX hybrid M=2",mix_hy2},{"MIX hybrid M=4",mix_hy4},{"PAIR vpmulld + vpdpbusd",p_0},{"PAIR vpmultishiftqb + vpdpbusd",p_1},{"PAIR vpmultishiftqb + vpmulld",p_2},{"PAIR vpermb + vpmulld",p_3},{"PAIR vpermb + vpdpbusd",p_4},{"PAIR vpermb + vpmultishiftqb",p_5},{"PAIR vpshufb + vpmulld",p_6},{"PAIR vpsrlvd + vpmulld",p_7},{"PAIR vpsrlvd + vpmultishiftqb",p_8},{"PAIR vpdpwssd + vpmultishiftqb",p_9},{"PAIR vpmaddwd + vpmultishiftqb",p_10},{"PAIR vpslld $3, + vpmulld",p_11},{"PAIR vpsllq $3, + vpdpbusd",p_12},{"PAIR vpternlogd $0x96, + vpmulld",p_13},{"PAIR vpmullw + vpmulld",p_14},{"PAIR vpshldvd + vpmulld",p_15},{"PAIR vpmultishiftqb + vfmadd231ps",p_16},{"PAIR vpmulld + vfmadd231ps",p_17},{"PAIR vpdpbusd + vfmadd231ps",p_18},{"PAIR vcvtdq2ps + vpmulld",p_19},{"PAIR vpermd + vpmulld",p_20},{"PAIR vpsadbw + vpmulld",p_21}};
   int rep = argc>1?atoi(argv[1]):3;
   for(unsigned i=0;i<sizeof t/sizeof*t;i++){ double b=1e9; for(int r=0;r<rep;r++){double x=t[i].f(); if(x<b)b=x;}
     printf("%-44s %.4f ns  %.2f cycles\n",t[i].n,b*1e9,b/cq);}

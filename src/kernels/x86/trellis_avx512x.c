@@ -515,8 +515,10 @@ static void scatter_exact_tile(const ks_args *a)
 
 /* Fast axis 1, M = 2..4: the int16 tile kernel (one decode stored as int16 code values, half a
  * vpdpwssd per 16 weights per row) against the shared int8 kernel (one vpdpbusd per row), side by
- * side: 0.72-0.75x at M=4, 0.90-1.02x at M=3, 1.01-1.08x at M=2 (bench/NOTES.md, "Broadcast
- * decoder"); one kernel for the regime keeps the dispatch and the kernel names simple. */
+ * side.  Sapphire Rapids: 0.72-0.75x at M=4, 0.90-1.02x at M=3, 1.01-1.08x at M=2 ("Broadcast
+ * decoder and AMX tiles"); Zen 5: int8 0.80-0.85x of int16 at M=2, 0.81-0.93x at M=3,
+ * 1.06-1.31x at M=4 (bench/NOTES.md "Zen 5"), hence int8 (the M1 entry) below M=4 here; the
+ * AMX table (Sapphire Rapids) keeps int16 from M=2. */
 static const tr_table table = {
     .isa = "avx512",
     .reduce = {{reduce_exact_shared, reduce_exact_shared, reduce_exact_tile},
@@ -526,6 +528,7 @@ static const tr_table table = {
     .decode = decode_rows,
     .tag = {{NULL, NULL, NULL}, {NULL, "i16", "i16"}},
     .scatter_nbc = {{4, 4, 1}, {4, 4, 1}},
+    .fast_shared_from = 4,
 };
 
 /* AMX-INT8: the fast tile-regime kernels (M = 5..; trellis_*_amx.c).  M = 2..4 keep the register
