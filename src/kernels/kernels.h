@@ -105,6 +105,9 @@ typedef struct tr_table {
     const char *stag[KP_COUNT][KRG_COUNT];  /* appended to scatter kernel names (NULL: none) */
     int scatter_nbc[KP_COUNT][KRG_COUNT];   /* column blocks a scatter call takes (0 means 1) */
     int qt;                                 /* fast reduce for M >= 2 reads kq_act.qt (AMX) */
+    int fast_shared_from;                   /* fast reduce, shared regime: M below this runs the
+                                             * M1 entry (it shares a decode among up to 4 rows);
+                                             * 0: the shared entry for every M of the regime */
 } tr_table;
 
 extern const tr_table tcq_tr_ref;          /* ref/trellis_ref.c */

@@ -228,6 +228,12 @@ static tcq_kregime pick_regime(const tcq_kctx *c, int64_t M, int is_trellis, int
 
 static int kpath_of(const tcq_kctx *c) { return c->path == TCQ_PATH_EXACT ? KP_EXACT : KP_FAST; }
 
+/* the table column an axis-1 call of regime column rg takes (tr_table.fast_shared_from) */
+static int reduce_col(const tr_table *tab, int kp, int rg, int64_t M)
+{
+    return kp == KP_FAST && rg == KRG_SHARED && M < tab->fast_shared_from ? KRG_M1 : rg;
+}
+
 /* ---- trellis, reduce / scatter regimes ---------------------------------------------------- */
 
 typedef struct run_ctx {
@@ -352,12 +358,13 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
     const int rg = reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE;
     TCQ_TRY(ensure_scratch(c, kernel_private_bytes(w) + (size_t)(SCATTER_COLS * M * w->p.T) * 4));
     if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, wt->in, w->axis ? NULL : w->scales));
-    if (kp == KP_FAST && w->axis && tab->qt && rg != KRG_M1) TCQ_TRY(tcq_kq_transpose(&c->qa, M));
     if (w->axis) {
-        r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
+        const int rc = reduce_col(tab, kp, rg, M);
+        if (kp == KP_FAST && tab->qt && rc != KRG_M1) TCQ_TRY(tcq_kq_transpose(&c->qa, M));
+        r.rf = tab->reduce[kp][rc] ? tab->reduce[kp][rc] : tcq_tr_ref.reduce[kp][rc];
         snprintf(c->last, sizeof c->last, "trellis.reduce.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
-                 tab->reduce[kp][rg] ? tab->isa : "scalar", tab->reduce[kp][rg] && tab->tag[kp][rg] ? "." : "",
-                 tab->reduce[kp][rg] && tab->tag[kp][rg] ? tab->tag[kp][rg] : "");
+                 tab->reduce[kp][rc] ? tab->isa : "scalar", tab->reduce[kp][rc] && tab->tag[kp][rc] ? "." : "",
+                 tab->reduce[kp][rc] && tab->tag[kp][rc] ? tab->tag[kp][rc] : "");
         tcq_pool_run(c->pool, (w->rows + REDUCE_ROWS - 1) / REDUCE_ROWS, reduce_item, &r);
         return TCQ_OK;
     }
@@ -466,7 +473,7 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
     const tr_table *tab = table_for(isa);
     const int kp = kpath_of(c);
     const tcq_kregime reg = pick_regime(c, M, 1, 1, kp == KP_EXACT);
-    const int rg = reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE;
+    const int rg = reduce_col(tab, kp, reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE, M);
     TCQ_TRY(ensure_scratch(c, TCQ_MAX(kernel_private_bytes(&gate->tr), kernel_private_bytes(&up->tr)) +
                                   (size_t)(2 * M * REDUCE_ROWS) * 4));
     if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, gate->in, NULL));

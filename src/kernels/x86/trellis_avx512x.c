@@ -34,6 +34,21 @@ static void decode_rows(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb,
 
 /* ---- axis 1 (reduce) --------------------------------------------------------------------- */
 
+/* one activation block (QB positions) of a coded block, rows m0..m0+MC */
+AI void reduce_fast_qb(const dec *d, blk bl, int64_t kb, int qb, const int MC, const uint32_t *const *q4m,
+                       const int32_t *const *corrm, const float *const *dm, __m512 *facc, const int BC)
+{
+    __m512i iacc[4];
+    for (int m = 0; m < MC; m++) iacc[m] = _mm512_maskz_loadu_epi32(1, corrm[m] + kb);   /* lane 0 */
+    const int64_t pos = kb * QB;
+    for (int gg = 0; gg < GPQ; gg++) {
+        const __m512i x = dec_x(d, bl, qb * GPQ + gg, BC);
+        for (int m = 0; m < MC; m++) iacc[m] = _mm512_dpbusd_epi32(iacc[m], x, _mm512_loadu_si512(q4m[m] + pos + gg * 16));
+    }
+    for (int m = 0; m < MC; m++)
+        facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m]), _mm512_set1_ps(dm[m][kb]), facc[m]);
+}
+
 /* fast, rows m0..m0+MC share each decoded group */
 AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m0, const int BC)
 {
@@ -64,20 +79,16 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
                 _mm_prefetch((const char *)(rb + (b + TCQ_RPF) * wpb), _MM_HINT_T0);
                 _mm_prefetch((const char *)(rb + (b + TCQ_RPF) * wpb) + 64, _MM_HINT_T0);
             }
-            for (int qb = 0; qb < T / QB; qb++) {
-                const int64_t kb = b * (T / QB) + qb;
-                __m512i iacc[4];
-                for (int m = 0; m < MC; m++) iacc[m] = _mm512_maskz_loadu_epi32(1, corrm[m] + kb);   /* lane 0 */
-                const int64_t pos = kb * QB;
-                for (int gg = 0; gg < GPQ; gg++) {
-                    const int g = qb * GPQ + gg;
-                    const __m512i x = dec_x(d, bl, g, BC);
-                    for (int m = 0; m < MC; m++)
-                        iacc[m] = _mm512_dpbusd_epi32(iacc[m], x, _mm512_loadu_si512(q4m[m] + pos + gg * 16));
-                }
-                for (int m = 0; m < MC; m++)
-                    facc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[m]), _mm512_set1_ps(dm[m][kb]), facc[m]);
-            }
+            /* T = 256: the 4 activation blocks unrolled.  As a 4-trip inner loop, on Zen 5 the
+             * kernel ran at 0.66-0.70 ns per group in some processes and 1.0-1.1 in others
+             * (bimodal by run, so by code/data placement; the loop alone: 0.63); unrolled,
+             * 0.68-0.70 in every run (bench/NOTES.md "Zen 5") */
+            if (T == 256) {
+#pragma GCC unroll 4
+                for (int qb = 0; qb < 4; qb++) reduce_fast_qb(d, bl, b * 4 + qb, qb, MC, q4m, corrm, dm, facc, BC);
+            } else
+                for (int qb = 0; qb < T / QB; qb++)
+                    reduce_fast_qb(d, bl, b * (T / QB) + qb, qb, MC, q4m, corrm, dm, facc, BC);
         }
         const float f = _cvtsh_ss(w->scales[r]) * TCQ_RMAD_RINV;
         for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]) * f;
@@ -504,8 +515,10 @@ static void scatter_exact_tile(const ks_args *a)
 
 /* Fast axis 1, M = 2..4: the int16 tile kernel (one decode stored as int16 code values, half a
  * vpdpwssd per 16 weights per row) against the shared int8 kernel (one vpdpbusd per row), side by
- * side: 0.72-0.75x at M=4, 0.90-1.02x at M=3, 1.01-1.08x at M=2 (bench/NOTES.md, "Broadcast
- * decoder"); one kernel for the regime keeps the dispatch and the kernel names simple. */
+ * side.  Sapphire Rapids: 0.72-0.75x at M=4, 0.90-1.02x at M=3, 1.01-1.08x at M=2 ("Broadcast
+ * decoder and AMX tiles"); Zen 5: int8 0.80-0.85x of int16 at M=2, 0.81-0.93x at M=3,
+ * 1.06-1.31x at M=4 (bench/NOTES.md "Zen 5"), hence int8 (the M1 entry) below M=4 here; the
+ * AMX table (Sapphire Rapids) keeps int16 from M=2. */
 static const tr_table table = {
     .isa = "avx512",
     .reduce = {{reduce_exact_shared, reduce_exact_shared, reduce_exact_tile},
@@ -515,6 +528,7 @@ static const tr_table table = {
     .decode = decode_rows,
     .tag = {{NULL, NULL, NULL}, {NULL, "i16", "i16"}},
     .scatter_nbc = {{4, 4, 1}, {4, 4, 1}},
+    .fast_shared_from = 4,
 };
 
 /* AMX-INT8: the fast tile-regime kernels (M = 5..; trellis_*_amx.c).  M = 2..4 keep the register
