@@ -65,7 +65,8 @@ int bench_kernels_cuda(int argc, char **argv)
         if (cli_is_help(argv[i])) {
             printf("usage: tcq cuda-bench [--k 2,3,4] [--M 1,2,4,8,16,32,512] [--ops reduce,scatter,swiglu,dense,encode]\n"
                    "                      [--path exact,fast] [--reps N] [--trials N] [--json]\n"
-                   "  reduce/scatter run the exact path, and the fast (int8) path for M <= 8 unless --path exact\n");
+                   "  reduce/scatter run the exact path, and the fast (int8) path for M <= 8 unless --path exact\n"
+                   "  TCQ_BENCH_NCOPY=N: N weight copies (default: enough to exceed 3x the L2; 1: L2-resident)\n");
             return 0;
         } else if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) i++;   /* `tcq bench kernels --device cuda` */
