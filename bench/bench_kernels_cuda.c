@@ -131,7 +131,8 @@ int bench_kernels_cuda(int argc, char **argv)
             if (ncopy > 12) ncopy = 12;
             /* TCQ_BENCH_NCOPY=1: one copy, L2-resident where it fits (separates memory latency
              * from what happens inside the SMs) */
-            if (getenv("TCQ_BENCH_NCOPY")) ncopy = atoi(getenv("TCQ_BENCH_NCOPY")) > 0 ? atoi(getenv("TCQ_BENCH_NCOPY")) : ncopy;
+            const char *nc = getenv("TCQ_BENCH_NCOPY");
+            if (nc && atoi(nc) > 0) ncopy = atoi(nc);
             cw *w = calloc((size_t)ncopy * 2, sizeof *w);
             const tcq_trellis **wp = calloc((size_t)ncopy * 2, sizeof *wp);
             s = make_copies(ctx, k, a, out, in, a ? 2 * ncopy : ncopy, w);
