@@ -964,13 +964,14 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     (axis 0) inputs, |x'| < 2^22, split in three signed byte limbs (B columns), so the s32
  *     sums are exact; each chunk's sum is finished in double and kept in f32, chunks added in
  *     order.  Relative error against float64 ~5e-7 (x's quantization, 2^-23 of its chunk max).
- *   M <= 32 otherwise: tensor-core kernel.  Pairs of states are looked up in a shared-memory table of
+ *   otherwise M <= 16 on axis 1 (all M <= 8 on axis 0): tensor-core kernel.  Pairs of states are looked up in a shared-memory table of
  *     (y_t, y_t+1) as two exact f16 integers (y the 1MAD byte sum minus 510), fed to
  *     mma.m16n8k16 against the activations split into f16 hi + lo parts (x' = x*2^e, e per row
  *     so x' fits f16), accumulated in f32; y = acc * 2^-e * scale / 147.800537109375.  The
  *     factored contract of FORMAT.md; relative error against float64 ~1e-6.
- *   M > 32: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch, then a
- *     cuBLAS bf16 GEMM with f32 accumulation (x rounded to bf16).
+ *   larger M: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch (the
+ *     whole matrix, in its coded layout: axis 0 as W^T), then a cuBLAS bf16 GEMM with f32
+ *     accumulation (x rounded to bf16).  tcq_cuda_linear_kernel says which one runs.
  *   TCQ_PATH_FAST, M <= 8: the CPU's fast-path contract (TCQ_FAST_QB above): the activation
  *     quantized per 64 positions exactly as the CPU does, the decode folded into dp4a (the four
  *     bytes of s*34038481 + 76625530 against q replicated four times), exact integer block sums
@@ -1014,6 +1015,10 @@ tcq_status tcq_cuda_trellis_upload(tcq_cuda_ctx *ctx, const tcq_trellis *host, v
  * device f32.  Any M >= 1.  path: AUTO, EXACT or FAST (the int8 kernels for M <= 8, above). */
 tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x /* [M, in] */,
                            float *y /* [M, out] */, int64_t M, tcq_kpath path);
+/* Which kernel tcq_cuda_linear runs for (w, M, path): "fast" (the int8 dp4a kernels), "int"
+ * (integer tensor cores), "pair" (the pair-table kernels) or "bf16-gemm" (decode to bf16 +
+ * cuBLAS: the bf16 contract).  NULL on a NULL argument.  Static strings. */
+const char *tcq_cuda_linear_kernel(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path);
 /* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T); gate and up axis 1, same shape (FAST,
  * M <= 8: one int8 kernel computes both and combines). */
 tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, const tcq_trellis *up,

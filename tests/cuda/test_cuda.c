@@ -93,7 +93,9 @@ static double check_linear_path(int L, int k, int T, int axis, int il, int64_t o
     double *ref = malloc((size_t)(M * out) * 8);
     CHECK_OK(tcq_trellis_decode(&h.t, W));
     for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
-    const int big = M > 32;
+    const char *kern = tcq_cuda_linear_kernel(ctx, &h.t, M, path);
+    CHECK(kern != NULL, "tcq_cuda_linear_kernel: NULL");
+    const int big = kern && !strcmp(kern, "bf16-gemm");
     ref_linear(W, x, ref, M, out, in, big);
     const size_t wb = tcq_cuda_trellis_bytes(&h.t);
     void *dwb = dev_alloc(wb);
@@ -166,8 +168,10 @@ static void check_swiglu(int L, int k, int T, int64_t out, int64_t in, int64_t M
     CHECK_OK(tcq_trellis_decode(&g.t, Wg));
     CHECK_OK(tcq_trellis_decode(&u.t, Wu));
     for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
-    ref_linear(Wg, x, rg, M, out, in, M > 32);
-    ref_linear(Wu, x, ru, M, out, in, M > 32);
+    const char *kern = tcq_cuda_linear_kernel(ctx, &g.t, M, TCQ_PATH_AUTO);
+    const int big = kern && !strcmp(kern, "bf16-gemm");
+    ref_linear(Wg, x, rg, M, out, in, big);
+    ref_linear(Wu, x, ru, M, out, in, big);
     for (int64_t i = 0; i < M * out; i++) rg[i] = rg[i] / (1.0 + exp(-rg[i])) * ru[i];
     const size_t wb = tcq_cuda_trellis_bytes(&g.t);
     void *dgb = dev_alloc(wb), *dub = dev_alloc(wb);
@@ -686,6 +690,43 @@ int main(void)
     check_swiglu(12, 2, 256, 300, 512, 1);
     check_swiglu(12, 3, 256, 200, 768, 7);
     check_swiglu(12, 4, 256, 64, 256, 50);
+    {   /* M > 32 in parts (TCQ_CUDA_GEMM_CHUNK) with and without the overlapped decode: parts that
+         * do not divide the outputs, both axes, the interleave, fused gate/up */
+        tcq_cuda_ctx *main_ctx = ctx;
+        for (int ov = 0; ov <= 1; ov++) {
+            setenv("TCQ_CUDA_GEMM_CHUNK", "48", 1);
+            setenv("TCQ_CUDA_GEMM_OVERLAP", ov ? "1" : "0", 1);
+            tcq_cuda_ctx *c2 = NULL;
+            CHECK_OK(tcq_cuda_ctx_create(0, &c2));
+            unsetenv("TCQ_CUDA_GEMM_CHUNK");
+            unsetenv("TCQ_CUDA_GEMM_OVERLAP");
+            if (!c2) break;
+            ctx = c2;
+            double e = check_linear(12, 2, 256, 1, 0, 300, 512, 40);
+            e = fmax(e, check_linear(12, 3, 256, 0, 0, 512, 200, 33));
+            e = fmax(e, check_linear(12, 3, 256, 0, 1, 1024, 100, 64));
+            e = fmax(e, check_linear(8, 1, 64, 1, 0, 37, 128, 100));
+            check_swiglu(12, 3, 256, 200, 768, 35);
+            fprintf(stderr, "large M in parts of 48 outputs (overlap %d): worst relative error %.3g\n", ov, e);
+            ctx = main_ctx;
+            tcq_cuda_ctx_free(c2);
+        }
+        /* the pair-table kernels up to their limit (the dispatcher stops them at 16 / 8) */
+        setenv("TCQ_CUDA_TC_MAX_M", "32", 1);
+        tcq_cuda_ctx *c3 = NULL;
+        CHECK_OK(tcq_cuda_ctx_create(0, &c3));
+        unsetenv("TCQ_CUDA_TC_MAX_M");
+        if (c3) {
+            ctx = c3;
+            double e = check_linear(12, 2, 256, 1, 0, 300, 1024, 24);
+            e = fmax(e, check_linear(12, 3, 256, 0, 0, 512, 333, 32));
+            e = fmax(e, check_linear(12, 4, 256, 0, 0, 256, 100, 12));
+            check_swiglu(12, 2, 256, 200, 512, 20);
+            fprintf(stderr, "pair-table kernels at M = 12..32: worst relative error %.3g\n", e);
+            ctx = main_ctx;
+            tcq_cuda_ctx_free(c3);
+        }
+    }
 
     check_encoder(12, 2, 256, 6, 1024, 0);
     check_encoder(12, 3, 256, 4, 768, 1);

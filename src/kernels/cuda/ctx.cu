@@ -53,14 +53,38 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     const char *chs = getenv("TCQ_CUDA_CHUNK");
     c->chunk_pin = chs ? atoi(chs) : 0;
     if (c->chunk_pin != 256 && c->chunk_pin != 512 && c->chunk_pin != 1024) c->chunk_pin = 0;
+    const char *gch = getenv("TCQ_CUDA_GEMM_CHUNK");
+    c->gemm_chunk = gch ? atoi(gch) : 0;
+    if (c->gemm_chunk < -1) c->gemm_chunk = 0;
+    const char *gov = getenv("TCQ_CUDA_GEMM_OVERLAP");
+    c->gemm_overlap = gov ? (atoi(gov) != 0) : -1;
+    const char *dtr = getenv("TCQ_CUDA_DECODE_TR");
+    c->decode_tr = dtr && !strcmp(dtr, "1");
+    const char *tcm = getenv("TCQ_CUDA_TC_MAX_M");
+    c->tc_max_m = tcm ? atoi(tcm) : 0;
     snprintf(c->name, sizeof c->name, "%s, %d SMs, %d MB L2, cc %d.%d, %.0f GB", prop.name, c->n_sm,
              c->l2_bytes >> 20, prop.major, prop.minor, (double)prop.totalGlobalMem / 1e9);
     cublasStatus_t bs = cublasCreate(&c->blas);
     if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasSetStream(c->blas, c->stream);
     if (bs != CUBLAS_STATUS_SUCCESS) {
+        if (c->blas) cublasDestroy(c->blas);
         cudaStreamDestroy(c->stream);
         free(c);
         return tcq_cublas_fail(bs, "cuda ctx: cublasCreate");
+    }
+    e = cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking);
+    int n_ev = 0;
+    while (e == cudaSuccess && n_ev < 5) {
+        e = cudaEventCreateWithFlags(&c->ev[n_ev], cudaEventDisableTiming);
+        if (e == cudaSuccess) n_ev++;
+    }
+    if (e != cudaSuccess) {
+        while (n_ev > 0) cudaEventDestroy(c->ev[--n_ev]);
+        if (c->side) cudaStreamDestroy(c->side);
+        cublasDestroy(c->blas);
+        cudaStreamDestroy(c->stream);
+        free(c);
+        return tcq_cuda_fail(e, "cuda ctx: side stream / events");
     }
     *out = c;
     return TCQ_OK;
@@ -75,6 +99,9 @@ void tcq_cuda_ctx_free(tcq_cuda_ctx *c)
     cudaFree(c->scratch);
     cudaFree(c->counters);
     cudaFreeHost(c->host_stage);
+    cudaStreamSynchronize(c->side);
+    for (int i = 0; i < 5; i++) cudaEventDestroy(c->ev[i]);
+    cudaStreamDestroy(c->side);
     cudaStreamDestroy(c->stream);
     free(c);
 }

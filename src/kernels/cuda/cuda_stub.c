@@ -37,6 +37,11 @@ tcq_status tcq_cuda_linear(tcq_cuda_ctx *c, const tcq_trellis *w, const float *x
     (void)c; (void)w; (void)x; (void)y; (void)M; (void)p;
     NO_CUDA;
 }
+const char *tcq_cuda_linear_kernel(const tcq_cuda_ctx *c, const tcq_trellis *w, int64_t M, tcq_kpath p)
+{
+    (void)c; (void)w; (void)M; (void)p;
+    return NULL;
+}
 tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *c, const tcq_trellis *g, const tcq_trellis *u, const float *x,
                                   float *y, int64_t M, tcq_kpath p)
 {

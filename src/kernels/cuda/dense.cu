@@ -19,7 +19,15 @@ tcq_status tcq_cuda_linear_fast(tcq_cuda_ctx *ctx, const tcq_trellis *w, const t
 
 namespace {
 
-constexpr int kTcMaxM = 32;
+constexpr int kTcMaxM = 32;   /* the pair-table kernels' limit */
+/* Largest M for the pair-table kernels; above it decode + cuBLAS.  Measured crossovers (H200,
+ * 2026-12-03, bench/NOTES.md): axis 1 the pair table wins to M = 16 (k=2: 76 vs 117 us) and loses
+ * from M = 24 (192 vs 116); axis 0 it already loses at M = 12 (151 vs 119). */
+int tc_max_m(const tcq_cuda_ctx *ctx, const tcq_trellis *w)
+{
+    if (ctx->tc_max_m > 0) return std::min(ctx->tc_max_m, kTcMaxM);
+    return w->axis ? 16 : 8;
+}
 constexpr int kFastMaxM = 8;
 
 /* value(s) exactly as the host LUT: y/d by the refined reciprocal (FORMAT.md). */
@@ -32,19 +40,23 @@ __device__ __forceinline__ float code_value(uint32_t s)
     return __fmaf_rn(e, r, q);
 }
 
-/* One thread per (coded row, 16 positions): W [out, in] bf16 = bf16(value * scale).  The words
- * of the 16 positions are loaded once (load16, as the tensor-core kernels do) and the states cut
- * from registers; axis 1 writes the 16 results as two 16-byte stores, axis 0 (W transposed)
- * lets neighbouring threads take neighbouring rows so each position's stores coalesce. */
+/* One thread per (coded row, 16 positions) of the part rows [r0, r0+nr) x positions [p0, p0+np)
+ * (np a multiple of 16), bf16(value * scale), counted from the part's start.  tr = 0 stores the
+ * coded layout [nr, np] (axis 1: W [out, in]; axis 0: W^T [in, out], which the GEMM reads
+ * untransposed); tr = 1 stores [np, nr] (axis 0 as W [out, in]).  The words of the 16 positions
+ * are loaded once (load16, as the tensor-core kernels do) and the states cut from registers;
+ * tr = 0 writes the 16 results as two 16-byte stores, tr = 1 lets neighbouring threads take
+ * neighbouring rows so each position's stores coalesce (2-byte stores: 1.7x slower, measured). */
 template <int K>
-__global__ void k_decode_bf16(Geo g, int axis, __nv_bfloat16 *__restrict__ W)
+__global__ void k_decode_bf16(Geo g, int tr, int64_t r0, int64_t nr, int64_t p0, int64_t np,
+                              __nv_bfloat16 *__restrict__ W)
 {
-    const int64_t regions = g.C / 16;
-    const int64_t n = g.R * regions;
+    const int64_t regions = np / 16;
+    const int64_t n = nr * regions;
     const uint32_t lm = (1u << g.L) - 1u;
     for (int64_t id = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; id < n; id += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = axis ? id / regions : id % g.R, reg = axis ? id % regions : id / g.R;
-        const int64_t P = reg * 16, blk = P >> g.log2T;
+        const int64_t rl = tr ? id % nr : id / regions, reg = tr ? id / nr : id % regions;
+        const int64_t r = r0 + rl, Pl = reg * 16, P = p0 + Pl, blk = P >> g.log2T;
         const int Pb = (int)(P & (g.T - 1));
         const int b_lo = (g.T - Pb - 16) * K;
         uint32_t w[Dec<K>::NL];
@@ -68,10 +80,10 @@ __global__ void k_decode_bf16(Geo g, int axis, __nv_bfloat16 *__restrict__ W)
             const uint32_t b = (uint32_t)__bfloat16_as_ushort(v);
             if (t & 1) pk[t >> 1] |= b << 16;
             else pk[t >> 1] = b;
-            if (!axis) W[(P + t) * g.R + r] = v;
+            if (tr) W[(Pl + t) * nr + rl] = v;
         }
-        if (axis) {
-            uint4 *dst = (uint4 *)(W + r * g.C + P);
+        if (!tr) {
+            uint4 *dst = (uint4 *)(W + rl * np + Pl);
             dst[0] = make_uint4(pk[0], pk[1], pk[2], pk[3]);
             dst[1] = make_uint4(pk[4], pk[5], pk[6], pk[7]);
         }
@@ -84,28 +96,41 @@ __global__ void k_to_bf16(const float *__restrict__ x, __nv_bfloat16 *__restrict
         xb[i] = __float2bfloat16_rn(x[i]);
 }
 
-tcq_status decode_into(tcq_cuda_ctx *ctx, const tcq_trellis *w, __nv_bfloat16 *W)
+/* Outputs [o0, o0+no) of w in bf16: tr = 0 the coded layout (axis 1: [no, in]; axis 0:
+ * [in, no]), tr = 1 always [no, in].  no is a multiple of 16 on axis 0 unless it is all outputs. */
+tcq_status decode_part(tcq_cuda_ctx *ctx, cudaStream_t st, const tcq_trellis *w, int64_t o0, int64_t no, int tr,
+                       __nv_bfloat16 *W)
 {
-    const int64_t n = w->rows * (w->cols / 16);
-    const int grid = (int)std::min<int64_t>((n + 255) / 256, (int64_t)ctx->n_sm * 16);
     const Geo g = geo_of(w);
+    const int64_t r0 = w->axis ? o0 : 0, nr = w->axis ? no : g.R;
+    const int64_t p0 = w->axis ? 0 : o0, np = w->axis ? g.C : no;
+    const int64_t n = nr * (np / 16);
+    const int grid = (int)std::min<int64_t>((n + 255) / 256, (int64_t)ctx->n_sm * 16);
+    tr = tr && !w->axis;
     switch (w->p.k) {
-    case 1: k_decode_bf16<1><<<grid, 256, 0, ctx->stream>>>(g, w->axis, W); break;
-    case 2: k_decode_bf16<2><<<grid, 256, 0, ctx->stream>>>(g, w->axis, W); break;
-    case 3: k_decode_bf16<3><<<grid, 256, 0, ctx->stream>>>(g, w->axis, W); break;
-    default: k_decode_bf16<4><<<grid, 256, 0, ctx->stream>>>(g, w->axis, W); break;
+    case 1: k_decode_bf16<1><<<grid, 256, 0, st>>>(g, tr, r0, nr, p0, np, W); break;
+    case 2: k_decode_bf16<2><<<grid, 256, 0, st>>>(g, tr, r0, nr, p0, np, W); break;
+    case 3: k_decode_bf16<3><<<grid, 256, 0, st>>>(g, tr, r0, nr, p0, np, W); break;
+    default: k_decode_bf16<4><<<grid, 256, 0, st>>>(g, tr, r0, nr, p0, np, W); break;
     }
     CU_LAUNCHED("cuda decode bf16");
     return TCQ_OK;
 }
 
-tcq_status gemm_bf16(tcq_cuda_ctx *ctx, const __nv_bfloat16 *W, const __nv_bfloat16 *xb, float *y, int64_t M,
-                     int64_t out, int64_t in, cudaDataType_t ytype)
+tcq_status decode_into(tcq_cuda_ctx *ctx, const tcq_trellis *w, __nv_bfloat16 *W)
+{
+    return decode_part(ctx, ctx->stream, w, 0, tcq_trellis_out(w), 1, W);
+}
+
+/* y [M, ldy] (columns [0, out) written) = xb [M, in] W^T, W [out, in] (wt = 0) or W^T [in, out]
+ * (wt = 1) */
+tcq_status gemm_bf16(tcq_cuda_ctx *ctx, const __nv_bfloat16 *W, int wt, const __nv_bfloat16 *xb, void *y, int64_t M,
+                     int64_t out, int64_t in, int64_t ldy, cudaDataType_t ytype)
 {
     const float one = 1.0f, zero = 0.0f;
     /* column-major view: y^T [out, M] = W [in, out]^T x^T [in, M] */
-    cublasStatus_t s = cublasGemmEx(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)M, (int)in, &one, W,
-                                    CUDA_R_16BF, (int)in, xb, CUDA_R_16BF, (int)in, &zero, y, ytype, (int)out,
+    cublasStatus_t s = cublasGemmEx(ctx->blas, wt ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)M, (int)in,
+                                    &one, W, CUDA_R_16BF, wt ? (int)out : (int)in, xb, CUDA_R_16BF, (int)in, &zero, y, ytype, (int)ldy,
                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS) return tcq_cublas_fail(s, "cuda GEMM");
     return TCQ_OK;
@@ -122,6 +147,49 @@ tcq_status check_call(tcq_cuda_ctx *ctx, const tcq_trellis *w, const void *x, co
 
 }  // namespace
 
+/* M > 32: decode the weights to bf16 a part of the outputs at a time and multiply each part with
+ * cuBLAS.  A part small enough to stay in L2 is read back by its GEMM from L2, not HBM, and the
+ * scratch is two parts instead of the whole matrix.  With overlap, the decode of part i+1 runs on
+ * the side stream while part i multiplies (two buffers; the decode of part i+2 waits for GEMM i). */
+static tcq_status linear_large(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M)
+{
+    const int64_t out = tcq_trellis_out(w), in = tcq_trellis_in(w);
+    /* built-in: the whole matrix (parts measured slower at every size, bench/NOTES.md) */
+    int64_t part = ctx->gemm_chunk > 0 ? std::max<int64_t>(16, ctx->gemm_chunk / 16 * 16) : out;
+    if (part >= out) part = out;
+    const int64_t n_parts = (out + part - 1) / part;
+    const bool overlap = n_parts > 1 && ctx->gemm_overlap == 1;
+    const size_t pb = tcq_align256((size_t)part * in * 2), xbytes = tcq_align256((size_t)M * in * 2);
+    const int n_buf = n_parts > 1 ? 2 : 1;
+    void *scr;
+    TCQ_TRY(tcq_cuda_scratch(ctx, pb * n_buf + xbytes, &scr));
+    __nv_bfloat16 *X = (__nv_bfloat16 *)scr;
+    __nv_bfloat16 *buf[2] = {(__nv_bfloat16 *)((char *)scr + xbytes), (__nv_bfloat16 *)((char *)scr + xbytes + pb)};
+    const int64_t n = M * in;
+    k_to_bf16<<<(int)std::min<int64_t>((n + 255) / 256, (int64_t)ctx->n_sm * 16), 256, 0, ctx->stream>>>(x, X, n);
+    CU_LAUNCHED("cuda x to bf16");
+    cudaEvent_t fork = ctx->ev[0], *decoded = ctx->ev + 1, *multiplied = ctx->ev + 3;
+    if (overlap) {
+        CU_TRY(cudaEventRecord(fork, ctx->stream), "cuda large M: fork");
+        CU_TRY(cudaStreamWaitEvent(ctx->side, fork, 0), "cuda large M: fork");
+    }
+    for (int64_t i = 0; i < n_parts; i++) {
+        const int64_t o0 = i * part, no = std::min(part, out - o0);
+        __nv_bfloat16 *W = buf[i & 1];
+        if (overlap) {
+            if (i >= 2) CU_TRY(cudaStreamWaitEvent(ctx->side, multiplied[i & 1], 0), "cuda large M: wait GEMM");
+            TCQ_TRY(decode_part(ctx, ctx->side, w, o0, no, ctx->decode_tr, W));
+            CU_TRY(cudaEventRecord(decoded[i & 1], ctx->side), "cuda large M: decoded");
+            CU_TRY(cudaStreamWaitEvent(ctx->stream, decoded[i & 1], 0), "cuda large M: wait decode");
+        } else {
+            TCQ_TRY(decode_part(ctx, ctx->stream, w, o0, no, ctx->decode_tr, W));
+        }
+        TCQ_TRY(gemm_bf16(ctx, W, !w->axis && !ctx->decode_tr, X, y + o0, M, no, in, out, CUDA_R_32F));
+        if (overlap && i + 2 < n_parts) CU_TRY(cudaEventRecord(multiplied[i & 1], ctx->stream), "cuda large M: multiplied");
+    }
+    return TCQ_OK;
+}
+
 tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w, uint16_t *W)
 {
     if (!ctx || !W) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda decode: NULL argument");
@@ -129,22 +197,35 @@ tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w,
     return decode_into(ctx, w, (__nv_bfloat16 *)W);
 }
 
+namespace {
+enum Kern { KERN_FAST, KERN_INT, KERN_PAIR, KERN_GEMM };
+
+/* The dispatcher's one decision, shared by the call and tcq_cuda_linear_kernel. */
+Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path)
+{
+    if (path == TCQ_PATH_FAST && M <= kFastMaxM) return KERN_FAST;
+    if (tcq_cuda_im_supports(ctx, w, M)) return KERN_INT;
+    if (M <= tc_max_m(ctx, w)) return KERN_PAIR;
+    return KERN_GEMM;
+}
+}  // namespace
+
+const char *tcq_cuda_linear_kernel(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path)
+{
+    if (!ctx || !w) return NULL;
+    static const char *const names[] = {"fast", "int", "pair", "bf16-gemm"};
+    return names[pick(ctx, w, M, path)];
+}
+
 tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M, tcq_kpath path)
 {
     TCQ_TRY(check_call(ctx, w, x, y, M, path));
-    if (path == TCQ_PATH_FAST && M <= kFastMaxM) return tcq_cuda_linear_fast(ctx, w, NULL, x, y, M);
-    if (tcq_cuda_im_supports(ctx, w, M)) return tcq_cuda_linear_im(ctx, w, NULL, x, y, M);
-    if (M <= kTcMaxM) return tcq_cuda_linear_tc(ctx, w, NULL, x, y, M);
-    const int64_t out = tcq_trellis_out(w), in = tcq_trellis_in(w);
-    const size_t wb = tcq_align256((size_t)out * in * 2), xb = tcq_align256((size_t)M * in * 2);
-    void *scr;
-    TCQ_TRY(tcq_cuda_scratch(ctx, wb + xb, &scr));
-    __nv_bfloat16 *W = (__nv_bfloat16 *)scr, *X = (__nv_bfloat16 *)((char *)scr + wb);
-    TCQ_TRY(decode_into(ctx, w, W));
-    const int64_t n = M * in;
-    k_to_bf16<<<(int)std::min<int64_t>((n + 255) / 256, (int64_t)ctx->n_sm * 16), 256, 0, ctx->stream>>>(x, X, n);
-    CU_LAUNCHED("cuda x to bf16");
-    return gemm_bf16(ctx, W, X, y, M, out, in, CUDA_R_32F);
+    switch (pick(ctx, w, M, path)) {
+    case KERN_FAST: return tcq_cuda_linear_fast(ctx, w, NULL, x, y, M);
+    case KERN_INT: return tcq_cuda_linear_im(ctx, w, NULL, x, y, M);
+    case KERN_PAIR: return tcq_cuda_linear_tc(ctx, w, NULL, x, y, M);
+    default: return linear_large(ctx, w, x, y, M);
+    }
 }
 
 tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, const tcq_trellis *up, const float *x,
@@ -160,7 +241,7 @@ tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, co
                       gate->p.T == up->p.T && gate->rows == up->rows && gate->cols == up->cols;
     if (same && path == TCQ_PATH_FAST && M <= kFastMaxM) return tcq_cuda_linear_fast(ctx, gate, up, x, y, M);
     if (same && tcq_cuda_im_supports(ctx, gate, M)) return tcq_cuda_linear_im(ctx, gate, up, x, y, M);   /* one fused launch */
-    if (same && M <= kTcMaxM) return tcq_cuda_linear_tc(ctx, gate, up, x, y, M);
+    if (same && M <= tc_max_m(ctx, gate)) return tcq_cuda_linear_tc(ctx, gate, up, x, y, M);
     /* otherwise: both products into a temporary, then the combine (the linear kernels own the
      * context scratch) */
     const size_t n = (size_t)M * tcq_trellis_out(gate);
@@ -262,7 +343,7 @@ tcq_status tcq_cuda_time_dense_bf16(tcq_cuda_ctx *ctx, int64_t out, int64_t in, 
     const __nv_bfloat16 *X = (const __nv_bfloat16 *)(buf + wb * n_w);
     void *Y = buf + wb * n_w + tcq_align256((size_t)M * in * 2);
     tcq_status s = time_graph(ctx, reps, trials, [&](int i) {
-        return gemm_bf16(ctx, (const __nv_bfloat16 *)(buf + wb * (i % n_w)), X, (float *)Y, M, out, in, CUDA_R_16BF);
+        return gemm_bf16(ctx, (const __nv_bfloat16 *)(buf + wb * (i % n_w)), 0, X, Y, M, out, in, out, CUDA_R_16BF);
     }, us);
     cudaStreamSynchronize(ctx->stream);
     cudaFree(buf);
