@@ -964,12 +964,18 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     (axis 0) inputs, |x'| < 2^22, split in three signed byte limbs (B columns), so the s32
  *     sums are exact; each chunk's sum is finished in double and kept in f32, chunks added in
  *     order.  Relative error against float64 ~5e-7 (x's quantization, 2^-23 of its chunk max).
- *   otherwise M <= 16 on axis 1 (all M <= 8 on axis 0): tensor-core kernel.  Pairs of states are looked up in a shared-memory table of
- *     (y_t, y_t+1) as two exact f16 integers (y the 1MAD byte sum minus 510), fed to
+ *   otherwise M <= 16 on axis 1 (M <= 8 on axis 0): pair-table kernel.  Pairs of states are
+ *     looked up in a shared-memory table of (y_t, y_t+1) as two exact f16 integers (y the 1MAD byte sum minus 510), fed to
  *     mma.m16n8k16 against the activations split into f16 hi + lo parts (x' = x*2^e, e per row
  *     so x' fits f16), accumulated in f32; y = acc * 2^-e * scale / 147.800537109375.  The
  *     factored contract of FORMAT.md; relative error against float64 ~1e-6.
- *   larger M: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch (the
+ *   17 <= M <= 128, axis 1, T = 256, k = 2..4, on sm_90 (compute capability 9.0): wgmma kernel.
+ *     Each thread decodes (y_t, y_t+1) of its rows in f16 (exact) straight into the A registers
+ *     of wgmma.m64nNk16; x (B, from shared memory) in f16 after a power-of-two scale per
+ *     activation row (largest |x 2^e| in [2^14, 2^15)); f32 accumulation; y = acc * 2^-e *
+ *     scale / 147.800537109375.  Relative error against float64 ~1e-4 (x's f16 rounding, finer
+ *     than the bf16 contract below).
+ *   larger M otherwise: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch (the
  *     whole matrix, in its coded layout: axis 0 as W^T), then a cuBLAS bf16 GEMM with f32
  *     accumulation (x rounded to bf16).  tcq_cuda_linear_kernel says which one runs.
  *   TCQ_PATH_FAST, M <= 8: the CPU's fast-path contract (TCQ_FAST_QB above): the activation
@@ -986,7 +992,12 @@ int tcq_cuda_available(void);
 /* A context: device, stream, cuBLAS handle, scratch (grown on demand, owned by the context).
  * One context per host thread / stream.  Read once here, for tests and benchmarks:
  * TCQ_CUDA_KERNEL=tc (M <= 8 on the pair-table kernels), TCQ_CUDA_PDL=0 (no programmatic
- * dependent launches), TCQ_CUDA_CHUNK=256|512|1024 (item length of the integer kernels). */
+ * dependent launches), TCQ_CUDA_CHUNK=256|512|1024 (item length of the integer kernels),
+ * TCQ_CUDA_TC_MAX_M=N (largest M on the pair-table kernels, <= 32), TCQ_CUDA_WG=0|1 (the wgmma
+ * kernels off / at every M they take), TCQ_CUDA_GEMM_CHUNK=N (decode + cuBLAS N outputs at a time:
+ * two N-output buffers instead of the whole matrix), TCQ_CUDA_GEMM_OVERLAP=1 (those parts decoded
+ * on a second stream while the previous one multiplies), TCQ_CUDA_DECODE_TR=1 (axis 0 decoded as
+ * W [out, in] with transposed stores, the earlier layout). */
 typedef struct tcq_cuda_ctx tcq_cuda_ctx;
 tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out);
 void tcq_cuda_ctx_free(tcq_cuda_ctx *ctx);

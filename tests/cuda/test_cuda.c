@@ -55,20 +55,47 @@ static void *dev_alloc(size_t bytes)
     return p;
 }
 
-/* y_ref [M, out] in double from W [out, in] (f32 or bf16-rounded) and x (optionally bf16-rounded). */
-static void ref_linear(const float *W, const float *x, double *y, int64_t M, int64_t out, int64_t in, int bf16)
+/* What a kernel's contract rounds before the f32/f64 products: nothing (REF_EXACT), W and x to
+ * bf16 (REF_BF16: decode + cuBLAS), x to f16 after a power-of-two scale per activation row with
+ * its largest |x| in [2^14, 2^15) (REF_F16X: the wgmma kernels). */
+enum { REF_EXACT, REF_BF16, REF_F16X };
+
+static int ref_mode(const char *kern)
 {
-    for (int64_t m = 0; m < M; m++)
+    if (!kern) return REF_EXACT;
+    if (!strcmp(kern, "bf16-gemm")) return REF_BF16;
+    if (!strcmp(kern, "wgmma")) return REF_F16X;
+    return REF_EXACT;
+}
+
+/* y_ref [M, out] in double from W [out, in] and x [M, in], rounded as `mode` says. */
+static void ref_linear(const float *W, const float *x, double *y, int64_t M, int64_t out, int64_t in, int mode)
+{
+    double *xr = malloc((size_t)in * sizeof(double));
+    for (int64_t m = 0; m < M; m++) {
+        const float *xm = x + m * in;
+        int e = 0;
+        if (mode == REF_F16X) {
+            float mx = 0;
+            for (int64_t i = 0; i < in; i++) mx = fmaxf(mx, fabsf(xm[i]));
+            if (mx > 0) {
+                int ex;
+                frexpf(mx, &ex);
+                e = 15 - ex < -125 ? -125 : 15 - ex > 125 ? 125 : 15 - ex;
+            }
+        }
+        for (int64_t i = 0; i < in; i++)
+            xr[i] = mode == REF_BF16 ? tcq_bf16_to_f32(tcq_f32_to_bf16(xm[i]))
+                  : mode == REF_F16X ? ldexp(tcq_f16_to_f32(tcq_f32_to_f16(ldexpf(xm[i], e))), -e)
+                                     : xm[i];
         for (int64_t o = 0; o < out; o++) {
             double s = 0;
-            const float *wr = W + o * in, *xr = x + m * in;
-            for (int64_t i = 0; i < in; i++) {
-                const double xv = bf16 ? tcq_bf16_to_f32(tcq_f32_to_bf16(xr[i])) : xr[i];
-                const double wv = bf16 ? tcq_bf16_to_f32(tcq_f32_to_bf16(wr[i])) : wr[i];
-                s += wv * xv;
-            }
+            const float *wr = W + o * in;
+            for (int64_t i = 0; i < in; i++) s += (mode == REF_BF16 ? tcq_bf16_to_f32(tcq_f32_to_bf16(wr[i])) : wr[i]) * xr[i];
             y[m * out + o] = s;
         }
+    }
+    free(xr);
 }
 
 static double rel_err(const float *y, const double *ref, int64_t n, int *nonfinite)
@@ -95,8 +122,8 @@ static double check_linear_path(int L, int k, int T, int axis, int il, int64_t o
     for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
     const char *kern = tcq_cuda_linear_kernel(ctx, &h.t, M, path);
     CHECK(kern != NULL, "tcq_cuda_linear_kernel: NULL");
-    const int big = kern && !strcmp(kern, "bf16-gemm");
-    ref_linear(W, x, ref, M, out, in, big);
+    const int mode = ref_mode(kern), big = mode == REF_BF16;
+    ref_linear(W, x, ref, M, out, in, mode);
     const size_t wb = tcq_cuda_trellis_bytes(&h.t);
     void *dwb = dev_alloc(wb);
     float *dx = dev_alloc((size_t)(M * in) * 4), *dy = dev_alloc((size_t)(M * out) * 4);
@@ -110,8 +137,8 @@ static double check_linear_path(int L, int k, int T, int axis, int il, int64_t o
     int nf;
     const double e = rel_err(y, ref, M * out, &nf);
     const double tol = big ? 2e-5 : 1e-5;
-    CHECK(nf == 0 && e <= tol, "linear L=%d k=%d T=%d axis=%d il=%d out=%lld in=%lld M=%lld: rel err %.3g (tol %g), %d unwritten/non-finite",
-          L, k, T, axis, il, (long long)out, (long long)in, (long long)M, e, tol, nf);
+    CHECK(nf == 0 && e <= tol, "linear L=%d k=%d T=%d axis=%d il=%d out=%lld in=%lld M=%lld (%s): rel err %.3g (tol %g), %d unwritten/non-finite",
+          L, k, T, axis, il, (long long)out, (long long)in, (long long)M, kern ? kern : "?", e, tol, nf);
     /* determinism: a second call gives the same bits */
     float *y2 = malloc((size_t)(M * out) * 4);
     CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, (size_t)(M * out) * 4));
@@ -168,10 +195,9 @@ static void check_swiglu(int L, int k, int T, int64_t out, int64_t in, int64_t M
     CHECK_OK(tcq_trellis_decode(&g.t, Wg));
     CHECK_OK(tcq_trellis_decode(&u.t, Wu));
     for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
-    const char *kern = tcq_cuda_linear_kernel(ctx, &g.t, M, TCQ_PATH_AUTO);
-    const int big = kern && !strcmp(kern, "bf16-gemm");
-    ref_linear(Wg, x, rg, M, out, in, big);
-    ref_linear(Wu, x, ru, M, out, in, big);
+    const int mode = ref_mode(tcq_cuda_linear_kernel(ctx, &g.t, M, TCQ_PATH_AUTO));
+    ref_linear(Wg, x, rg, M, out, in, mode);
+    ref_linear(Wu, x, ru, M, out, in, mode);
     for (int64_t i = 0; i < M * out; i++) rg[i] = rg[i] / (1.0 + exp(-rg[i])) * ru[i];
     const size_t wb = tcq_cuda_trellis_bytes(&g.t);
     void *dgb = dev_alloc(wb), *dub = dev_alloc(wb);

@@ -60,6 +60,10 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     c->gemm_overlap = gov ? (atoi(gov) != 0) : -1;
     const char *dtr = getenv("TCQ_CUDA_DECODE_TR");
     c->decode_tr = dtr && !strcmp(dtr, "1");
+    const char *wgp = getenv("TCQ_CUDA_WG");
+    c->wg_pin = wgp ? (atoi(wgp) != 0) : -1;
+    const char *wgs = getenv("TCQ_CUDA_WG_SWAP");
+    c->wg_swap = wgs && !strcmp(wgs, "1");
     const char *tcm = getenv("TCQ_CUDA_TC_MAX_M");
     c->tc_max_m = tcm ? atoi(tcm) : 0;
     snprintf(c->name, sizeof c->name, "%s, %d SMs, %d MB L2, cc %d.%d, %.0f GB", prop.name, c->n_sm,
@@ -85,6 +89,11 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
         cudaStreamDestroy(c->stream);
         free(c);
         return tcq_cuda_fail(e, "cuda ctx: side stream / events");
+    }
+    tcq_status ps = tcq_cuda_wg_probe(c);
+    if (ps != TCQ_OK) {
+        tcq_cuda_ctx_free(c);
+        return ps;
     }
     *out = c;
     return TCQ_OK;

@@ -32,6 +32,9 @@ struct tcq_cuda_ctx {
     int gemm_overlap;        /* TCQ_CUDA_GEMM_OVERLAP: decode step i+1 on `side` while step i multiplies (-1: built-in) */
     int decode_tr;           /* TCQ_CUDA_DECODE_TR=1: axis 0 decoded as W [out, in] (transposed stores), not W^T */
     int tc_max_m;            /* TCQ_CUDA_TC_MAX_M: largest M on the pair-table kernels (0: built-in) */
+    int wg_ok;               /* the sm_90a wgmma kernels run on this device (probed at creation) */
+    int wg_pin;              /* TCQ_CUDA_WG: 0 off, 1 on, -1 built-in */
+    int wg_swap;             /* TCQ_CUDA_WG_SWAP=1: the descriptor's two strides swapped (layout experiments) */
     cudaStream_t side;       /* the large-M path's decode stream (forks from and joins `stream`) */
     cudaEvent_t ev[5];       /* fork, decoded[2], multiplied[2] */
     void *host_stage;          /* pinned host staging (cudaHostAlloc), grown on demand */
@@ -65,6 +68,11 @@ tcq_status tcq_cuda_finish_chunks(tcq_cuda_ctx *ctx, const float *part, int S, i
 int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M);
 tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
                               int64_t M);
+
+/* The wgmma kernels (wgmma.cu): axis 1, T = 256, k = 2..4, sm_90a. */
+tcq_status tcq_cuda_wg_probe(tcq_cuda_ctx *ctx);
+int tcq_cuda_wg_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M);
+tcq_status tcq_cuda_linear_wg(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M);
 
 static inline size_t tcq_align256(size_t n) { return (n + 255) & ~(size_t)255; }
 

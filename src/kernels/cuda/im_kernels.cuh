@@ -96,36 +96,8 @@ namespace {
 using namespace tcq_im;
 using tcq_tc::Dec;
 
-/* W consecutive words of one lane's span, as wide loads (the span is 4W-byte aligned). */
-template <int W>
-__device__ __forceinline__ void load_span(const uint32_t *__restrict__ p, uint32_t (&w)[W])
-{
-    if constexpr (W % 4 == 0) {
-#pragma unroll
-        for (int j = 0; j < W / 4; j++) {
-            const uint4 v = __ldg((const uint4 *)p + j);
-            w[4 * j] = v.x, w[4 * j + 1] = v.y, w[4 * j + 2] = v.z, w[4 * j + 3] = v.w;
-        }
-    } else if constexpr (W % 2 == 0) {
-#pragma unroll
-        for (int j = 0; j < W / 2; j++) {
-            const uint2 v = __ldg((const uint2 *)p + j);
-            w[2 * j] = v.x, w[2 * j + 1] = v.y;
-        }
-    } else {
-#pragma unroll
-        for (int j = 0; j < W; j++) w[j] = __ldg(p + j);
-    }
-}
-
-/* The 32 bits at bit offset o of span words w (ov: the word above the span). */
-template <int W>
-__device__ __forceinline__ uint32_t span_bits(const uint32_t (&w)[W], uint32_t ov, int o)
-{
-    const int wi = o >> 5, sh = o & 31;
-    const uint32_t hi = wi + 1 < W ? w[wi + 1 < W ? wi + 1 : 0] : ov;
-    return sh ? __funnelshift_r(w[wi], hi, sh) : w[wi];
-}
+using tcq_tc::load_span;
+using tcq_tc::span_bits;
 
 /* The chunk partial of one output from its 3 limb columns (exact in double): 2^-e (sum_l 256^l
  * acc_l - 510 sum x'), y = bytesum - 510 folded in once per chunk. */
