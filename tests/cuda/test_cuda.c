@@ -737,6 +737,26 @@ int main(void)
             ctx = main_ctx;
             tcq_cuda_ctx_free(c2);
         }
+        /* the wgmma kernels at every M they take, on odd block counts (segments cut tiles
+         * anywhere: partial sums) and on the default count */
+        for (int gi = 0; gi < 2; gi++) {
+            setenv("TCQ_CUDA_WG", "1", 1);
+            if (gi == 0) setenv("TCQ_CUDA_WG_GRID", "7", 1);
+            tcq_cuda_ctx *c4 = NULL;
+            CHECK_OK(tcq_cuda_ctx_create(0, &c4));
+            unsetenv("TCQ_CUDA_WG");
+            unsetenv("TCQ_CUDA_WG_GRID");
+            if (!c4) break;
+            ctx = c4;
+            double e = check_linear(12, 2, 256, 1, 0, 300, 1024, 17);
+            e = fmax(e, check_linear(12, 3, 256, 1, 0, 129, 768, 64));
+            e = fmax(e, check_linear(12, 4, 256, 1, 0, 200, 2560, 100));
+            e = fmax(e, check_linear(10, 2, 256, 1, 0, 260, 512, 300));   /* two 256-row tiles of x */
+            check_swiglu(12, 3, 256, 256, 512, 40);
+            fprintf(stderr, "wgmma kernels (grid %s): worst relative error %.3g\n", gi ? "default" : "7", e);
+            ctx = main_ctx;
+            tcq_cuda_ctx_free(c4);
+        }
         /* the pair-table kernels up to their limit (the dispatcher stops them at 16 / 8) */
         setenv("TCQ_CUDA_TC_MAX_M", "32", 1);
         tcq_cuda_ctx *c3 = NULL;

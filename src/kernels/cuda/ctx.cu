@@ -62,6 +62,8 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     c->decode_tr = dtr && !strcmp(dtr, "1");
     const char *wgp = getenv("TCQ_CUDA_WG");
     c->wg_pin = wgp ? (atoi(wgp) != 0) : -1;
+    const char *wgg = getenv("TCQ_CUDA_WG_GRID");
+    c->wg_grid = wgg ? atoi(wgg) : 0;
     const char *wgs = getenv("TCQ_CUDA_WG_SWAP");
     c->wg_swap = wgs && !strcmp(wgs, "1");
     const char *tcm = getenv("TCQ_CUDA_TC_MAX_M");

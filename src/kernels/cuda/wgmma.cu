@@ -39,8 +39,7 @@ constexpr int kThreads = 256;   /* two warpgroups */
 constexpr int kRows = 128;      /* outputs of a block */
 constexpr int kStageK = 64;     /* logical k per shared-memory stage: 4 k-steps */
 constexpr int kStages = 5;
-constexpr int kT = 256, kSP = kT / 4;
-constexpr uint32_t kMul = 34038481u, kAdd = 76625530u;
+constexpr int kT = 256;
 
 struct WgArgs {
     const __half *xp;   /* [Mpad / NB][n_stage][NB * 64]: the stage tiles */
@@ -101,6 +100,8 @@ __global__ void __launch_bounds__(256) k_wg_xprep(const float *__restrict__ x, i
     }
 }
 
+/* sm_90a device code only (the other targets' passes see empty kernel bodies) */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
@@ -112,7 +113,6 @@ __device__ __forceinline__ void cp_async_wait()
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
@@ -129,10 +129,9 @@ __device__ __forceinline__ void fence_acc(float (&d)[N])
 #pragma unroll
     for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
-#endif
 
-/* f16 bits of 1024 + bytesum(s) */
-__device__ __forceinline__ uint32_t y16(uint32_t s) { return __dp4a(s * kMul + kAdd, 0x01010101u, 0x6400u); }
+/* f16 bits of 1024 + bytesum(s), s*34038481 + 76625530 the 1MAD word (FORMAT.md) */
+__device__ __forceinline__ uint32_t y16(uint32_t s) { return __dp4a(s * 34038481u + 76625530u, 0x01010101u, 0x6400u); }
 
 /* (y(s0), y(s1)) as f16x2, exact: (1024 + b0, 1024 + b1) - 1534 */
 __device__ __forceinline__ uint32_t ypair(uint32_t s0, uint32_t s1)
@@ -141,125 +140,225 @@ __device__ __forceinline__ uint32_t ypair(uint32_t s0, uint32_t s1)
     const __half2 v = __hsub2(*(const __half2 *)&h, __halves2half2(__ushort_as_half(0x65feu), __ushort_as_half(0x65feu)));
     return *(const uint32_t *)&v;
 }
+#endif
 
-template <int K, int NB>
-__global__ void __launch_bounds__(kThreads, 1) k_wg_reduce(Geo g, WgArgs a, uint32_t lbo, uint32_t sbo)
+/* Work split: a tile is 128 outputs x NB activation rows, its 256-position blocks its units.
+ * Whole tiles first, in waves of G (block c takes tiles c, c + G, ...); the tiles left after the
+ * last whole wave (fewer than G) are split as units (stream-K): block c takes the contiguous
+ * units [c UT / G, (c+1) UT / G) of them, so every SM gets the same work whatever the tile count
+ * (136 tiles on 132 SMs would otherwise take two rounds).  A block's tail range is shorter than
+ * a tile, so it cuts at most two tiles: its first segment goes to part[c][0], a second to
+ * part[c][1], and k_wg_fix adds a cut tile's partials in block order.  The split depends on the
+ * shape and G only: deterministic. */
+struct Split {
+    int64_t G;       /* blocks */
+    int64_t whole;   /* tiles done whole: a multiple of G */
+    int64_t UT;      /* units of the remaining tiles */
+    int nblk, n_rt;  /* blocks of a row, row tiles */
+    __host__ __device__ int64_t begin(int64_t c) const { return c * UT / G; }   /* tail units */
+};
+
+template <int NB>
+__device__ __forceinline__ float *part_at(float *part, int64_t c, int slot)
+{
+    return part + (c * 2 + slot) * (int64_t)(kRows * NB);
+}
+
+template <int K, int NB, int OCC>
+__global__ void __launch_bounds__(kThreads, OCC) k_wg_reduce(Geo g, WgArgs a, Split sp, float *part, uint32_t lbo, uint32_t sbo)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int W = kSP * K / 32, KS = kSP / 4;   /* span words; k-steps of a T-block (16) */
+    constexpr int kSP = kT / 4, W = kSP * K / 32, KS = kSP / 4;   /* span positions, words; k-steps of a T-block */
     constexpr int STAGE_BYTES = NB * kStageK * 2;
     extern __shared__ __align__(128) uint8_t smem[];
     const int tid = threadIdx.x, lane = tid & 31, g8 = lane >> 2, q = lane & 3;
     const int src = (lane & ~3) | ((q + 3) & 3);
     const uint32_t lm = (1u << g.L) - 1u;
-    /* rows g and g+8 of this warp's 16 (rows past R read row R-1 and are not written) */
-    const int64_t r0 = (int64_t)blockIdx.x * kRows + 64 * (tid >> 7) + 16 * ((tid >> 5) & 3) + g8;
-    const uint32_t *rp[2];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int64_t r = r0 + 8 * h < g.R ? r0 + 8 * h : g.R - 1;
-        rp[h] = g.codes + r * g.row_words + (3 - q) * W;
-    }
-    const int nblk = (int)(g.C / kT);
-    const __half *xt = a.xp + (int64_t)blockIdx.y * a.n_stage * (NB * kStageK);
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
-    auto issue = [&](int st) {
-        if (st < a.n_stage) {
-            const uint4 *s4 = (const uint4 *)(xt + (int64_t)st * (NB * kStageK));
-            const uint32_t dst = sbase + (uint32_t)((st % kStages) * STAGE_BYTES);
-#pragma unroll
-            for (int i = tid; i < STAGE_BYTES / 16; i += kThreads) cp_async16(dst + 16 * i, s4 + i);
-        }
-        cp_async_commit();   /* empty groups keep the count uniform */
-    };
-#pragma unroll
-    for (int st = 0; st < kStages - 2; st++) issue(st);
-    uint32_t wc[2][W];
-#pragma unroll
-    for (int h = 0; h < 2; h++) load_span<W>(rp[h], wc[h]);
-    float acc[NB / 2];
-#pragma unroll
-    for (int i = 0; i < NB / 2; i++) acc[i] = 0.0f;
-    fence_acc(acc);
     const uint64_t desc0 = (uint64_t)((sbase >> 4) & 0x3fffu) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32);
-    uint32_t A[2][4];
-    for (int b = 0; b < nblk; b++) {
-        uint32_t wn[2][W];
-        if (b + 1 < nblk) {
-#pragma unroll
-            for (int h = 0; h < 2; h++) load_span<W>(rp[h] + (int64_t)(b + 1) * g.wpb, wn[h]);
+    const int64_t c = blockIdx.x;
+    const int64_t n_whole = sp.whole / sp.G;                   /* whole tiles of this block */
+    const int64_t u_first = sp.begin(c), u_end = sp.begin(c + 1);
+    int64_t u = u_first;
+    for (int64_t it = 0; it < n_whole || u < u_end; it++) {
+        int64_t t;
+        int kb0, kb1;
+        bool first = false;
+        if (it < n_whole) {
+            t = c + it * sp.G;
+            kb0 = 0, kb1 = sp.nblk;
+        } else {
+            t = sp.whole + u / sp.nblk;
+            kb0 = (int)(u % sp.nblk);
+            kb1 = (int)min((int64_t)sp.nblk, kb0 + (u_end - u));
+            first = u == u_first;
+            u += kb1 - kb0;
         }
-        uint32_t ov[2];
+        const int mt = (int)(t / sp.n_rt), rt = (int)(t % sp.n_rt);
+        /* rows g and g+8 of this warp's 16 (rows past R read row R-1 and are not written) */
+        const int64_t r0 = (int64_t)rt * kRows + 64 * (tid >> 7) + 16 * ((tid >> 5) & 3) + g8;
+        const uint32_t *rp[2];
 #pragma unroll
-        for (int h = 0; h < 2; h++) ov[h] = __shfl_sync(0xffffffffu, wc[h][0], src);
-        const int st0 = 4 * b;
+        for (int h = 0; h < 2; h++) {
+            const int64_t r = r0 + 8 * h < g.R ? r0 + 8 * h : g.R - 1;
+            rp[h] = g.codes + r * g.row_words + (3 - q) * W;
+        }
+        const __half *xt = a.xp + ((int64_t)mt * a.n_stage + 4 * kb0) * (NB * kStageK);
+        const int n_st = 4 * (kb1 - kb0);   /* stages of this segment */
+        auto issue = [&](int st) {
+            if (st < n_st) {
+                const uint4 *s4 = (const uint4 *)(xt + (int64_t)st * (NB * kStageK));
+                const uint32_t dst = sbase + (uint32_t)((st % kStages) * STAGE_BYTES);
 #pragma unroll
-        for (int j = 0; j < KS; j++) {
-            const int st = st0 + (j >> 2);
-            if ((j & 3) == 0) {
-                /* every thread's wgmma of stage st - 2 is done (wait_group 1 below, then the
-                 * barrier), so its buffer takes stage st + kStages - 2 */
-                wg_wait<1>();
-                cp_async_wait<kStages - 3>();
-                fence_async_smem();
-                __syncthreads();
-                issue(st + kStages - 2);
-            } else {
+                for (int i = tid; i < STAGE_BYTES / 16; i += kThreads) cp_async16(dst + 16 * i, s4 + i);
+            }
+            cp_async_commit();   /* empty groups keep the count uniform */
+        };
+#pragma unroll
+        for (int st = 0; st < kStages - 2; st++) issue(st);
+        uint32_t wc[2][W];
+#pragma unroll
+        for (int h = 0; h < 2; h++) load_span<W>(rp[h] + (int64_t)kb0 * g.wpb, wc[h]);
+        float acc[NB / 2];
+#pragma unroll
+        for (int i = 0; i < NB / 2; i++) acc[i] = 0.0f;
+        fence_acc(acc);
+        uint32_t A[2][4];
+        for (int b = kb0; b < kb1; b++) {
+            uint32_t wn[2][W];
+            if (b + 1 < kb1) {
+#pragma unroll
+                for (int h = 0; h < 2; h++) load_span<W>(rp[h] + (int64_t)(b + 1) * g.wpb, wn[h]);
+            }
+            uint32_t ov[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) ov[h] = __shfl_sync(0xffffffffu, wc[h][0], src);
+            const int st0 = 4 * (b - kb0);
+#pragma unroll
+            for (int j = 0; j < KS; j++) {
+                const int st = st0 + (j >> 2);
                 wg_wait<1>();   /* the wgmma that read A[j & 1] two steps ago is done */
-            }
-            uint32_t *Aj = A[j & 1];
+                if ((j & 3) == 0) {
+                    /* every thread's wgmma of stage st - 2 is done (the wait above, then the
+                     * barrier), so its buffer takes stage st + kStages - 2 */
+                    cp_async_wait<kStages - 3>();
+                    fence_async_smem();
+                    __syncthreads();
+                    issue(st + kStages - 2);
+                }
+                uint32_t *Aj = A[j & 1];
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                uint32_t s[4];
+                for (int h = 0; h < 2; h++) {
+                    uint32_t s[4];
 #pragma unroll
-                for (int i = 0; i < 4; i++) s[i] = span_bits<W>(wc[h], ov[h], (kSP - 1 - (4 * j + i)) * K) & lm;
-                Aj[h] = ypair(s[0], s[1]);       /* a0: row g, a1: row g+8; k 2q, 2q+1 */
-                Aj[2 + h] = ypair(s[2], s[3]);   /* a2, a3: k 2q+8, 2q+9 */
+                    for (int i = 0; i < 4; i++) s[i] = span_bits<W>(wc[h], ov[h], (kSP - 1 - (4 * j + i)) * K) & lm;
+                    Aj[h] = ypair(s[0], s[1]);       /* a0: row g, a1: row g+8; k 2q, 2q+1 */
+                    Aj[2 + h] = ypair(s[2], s[3]);   /* a2, a3: k 2q+8, 2q+9 */
+                }
+                wg_fence();
+                const uint64_t desc = desc0 + (uint64_t)(((st % kStages) * STAGE_BYTES + (j & 3) * NB * 32) >> 4);
+                tcq_wg::Mma<NB>::run(acc, Aj[0], Aj[1], Aj[2], Aj[3], desc);
+                wg_commit();
             }
-            wg_fence();
-            const uint64_t desc = desc0 + (uint64_t)(((st % kStages) * STAGE_BYTES + (j & 3) * NB * 32) >> 4);
-            tcq_wg::Mma<NB>::run(acc, Aj[0], Aj[1], Aj[2], Aj[3], desc);
-            wg_commit();
+            if (b + 1 < kb1) {
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int i = 0; i < W; i++) wc[h][i] = wn[h][i];
+            }
         }
-        if (b + 1 < nblk) {
+        wg_wait<0>();
+        fence_acc(acc);
+        cp_async_wait<0>();
+        __syncthreads();   /* the ring is free for the next segment */
+        /* acc[4i + 2h + cc]: row g + 8h, activation row 8i + 2q + cc of the tile's NB */
+        const bool whole = kb0 == 0 && kb1 == sp.nblk;
+        float *pp = whole ? NULL : part_at<NB>(part, c, first ? 0 : 1);
 #pragma unroll
-            for (int h = 0; h < 2; h++)
+        for (int h = 0; h < 2; h++) {
+            const int64_t r = r0 + 8 * h;
+            const int rl = (int)(r - (int64_t)rt * kRows);
+            const float f = r < g.R ? __half2float(__ushort_as_half(g.scales[r])) / kD : 0.0f;
 #pragma unroll
-                for (int i = 0; i < W; i++) wc[h][i] = wn[h][i];
+            for (int i = 0; i < NB / 8; i++)
+#pragma unroll
+                for (int cc = 0; cc < 2; cc++) {
+                    const int ml = 8 * i + 2 * q + cc, m = mt * NB + ml;
+                    const float v = acc[4 * i + 2 * h + cc] * a.xe[m] * f;
+                    if (pp) pp[ml * kRows + rl] = v;
+                    else if (r < g.R && m < a.M) a.y[(int64_t)m * a.out + r] = v;
+                }
         }
-    }
-    wg_wait<0>();
-    fence_acc(acc);
-    /* acc[4i + 2h + c]: row g + 8h, activation row 8i + 2q + c of this block's NB */
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int64_t r = r0 + 8 * h;
-        if (r >= g.R) continue;
-        const float f = __half2float(__ushort_as_half(g.scales[r])) / kD;
-#pragma unroll
-        for (int i = 0; i < NB / 8; i++)
-#pragma unroll
-            for (int c = 0; c < 2; c++) {
-                const int m = blockIdx.y * NB + 8 * i + 2 * q + c;
-                if (m < a.M) a.y[(int64_t)m * a.out + r] = acc[4 * i + 2 * h + c] * a.xe[m] * f;
-            }
     }
 #else
-    (void)g, (void)a, (void)lbo, (void)sbo;
+    (void)g, (void)a, (void)sp, (void)part, (void)lbo, (void)sbo;
 #endif
 }
 
-template <int K, int NB>
-tcq_status launch(tcq_cuda_ctx *ctx, const Geo &g, const WgArgs &a, int64_t Mpad)
+/* A tile cut between blocks gets the sum of its partials in block order.  Block (tile, slice):
+ * kFixEpt elements a thread, the covering blocks' partials added in the outer loop (the slot
+ * arithmetic once per covering block, not per element). */
+constexpr int kFixEpt = 8;
+template <int NB>
+__global__ void __launch_bounds__(256) k_wg_fix(WgArgs a, Split sp, const float *__restrict__ part, int64_t R)
 {
+    constexpr int S = kRows * NB / (256 * kFixEpt);   /* slices of a tile */
+    const int64_t tt = blockIdx.x / S, t = sp.whole + tt;   /* a tile of the split rest */
+    const int sl = blockIdx.x % S;
+    const int64_t ua = tt * sp.nblk, ub = ua + sp.nblk - 1;   /* its first and last unit */
+    auto owner = [&](int64_t uu) {   /* the block whose range holds unit uu */
+        int64_t c = (uu * sp.G) / sp.UT;
+        while (c + 1 < sp.G && sp.begin(c + 1) <= uu) c++;
+        while (c > 0 && sp.begin(c) > uu) c--;
+        return c;
+    };
+    const int64_t cf = owner(ua), cl = owner(ub);
+    if (cf == cl) return;   /* one block did the whole tile and wrote y */
+    const int e0 = sl * 256 * kFixEpt + threadIdx.x;
+    float v[kFixEpt];
+#pragma unroll
+    for (int e = 0; e < kFixEpt; e++) v[e] = 0.0f;
+    for (int64_t c = cf; c <= cl; c++) {
+        const int slot = sp.begin(c) / sp.nblk == tt ? 0 : 1;   /* the tile is c's first segment or its second */
+        const float *p = part_at<NB>((float *)part, c, slot) + e0;
+#pragma unroll
+        for (int e = 0; e < kFixEpt; e++) v[e] += p[e * 256];
+    }
+    const int mt = (int)(t / sp.n_rt), rt = (int)(t % sp.n_rt);
+#pragma unroll
+    for (int e = 0; e < kFixEpt; e++) {
+        const int idx = e0 + e * 256, ml = idx / kRows, rl = idx % kRows;
+        const int64_t r = (int64_t)rt * kRows + rl;
+        const int m = mt * NB + ml;
+        if (r < R && m < a.M) a.y[(int64_t)m * a.out + r] = v[e];
+    }
+}
+
+template <int K, int NB>
+tcq_status launch(tcq_cuda_ctx *ctx, const Geo &g, const WgArgs &a, int64_t Mpad, float *part, int64_t G_max)
+{
+    constexpr int OCC = NB <= 128 ? 2 : 1;
     const int smem = kStages * NB * kStageK * 2;
-    CU_TRY(cudaFuncSetAttribute(k_wg_reduce<K, NB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+    CU_TRY(cudaFuncSetAttribute(k_wg_reduce<K, NB, OCC>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
            "cuda wgmma: shared memory limit");
     uint32_t lbo = NB * 16, sbo = 128;
     if (ctx->wg_swap) std::swap(lbo, sbo);
-    const dim3 grid((unsigned)((g.R + kRows - 1) / kRows), (unsigned)(Mpad / NB));
-    k_wg_reduce<K, NB><<<grid, kThreads, smem, ctx->stream>>>(g, a, lbo, sbo);
+    Split sp;
+    sp.nblk = (int)(g.C / kT);
+    sp.n_rt = (int)((g.R + kRows - 1) / kRows);
+    const int64_t n_tiles = (int64_t)sp.n_rt * (Mpad / NB);
+    sp.G = std::min<int64_t>((int64_t)ctx->n_sm * OCC, G_max);
+    if (ctx->wg_grid > 0) sp.G = std::min<int64_t>(ctx->wg_grid, G_max);
+    sp.G = std::min<int64_t>(sp.G, n_tiles * sp.nblk);
+    sp.whole = n_tiles / sp.G * sp.G;
+    sp.UT = (n_tiles - sp.whole) * sp.nblk;
+    k_wg_reduce<K, NB, OCC><<<(unsigned)sp.G, kThreads, smem, ctx->stream>>>(g, a, sp, part, lbo, sbo);
     CU_LAUNCHED("cuda wgmma reduce");
+    if (sp.UT > 0) {
+        const int64_t n_rest = n_tiles - sp.whole;
+        k_wg_fix<NB><<<(unsigned)(n_rest * (kRows * NB / (256 * kFixEpt))), 256, 0, ctx->stream>>>(a, sp, part, g.R);
+        CU_LAUNCHED("cuda wgmma partial sums");
+    }
     return TCQ_OK;
 }
 
@@ -268,9 +367,11 @@ tcq_status run_nb(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float
 {
     const Geo g = geo_of(w);
     const int64_t in = g.C, Mpad = (M + NB - 1) / NB * NB;
-    const size_t xb = tcq_align256((size_t)Mpad * in * 2);
+    const int64_t G_max = (int64_t)ctx->n_sm * 2;
+    const size_t xb = tcq_align256((size_t)Mpad * in * 2), eb = tcq_align256((size_t)Mpad * 4);
+    const size_t pb = (size_t)G_max * 2 * kRows * NB * 4;
     void *scr;
-    TCQ_TRY(tcq_cuda_scratch(ctx, xb + (size_t)Mpad * 4, &scr));
+    TCQ_TRY(tcq_cuda_scratch(ctx, xb + eb + pb, &scr));
     WgArgs a;
     a.xp = (const __half *)scr;
     a.xe = (const float *)((char *)scr + xb);
@@ -278,12 +379,13 @@ tcq_status run_nb(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float
     a.M = (int)M;
     a.n_stage = (int)(in / kStageK);
     a.out = g.R;
+    float *part = (float *)((char *)scr + xb + eb);
     k_wg_xprep<NB><<<(unsigned)Mpad, 256, 0, ctx->stream>>>(x, (int)M, in, (__half *)a.xp, (float *)a.xe);
     CU_LAUNCHED("cuda wgmma x prep");
     switch (w->p.k) {
-    case 2: return launch<2, NB>(ctx, g, a, Mpad);
-    case 3: return launch<3, NB>(ctx, g, a, Mpad);
-    default: return launch<4, NB>(ctx, g, a, Mpad);
+    case 2: return launch<2, NB>(ctx, g, a, Mpad, part, G_max);
+    case 3: return launch<3, NB>(ctx, g, a, Mpad, part, G_max);
+    default: return launch<4, NB>(ctx, g, a, Mpad, part, G_max);
     }
 }
 
@@ -325,7 +427,7 @@ int tcq_cuda_wg_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
     if (w->axis != 1 || w->interleaved || w->p.T != kT || w->p.k < 2 || w->p.k > 4) return 0;
     if (M < 1 || M > (1 << 16)) return 0;   /* grid.y <= 65535 blocks of >= 64 rows: generous */
     /* built-in: where it measured faster than decode + cuBLAS (bench/NOTES.md, session 9) */
-    return ctx->wg_pin == 1 || M <= 128;
+    return ctx->wg_pin == 1 || M <= 192;
 }
 
 tcq_status tcq_cuda_linear_wg(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M)
