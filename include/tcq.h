@@ -969,7 +969,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     mma.m16n8k16 against the activations split into f16 hi + lo parts (x' = x*2^e, e per row
  *     so x' fits f16), accumulated in f32; y = acc * 2^-e * scale / 147.800537109375.  The
  *     factored contract of FORMAT.md; relative error against float64 ~1e-6.
- *   17 <= M <= 128, axis 1, T = 256, k = 2..4, on sm_90 (compute capability 9.0): wgmma kernel.
+ *   17 <= M <= 192, axis 1, T = 256, k = 2..4, on sm_90 (compute capability 9.0): wgmma kernel.
  *     Each thread decodes (y_t, y_t+1) of its rows in f16 (exact) straight into the A registers
  *     of wgmma.m64nNk16; x (B, from shared memory) in f16 after a power-of-two scale per
  *     activation row (largest |x 2^e| in [2^14, 2^15)); f32 accumulation; y = acc * 2^-e *
@@ -994,7 +994,8 @@ int tcq_cuda_available(void);
  * TCQ_CUDA_KERNEL=tc (M <= 8 on the pair-table kernels), TCQ_CUDA_PDL=0 (no programmatic
  * dependent launches), TCQ_CUDA_CHUNK=256|512|1024 (item length of the integer kernels),
  * TCQ_CUDA_TC_MAX_M=N (largest M on the pair-table kernels, <= 32), TCQ_CUDA_WG=0|1 (the wgmma
- * kernels off / at every M they take), TCQ_CUDA_GEMM_CHUNK=N (decode + cuBLAS N outputs at a time:
+ * kernels off / at every M they take), TCQ_CUDA_WG_GRID=G and TCQ_CUDA_WG_DEPTH=1|2 (their block
+ * count and wgmmas in flight), TCQ_CUDA_GEMM_CHUNK=N (decode + cuBLAS N outputs at a time:
  * two N-output buffers instead of the whole matrix), TCQ_CUDA_GEMM_OVERLAP=1 (those parts decoded
  * on a second stream while the previous one multiplies), TCQ_CUDA_DECODE_TR=1 (axis 0 decoded as
  * W [out, in] with transposed stores, the earlier layout). */

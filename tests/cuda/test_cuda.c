@@ -649,6 +649,7 @@ int main(void)
         check_linear(12, 3, 256, 0, 0, 512, 100, 6);
         check_linear(12, 4, 256, 1, 0, 40, 256, 13);
         check_linear(8, 1, 64, 0, 0, 128, 70, 33);
+        check_linear(12, 2, 256, 1, 0, 300, 512, 40);   /* wgmma on sm_90 */
         check_decode_bf16(12, 3, 256, 0, 1, 512, 30);
         check_swiglu(12, 2, 256, 64, 256, 3);
         check_fast(12, 2, 256, 1, 0, 100, 512, 3);

@@ -64,8 +64,8 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     c->wg_pin = wgp ? (atoi(wgp) != 0) : -1;
     const char *wgg = getenv("TCQ_CUDA_WG_GRID");
     c->wg_grid = wgg ? atoi(wgg) : 0;
-    const char *wgs = getenv("TCQ_CUDA_WG_SWAP");
-    c->wg_swap = wgs && !strcmp(wgs, "1");
+    const char *wgd = getenv("TCQ_CUDA_WG_DEPTH");
+    c->wg_depth = wgd ? atoi(wgd) : 0;
     const char *tcm = getenv("TCQ_CUDA_TC_MAX_M");
     c->tc_max_m = tcm ? atoi(tcm) : 0;
     snprintf(c->name, sizeof c->name, "%s, %d SMs, %d MB L2, cc %d.%d, %.0f GB", prop.name, c->n_sm,

@@ -35,7 +35,7 @@ struct tcq_cuda_ctx {
     int wg_ok;               /* the sm_90a wgmma kernels run on this device (probed at creation) */
     int wg_pin;              /* TCQ_CUDA_WG: 0 off, 1 on, -1 built-in */
     int wg_grid;             /* TCQ_CUDA_WG_GRID=G: the wgmma kernels' block count (0: SMs x blocks per SM) */
-    int wg_swap;             /* TCQ_CUDA_WG_SWAP=1: the descriptor's two strides swapped (layout experiments) */
+    int wg_depth;            /* TCQ_CUDA_WG_DEPTH=1|2: wgmmas in flight (0: built-in, 2 at NB = 256) */
     cudaStream_t side;       /* the large-M path's decode stream (forks from and joins `stream`) */
     cudaEvent_t ev[5];       /* fork, decoded[2], multiplied[2] */
     void *host_stage;          /* pinned host staging (cudaHostAlloc), grown on demand */

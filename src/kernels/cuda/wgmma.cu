@@ -164,7 +164,7 @@ __device__ __forceinline__ float *part_at(float *part, int64_t c, int slot)
     return part + (c * 2 + slot) * (int64_t)(kRows * NB);
 }
 
-template <int K, int NB, int OCC>
+template <int K, int NB, int OCC, int DEPTH>
 __global__ void __launch_bounds__(kThreads, OCC) k_wg_reduce(Geo g, WgArgs a, Split sp, float *part, uint32_t lbo, uint32_t sbo)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -223,7 +223,8 @@ __global__ void __launch_bounds__(kThreads, OCC) k_wg_reduce(Geo g, WgArgs a, Sp
 #pragma unroll
         for (int i = 0; i < NB / 2; i++) acc[i] = 0.0f;
         fence_acc(acc);
-        uint32_t A[2][4];
+        constexpr int NA = DEPTH == 1 ? 2 : 4;   /* A buffers: more than the wgmmas in flight, dividing KS */
+        uint32_t A[NA][4];
         for (int b = kb0; b < kb1; b++) {
             uint32_t wn[2][W];
             if (b + 1 < kb1) {
@@ -237,16 +238,17 @@ __global__ void __launch_bounds__(kThreads, OCC) k_wg_reduce(Geo g, WgArgs a, Sp
 #pragma unroll
             for (int j = 0; j < KS; j++) {
                 const int st = st0 + (j >> 2);
-                wg_wait<1>();   /* the wgmma that read A[j & 1] two steps ago is done */
+                wg_wait<DEPTH>();   /* at most DEPTH wgmmas in flight: the one that read A[j % NA] is done */
                 if ((j & 3) == 0) {
-                    /* every thread's wgmma of stage st - 2 is done (the wait above, then the
-                     * barrier), so its buffer takes stage st + kStages - 2 */
+                    /* every thread's wgmma of stage st - 2 is done (the wait above leaves at
+                     * most 2 of stage st - 1 in flight, then the barrier), so its buffer takes
+                     * stage st + kStages - 2 */
                     cp_async_wait<kStages - 3>();
                     fence_async_smem();
                     __syncthreads();
                     issue(st + kStages - 2);
                 }
-                uint32_t *Aj = A[j & 1];
+                uint32_t *Aj = A[j % NA];
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     uint32_t s[4];
@@ -334,15 +336,14 @@ __global__ void __launch_bounds__(256) k_wg_fix(WgArgs a, Split sp, const float 
     }
 }
 
-template <int K, int NB>
+template <int K, int NB, int DEPTH>
 tcq_status launch(tcq_cuda_ctx *ctx, const Geo &g, const WgArgs &a, int64_t Mpad, float *part, int64_t G_max)
 {
     constexpr int OCC = NB <= 128 ? 2 : 1;
     const int smem = kStages * NB * kStageK * 2;
-    CU_TRY(cudaFuncSetAttribute(k_wg_reduce<K, NB, OCC>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+    CU_TRY(cudaFuncSetAttribute(k_wg_reduce<K, NB, OCC, DEPTH>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
            "cuda wgmma: shared memory limit");
-    uint32_t lbo = NB * 16, sbo = 128;
-    if (ctx->wg_swap) std::swap(lbo, sbo);
+    const uint32_t lbo = NB * 16, sbo = 128;   /* tile_off: K-neighbour and N-neighbour core matrices */
     Split sp;
     sp.nblk = (int)(g.C / kT);
     sp.n_rt = (int)((g.R + kRows - 1) / kRows);
@@ -352,7 +353,7 @@ tcq_status launch(tcq_cuda_ctx *ctx, const Geo &g, const WgArgs &a, int64_t Mpad
     sp.G = std::min<int64_t>(sp.G, n_tiles * sp.nblk);
     sp.whole = n_tiles / sp.G * sp.G;
     sp.UT = (n_tiles - sp.whole) * sp.nblk;
-    k_wg_reduce<K, NB, OCC><<<(unsigned)sp.G, kThreads, smem, ctx->stream>>>(g, a, sp, part, lbo, sbo);
+    k_wg_reduce<K, NB, OCC, DEPTH><<<(unsigned)sp.G, kThreads, smem, ctx->stream>>>(g, a, sp, part, lbo, sbo);
     CU_LAUNCHED("cuda wgmma reduce");
     if (sp.UT > 0) {
         const int64_t n_rest = n_tiles - sp.whole;
@@ -382,10 +383,13 @@ tcq_status run_nb(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float
     float *part = (float *)((char *)scr + xb + eb);
     k_wg_xprep<NB><<<(unsigned)Mpad, 256, 0, ctx->stream>>>(x, (int)M, in, (__half *)a.xp, (float *)a.xe);
     CU_LAUNCHED("cuda wgmma x prep");
+    /* two wgmmas in flight at NB = 256 (3-4 % faster there); at NB <= 128 the fourth A buffer
+     * spills at k=4 and nothing is gained (bench/NOTES.md, session 9) */
+    const bool d2 = ctx->wg_depth ? ctx->wg_depth == 2 : NB == 256;
     switch (w->p.k) {
-    case 2: return launch<2, NB>(ctx, g, a, Mpad, part, G_max);
-    case 3: return launch<3, NB>(ctx, g, a, Mpad, part, G_max);
-    default: return launch<4, NB>(ctx, g, a, Mpad, part, G_max);
+    case 2: return d2 ? launch<2, NB, 2>(ctx, g, a, Mpad, part, G_max) : launch<2, NB, 1>(ctx, g, a, Mpad, part, G_max);
+    case 3: return d2 ? launch<3, NB, 2>(ctx, g, a, Mpad, part, G_max) : launch<3, NB, 1>(ctx, g, a, Mpad, part, G_max);
+    default: return d2 ? launch<4, NB, 2>(ctx, g, a, Mpad, part, G_max) : launch<4, NB, 1>(ctx, g, a, Mpad, part, G_max);
     }
 }
 
