@@ -46,7 +46,7 @@ __device__ __forceinline__ float code_value(uint32_t s)
  * untransposed); tr = 1 stores [np, nr] (axis 0 as W [out, in]).  The words of the 16 positions
  * are loaded once (load16, as the tensor-core kernels do) and the states cut from registers;
  * tr = 0 writes the 16 results as two 16-byte stores, tr = 1 lets neighbouring threads take
- * neighbouring rows so each position's stores coalesce (2-byte stores: 1.7x slower, measured). */
+ * neighbouring rows so each position's stores coalesce (2-byte stores: slower, bench/NOTES.md). */
 template <int K>
 __global__ void k_decode_bf16(Geo g, int tr, int64_t r0, int64_t nr, int64_t p0, int64_t np,
                               __nv_bfloat16 *__restrict__ W)
@@ -147,10 +147,12 @@ tcq_status check_call(tcq_cuda_ctx *ctx, const tcq_trellis *w, const void *x, co
 
 }  // namespace
 
-/* M > 32: decode the weights to bf16 a part of the outputs at a time and multiply each part with
- * cuBLAS.  A part small enough to stay in L2 is read back by its GEMM from L2, not HBM, and the
- * scratch is two parts instead of the whole matrix.  With overlap, the decode of part i+1 runs on
- * the side stream while part i multiplies (two buffers; the decode of part i+2 waits for GEMM i). */
+/* Decode + cuBLAS (what the other kernels do not take): the weights decoded to bf16, multiplied
+ * with a cuBLAS bf16 GEMM.  By default the whole matrix at once.  TCQ_CUDA_GEMM_CHUNK decodes a
+ * part of the outputs at a time (scratch: two parts instead of the whole matrix; an L2-sized part
+ * is read back from L2, but the narrower GEMMs lost more than that saved: bench/NOTES.md, session
+ * 9); with TCQ_CUDA_GEMM_OVERLAP the decode of part i+1 runs on the side stream while part i
+ * multiplies (two buffers; the decode of part i+2 waits for GEMM i). */
 static tcq_status linear_large(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M)
 {
     const int64_t out = tcq_trellis_out(w), in = tcq_trellis_in(w);

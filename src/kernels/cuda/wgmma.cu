@@ -20,9 +20,11 @@
  * laid out as the shared-memory tiles (8x8 core matrices, K-major, no swizzle), so each stage is
  * one contiguous 16-byte-per-thread cp.async copy.
  *
- * Block: two warpgroups, 128 outputs (64 each) x NB activation rows; stages of 64 k in a ring of
- * kStages, kStages - 2 in flight; the A registers double-buffered, one wgmma in flight while the
- * next k-step decodes.  Output y = acc 2^-e scale / 147.8 (the factored contract).
+ * Block: two warpgroups, 128 outputs (64 each) x NB = 64 / 128 / 256 activation rows; stages of
+ * 64 k in a ring of kStages, kStages - 2 in flight; while a k-step decodes, one wgmma (two at
+ * NB = 256) is in flight, its A registers in a ring of 2 (4).  Persistent blocks over whole tiles,
+ * then stream-K for the rest (Split, below).  Output y = acc 2^-e scale / 147.8 (the factored
+ * contract).
  * sm_90a only: the host takes this path on compute capability 9.0 (tcq_cuda_wg_supports). */
 #include "cuda_internal.h"
 #include "tc_common.cuh"
@@ -429,7 +431,7 @@ int tcq_cuda_wg_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
 {
     if (!ctx->wg_ok || ctx->wg_pin == 0) return 0;
     if (w->axis != 1 || w->interleaved || w->p.T != kT || w->p.k < 2 || w->p.k > 4) return 0;
-    if (M < 1 || M > (1 << 16)) return 0;   /* grid.y <= 65535 blocks of >= 64 rows: generous */
+    if (M < 1 || M > (1 << 16)) return 0;   /* int activation-row indices; the f16 copy of x in scratch */
     /* built-in: where it measured faster than decode + cuBLAS (bench/NOTES.md, session 9) */
     return ctx->wg_pin == 1 || M <= 192;
 }
