@@ -723,10 +723,12 @@ int main(void)
         for (int ov = 0; ov <= 1; ov++) {
             setenv("TCQ_CUDA_GEMM_CHUNK", "48", 1);
             setenv("TCQ_CUDA_GEMM_OVERLAP", ov ? "1" : "0", 1);
+            setenv("TCQ_CUDA_WG", "0", 1);   /* axis 1 on this path too, not on the wgmma kernels */
             tcq_cuda_ctx *c2 = NULL;
             CHECK_OK(tcq_cuda_ctx_create(0, &c2));
             unsetenv("TCQ_CUDA_GEMM_CHUNK");
             unsetenv("TCQ_CUDA_GEMM_OVERLAP");
+            unsetenv("TCQ_CUDA_WG");
             if (!c2) break;
             ctx = c2;
             double e = check_linear(12, 2, 256, 1, 0, 300, 512, 40);
