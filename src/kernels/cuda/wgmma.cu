@@ -61,13 +61,6 @@ __host__ __device__ constexpr int tile_off(int n, int k)
     return (((k >> 3) * (NB / 8) + (n >> 3)) << 6) + ((n & 7) << 3) + (k & 7);
 }
 
-/* Physical position inside a T=256 block of logical k (see the top). */
-__device__ __forceinline__ int wg_perm(int lk)
-{
-    const int j = lk >> 4, t = lk & 15;
-    return 64 * ((t & 7) >> 1) + 4 * j + 2 * (t >> 3) + (t & 1);
-}
-
 /* One block per activation row m of the padded tile set: the row's exponent, then its in values
  * in f16 at their tile places (zeros for padding rows). */
 template <int NB>
@@ -92,13 +85,24 @@ __global__ void __launch_bounds__(256) k_wg_xprep(const float *__restrict__ x, i
         e = max(-125, min(125, 15 - ex));
     }
     if (tid == 0) xe[m] = real ? ldexpf(1.0f, -e) : 0.0f;
+    const float sc = ldexpf(1.0f, e);   /* x * 2^e: exact, or rounded as ldexpf would */
+    const float *xr = x + (int64_t)m * in;
     const int n = m % NB;
     __half *row = xp + (int64_t)(m / NB) * (in / kStageK) * (NB * kStageK);
-    for (int64_t lk = tid; lk < in; lk += 256) {
-        const int64_t b = lk / kT;
-        const int lb = (int)(lk % kT);
-        const float v = real ? ldexpf(x[(int64_t)m * in + b * kT + wg_perm(lb)], e) : 0.0f;
-        row[(lk / kStageK) * (NB * kStageK) + tile_off<NB>(n, (int)(lk % kStageK))] = __float2half_rn(v);
+    /* a thread per 8 consecutive logical k (one 16-byte store): logical t = 8h + i of k-step j is
+     * position 64 (i >> 1) + 4j + 2h + (i & 1), i.e. four pairs of neighbouring floats */
+    for (int64_t gi = tid; gi < in / 8; gi += 256) {
+        const int64_t lk0 = gi * 8;
+        const int lb0 = (int)(lk0 % kT), j = lb0 >> 4, h = (lb0 >> 3) & 1;
+        const float *p = xr + (lk0 / kT) * kT + 4 * j + 2 * h;
+        uint32_t hv[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const float v0 = real ? p[64 * q] * sc : 0.0f, v1 = real ? p[64 * q + 1] * sc : 0.0f;
+            hv[q] = (uint32_t)__half_as_ushort(__float2half_rn(v0)) | ((uint32_t)__half_as_ushort(__float2half_rn(v1)) << 16);
+        }
+        *(uint4 *)(row + (lk0 / kStageK) * (NB * kStageK) + tile_off<NB>(n, (int)(lk0 % kStageK))) =
+            make_uint4(hv[0], hv[1], hv[2], hv[3]);
     }
 }
 
