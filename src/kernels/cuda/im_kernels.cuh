@@ -12,7 +12,6 @@ namespace tcq_im {
 using tcq_tc::Geo;
 
 constexpr int kThreads = 256;
-constexpr uint32_t kMul = 34038481u, kAdd = 76625530u;   /* the 1MAD constants (FORMAT.md) */
 constexpr int kRedRows = 32;    /* reduce: coded rows of one warp item (two m16 tiles) */
 constexpr int kRedChunk = 512;  /* reduce: positions of one item (whole T-blocks, T = 128 or 256), default */
 constexpr int kScOut = 128;     /* scatter: outputs of one warp item (8 lane groups x 16) */
@@ -35,7 +34,7 @@ struct IOut {
     int64_t n_kt;        /* k-steps (8 inputs each) along the reduced dimension, even */
 };
 
-/* mma.m16n8k32: D (s32) += A (u8: the four bytes of x = s*kMul + kAdd, one weight per register)
+/* mma.m16n8k32: D (s32) += A (u8: the four bytes of x = mad1(s), one weight per register)
  * x B (s8: one activation limb replicated four times), so the tensor core adds byte sum x limb. */
 __device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                      uint32_t b1)
@@ -45,7 +44,7 @@ __device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1, uint
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ uint32_t mad1(uint32_t s) { return s * kMul + kAdd; }
+using tcq_tc::mad1;
 
 /* Programmatic dependent launch (sm_90): the x prep lets the main kernel start at once, and the
  * main kernel waits for the prep's results only after its first weight loads are in flight. */
@@ -130,7 +129,7 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
     const int nblk = (int)(g.C / g.T);
     const int per_s = o.ntiles * o.nmat;
     /* an item's chunk s, matrix, row tile, blocks [b0, b1) and the word offsets of its lane's four
-     * row spans (32-bit: tcq_cuda_im_supports keeps the tensor under 2^31 words) */
+     * row spans (32-bit: tcq_cuda_im_supports keeps the tensor under 2^29 words, 2^31 bytes) */
     struct Place {
         int s, mat, tile, b0, b1;
         uint32_t ro[MT][2];

@@ -45,17 +45,17 @@ __device__ __forceinline__ const uint32_t *block_ptr(const Geo &g, int64_t r, in
     return g.codes + (blk >> 1) * g.R * 48 + r * 48 + (blk & 1) * 24;
 }
 
-/* Byte sum of s*34038481 + 76625530, in [0, 1020]. */
-__device__ __forceinline__ uint32_t bytesum(uint32_t s)
-{
-    return __dp4a(s * 34038481u + 76625530u, 0x01010101u, 0u);
-}
+/* The 1MAD word of state s (FORMAT.md): the code value is its byte sum minus 510. */
+__device__ __forceinline__ uint32_t mad1(uint32_t s) { return s * 34038481u + 76625530u; }
+
+/* Byte sum of mad1(s), in [0, 1020]. */
+__device__ __forceinline__ uint32_t bytesum(uint32_t s) { return __dp4a(mad1(s), 0x01010101u, 0u); }
 
 /* y = bytesum - 510 as an exact float without I2F (a quarter-rate conversion): the byte sum added
  * to the bits of 2^23 is the float 2^23 + bytesum, and one FADD takes 2^23 + 510 away exactly. */
 __device__ __forceinline__ float code_y(uint32_t s)
 {
-    return __fsub_rn(__int_as_float((int)__dp4a(s * 34038481u + 76625530u, 0x01010101u, 0x4B000000u)), 8389118.0f);
+    return __fsub_rn(__int_as_float((int)__dp4a(mad1(s), 0x01010101u, 0x4B000000u)), 8389118.0f);
 }
 
 /* Pair table: entry idx (L+K bits) holds half2(y(idx >> K), y(idx & (2^L-1))), y exact in f16.

@@ -136,8 +136,8 @@ __device__ __forceinline__ void fence_acc(float (&d)[N])
     for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-/* f16 bits of 1024 + bytesum(s), s*34038481 + 76625530 the 1MAD word (FORMAT.md) */
-__device__ __forceinline__ uint32_t y16(uint32_t s) { return __dp4a(s * 34038481u + 76625530u, 0x01010101u, 0x6400u); }
+/* f16 bits of 1024 + bytesum(s) */
+__device__ __forceinline__ uint32_t y16(uint32_t s) { return __dp4a(mad1(s), 0x01010101u, 0x6400u); }
 
 /* (y(s0), y(s1)) as f16x2, exact: (1024 + b0, 1024 + b1) - 1534 */
 __device__ __forceinline__ uint32_t ypair(uint32_t s0, uint32_t s1)
