@@ -243,9 +243,13 @@ tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, co
                         (long long)tcq_trellis_out(up), (long long)tcq_trellis_in(up));
     const bool same = gate->axis == 1 && up->axis == 1 && gate->p.L == up->p.L && gate->p.k == up->p.k &&
                       gate->p.T == up->p.T && gate->rows == up->rows && gate->cols == up->cols;
-    if (same && path == TCQ_PATH_FAST && M <= kFastMaxM) return tcq_cuda_linear_fast(ctx, gate, up, x, y, M);
-    if (same && tcq_cuda_im_supports(ctx, gate, M)) return tcq_cuda_linear_im(ctx, gate, up, x, y, M);   /* one fused launch */
-    if (same && M <= tc_max_m(ctx, gate)) return tcq_cuda_linear_tc(ctx, gate, up, x, y, M);
+    /* the fast, integer and pair-table kernels take both matrices in one fused launch */
+    switch (same ? pick(ctx, gate, M, path) : KERN_GEMM) {
+    case KERN_FAST: return tcq_cuda_linear_fast(ctx, gate, up, x, y, M);
+    case KERN_INT: return tcq_cuda_linear_im(ctx, gate, up, x, y, M);
+    case KERN_PAIR: return tcq_cuda_linear_tc(ctx, gate, up, x, y, M);
+    default: break;
+    }
     /* otherwise: both products into a temporary, then the combine (the linear kernels own the
      * context scratch) */
     const size_t n = (size_t)M * tcq_trellis_out(gate);
