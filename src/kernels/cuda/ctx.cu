@@ -24,6 +24,13 @@ int tcq_cuda_available(void)
     return n > 0;
 }
 
+/* An integer knob of the environment (tests, benchmarks: tcq.h lists them), dflt when unset. */
+static int env_int(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    return v ? atoi(v) : dflt;
+}
+
 tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
 {
     if (!out) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda ctx: out is NULL");
@@ -50,24 +57,16 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     c->kernel_pin = pin && !strcmp(pin, "tc");
     const char *pdl = getenv("TCQ_CUDA_PDL");
     c->pdl = !(pdl && !strcmp(pdl, "0"));
-    const char *chs = getenv("TCQ_CUDA_CHUNK");
-    c->chunk_pin = chs ? atoi(chs) : 0;
+    c->chunk_pin = env_int("TCQ_CUDA_CHUNK", 0);
     if (c->chunk_pin != 256 && c->chunk_pin != 512 && c->chunk_pin != 1024) c->chunk_pin = 0;
-    const char *gch = getenv("TCQ_CUDA_GEMM_CHUNK");
-    c->gemm_chunk = gch ? atoi(gch) : 0;
-    if (c->gemm_chunk < -1) c->gemm_chunk = 0;
-    const char *gov = getenv("TCQ_CUDA_GEMM_OVERLAP");
-    c->gemm_overlap = gov ? (atoi(gov) != 0) : -1;
-    const char *dtr = getenv("TCQ_CUDA_DECODE_TR");
-    c->decode_tr = dtr && !strcmp(dtr, "1");
-    const char *wgp = getenv("TCQ_CUDA_WG");
-    c->wg_pin = wgp ? (atoi(wgp) != 0) : -1;
-    const char *wgg = getenv("TCQ_CUDA_WG_GRID");
-    c->wg_grid = wgg ? atoi(wgg) : 0;
-    const char *wgd = getenv("TCQ_CUDA_WG_DEPTH");
-    c->wg_depth = wgd ? atoi(wgd) : 0;
-    const char *tcm = getenv("TCQ_CUDA_TC_MAX_M");
-    c->tc_max_m = tcm ? atoi(tcm) : 0;
+    c->gemm_chunk = env_int("TCQ_CUDA_GEMM_CHUNK", 0);
+    c->gemm_overlap = env_int("TCQ_CUDA_GEMM_OVERLAP", 0) != 0;
+    c->decode_tr = env_int("TCQ_CUDA_DECODE_TR", 0) == 1;
+    const int wg = env_int("TCQ_CUDA_WG", -1);
+    c->wg_pin = wg < 0 ? -1 : wg != 0;
+    c->wg_grid = env_int("TCQ_CUDA_WG_GRID", 0);
+    c->wg_depth = env_int("TCQ_CUDA_WG_DEPTH", 0);
+    c->tc_max_m = env_int("TCQ_CUDA_TC_MAX_M", 0);
     snprintf(c->name, sizeof c->name, "%s, %d SMs, %d MB L2, cc %d.%d, %.0f GB", prop.name, c->n_sm,
              c->l2_bytes >> 20, prop.major, prop.minor, (double)prop.totalGlobalMem / 1e9);
     cublasStatus_t bs = cublasCreate(&c->blas);

@@ -28,8 +28,8 @@ struct tcq_cuda_ctx {
     int pdl;                 /* TCQ_CUDA_PDL (default 1): programmatic dependent launch of the int kernels, 0 off */
     int chunk_pin;           /* TCQ_CUDA_CHUNK: item length of the int kernels (0: built-in) */
     int kernel_pin;          /* TCQ_CUDA_KERNEL=tc: M <= 8 on the pair-table kernels (tests, benchmarks) */
-    int gemm_chunk;          /* TCQ_CUDA_GEMM_CHUNK: outputs per decode + GEMM step of M > 32 (0: built-in, -1: whole) */
-    int gemm_overlap;        /* TCQ_CUDA_GEMM_OVERLAP: decode step i+1 on `side` while step i multiplies (-1: built-in) */
+    int gemm_chunk;          /* TCQ_CUDA_GEMM_CHUNK: outputs per decode + GEMM step (<= 0: the whole matrix) */
+    int gemm_overlap;        /* TCQ_CUDA_GEMM_OVERLAP=1: decode step i+1 on `side` while step i multiplies */
     int decode_tr;           /* TCQ_CUDA_DECODE_TR=1: axis 0 decoded as W [out, in] (transposed stores), not W^T */
     int tc_max_m;            /* TCQ_CUDA_TC_MAX_M: largest M on the pair-table kernels (0: built-in) */
     int wg_ok;               /* the sm_90a wgmma kernels run on this device (probed at creation) */

@@ -160,7 +160,7 @@ static tcq_status linear_large(tcq_cuda_ctx *ctx, const tcq_trellis *w, const fl
     int64_t part = ctx->gemm_chunk > 0 ? std::max<int64_t>(16, ctx->gemm_chunk / 16 * 16) : out;
     if (part >= out) part = out;
     const int64_t n_parts = (out + part - 1) / part;
-    const bool overlap = n_parts > 1 && ctx->gemm_overlap == 1;
+    const bool overlap = n_parts > 1 && ctx->gemm_overlap;
     const size_t pb = tcq_align256((size_t)part * in * 2), xbytes = tcq_align256((size_t)M * in * 2);
     const int n_buf = n_parts > 1 ? 2 : 1;
     void *scr;
