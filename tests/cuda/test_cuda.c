@@ -98,6 +98,17 @@ static void ref_linear(const float *W, const float *x, double *y, int64_t M, int
     free(xr);
 }
 
+/* A context created with the knobs env (name, value pairs up to a NULL name) set, which are
+ * unset again after: the context reads them once.  NULL (and a failed check) if it fails. */
+static tcq_cuda_ctx *ctx_with(const char *const *env)
+{
+    for (int i = 0; env[i]; i += 2) setenv(env[i], env[i + 1], 1);
+    tcq_cuda_ctx *c = NULL;
+    CHECK_OK(tcq_cuda_ctx_create(0, &c));
+    for (int i = 0; env[i]; i += 2) unsetenv(env[i]);
+    return c;
+}
+
 static double rel_err(const float *y, const double *ref, int64_t n, int *nonfinite)
 {
     double num = 0, den = 0;
@@ -721,14 +732,9 @@ int main(void)
          * do not divide the outputs, both axes, the interleave, fused gate/up */
         tcq_cuda_ctx *main_ctx = ctx;
         for (int ov = 0; ov <= 1; ov++) {
-            setenv("TCQ_CUDA_GEMM_CHUNK", "48", 1);
-            setenv("TCQ_CUDA_GEMM_OVERLAP", ov ? "1" : "0", 1);
-            setenv("TCQ_CUDA_WG", "0", 1);   /* axis 1 on this path too, not on the wgmma kernels */
-            tcq_cuda_ctx *c2 = NULL;
-            CHECK_OK(tcq_cuda_ctx_create(0, &c2));
-            unsetenv("TCQ_CUDA_GEMM_CHUNK");
-            unsetenv("TCQ_CUDA_GEMM_OVERLAP");
-            unsetenv("TCQ_CUDA_WG");
+            /* TCQ_CUDA_WG=0: axis 1 on this path too, not on the wgmma kernels */
+            const char *env[] = {"TCQ_CUDA_GEMM_CHUNK", "48", "TCQ_CUDA_GEMM_OVERLAP", ov ? "1" : "0", "TCQ_CUDA_WG", "0", NULL};
+            tcq_cuda_ctx *c2 = ctx_with(env);
             if (!c2) break;
             ctx = c2;
             double e = check_linear(12, 2, 256, 1, 0, 300, 512, 40);
@@ -743,12 +749,8 @@ int main(void)
         /* the wgmma kernels at every M they take, on odd block counts (segments cut tiles
          * anywhere: partial sums) and on the default count */
         for (int gi = 0; gi < 2; gi++) {
-            setenv("TCQ_CUDA_WG", "1", 1);
-            if (gi == 0) setenv("TCQ_CUDA_WG_GRID", "7", 1);
-            tcq_cuda_ctx *c4 = NULL;
-            CHECK_OK(tcq_cuda_ctx_create(0, &c4));
-            unsetenv("TCQ_CUDA_WG");
-            unsetenv("TCQ_CUDA_WG_GRID");
+            const char *env[] = {"TCQ_CUDA_WG", "1", gi == 0 ? "TCQ_CUDA_WG_GRID" : NULL, "7", NULL};
+            tcq_cuda_ctx *c4 = ctx_with(env);
             if (!c4) break;
             ctx = c4;
             double e = check_linear(12, 2, 256, 1, 0, 300, 1024, 17);
@@ -761,10 +763,8 @@ int main(void)
             tcq_cuda_ctx_free(c4);
         }
         /* the pair-table kernels up to their limit (the dispatcher stops them at 16 / 8) */
-        setenv("TCQ_CUDA_TC_MAX_M", "32", 1);
-        tcq_cuda_ctx *c3 = NULL;
-        CHECK_OK(tcq_cuda_ctx_create(0, &c3));
-        unsetenv("TCQ_CUDA_TC_MAX_M");
+        const char *env[] = {"TCQ_CUDA_TC_MAX_M", "32", NULL};
+        tcq_cuda_ctx *c3 = ctx_with(env);
         if (c3) {
             ctx = c3;
             double e = check_linear(12, 2, 256, 1, 0, 300, 1024, 24);
