@@ -57,25 +57,51 @@ static void *dev_alloc(size_t bytes)
 
 /* What a kernel's contract rounds before the f32/f64 products: nothing (REF_EXACT), W and x to
  * bf16 (REF_BF16: decode + cuBLAS), x to f16 after a power-of-two scale per activation row with
- * its largest |x| in [2^14, 2^15) (REF_F16X: the wgmma kernels). */
-enum { REF_EXACT, REF_BF16, REF_F16X };
+ * its largest |x| in [2^14, 2^15) (REF_F16X: the wgmma kernels), the same for x times the
+ * per-input scale in f32 (REF_F16XS: wgmma-ss on axis 0; ref_linear then takes the unscaled
+ * values as W and the scales as ks). */
+enum { REF_EXACT, REF_BF16, REF_F16X, REF_F16XS };
 
-static int ref_mode(const char *kern)
+static int ref_mode(const char *kern, int axis)
 {
     if (!kern) return REF_EXACT;
     if (!strcmp(kern, "bf16-gemm")) return REF_BF16;
     if (!strcmp(kern, "wgmma")) return REF_F16X;
+    if (!strcmp(kern, "wgmma-ss")) return axis ? REF_F16X : REF_F16XS;
     return REF_EXACT;
 }
 
-/* y_ref [M, out] in double from W [out, in] and x [M, in], rounded as `mode` says. */
-static void ref_linear(const float *W, const float *x, double *y, int64_t M, int64_t out, int64_t in, int mode)
+/* W [out, in] of h without its scales (each f16 1): the values a REF_F16XS reference takes */
+static float *decode_unscaled(const host_w *h)
+{
+    const int64_t n = h->t.rows * h->t.cols;
+    uint16_t *ones = malloc((size_t)h->t.rows * 2);
+    for (int64_t r = 0; r < h->t.rows; r++) ones[r] = 0x3c00;
+    tcq_trellis t = h->t;
+    t.scales = ones;
+    float *W = malloc((size_t)n * 4);
+    CHECK_OK(tcq_trellis_decode(&t, W));
+    free(ones);
+    return W;
+}
+
+/* y_ref [M, out] in double from W [out, in] and x [M, in], rounded as `mode` says (ks: REF_F16XS's
+ * per-input scales, else NULL). */
+static void ref_linear(const float *W, const float *x, double *y, int64_t M, int64_t out, int64_t in, int mode,
+                       const uint16_t *ks)
 {
     double *xr = malloc((size_t)in * sizeof(double));
+    float *xs = malloc((size_t)in * sizeof(float));
     for (int64_t m = 0; m < M; m++) {
-        const float *xm = x + m * in;
+        const float *xm = x;
+        if (mode == REF_F16XS) {
+            for (int64_t i = 0; i < in; i++) xs[i] = x[m * in + i] * tcq_f16_to_f32(ks[i]);
+            xm = xs;
+        } else {
+            xm = x + m * in;
+        }
         int e = 0;
-        if (mode == REF_F16X) {
+        if (mode == REF_F16X || mode == REF_F16XS) {
             float mx = 0;
             for (int64_t i = 0; i < in; i++) mx = fmaxf(mx, fabsf(xm[i]));
             if (mx > 0) {
@@ -86,7 +112,7 @@ static void ref_linear(const float *W, const float *x, double *y, int64_t M, int
         }
         for (int64_t i = 0; i < in; i++)
             xr[i] = mode == REF_BF16 ? tcq_bf16_to_f32(tcq_f32_to_bf16(xm[i]))
-                  : mode == REF_F16X ? ldexp(tcq_f16_to_f32(tcq_f32_to_f16(ldexpf(xm[i], e))), -e)
+                  : mode >= REF_F16X ? ldexp(tcq_f16_to_f32(tcq_f32_to_f16(ldexpf(xm[i], e))), -e)
                                      : xm[i];
         for (int64_t o = 0; o < out; o++) {
             double s = 0;
@@ -96,6 +122,7 @@ static void ref_linear(const float *W, const float *x, double *y, int64_t M, int
         }
     }
     free(xr);
+    free(xs);
 }
 
 /* A context created with the knobs env (name, value pairs up to a NULL name) set, which are
@@ -133,8 +160,14 @@ static double check_linear_path(int L, int k, int T, int axis, int il, int64_t o
     for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
     const char *kern = tcq_cuda_linear_kernel(ctx, &h.t, M, path);
     CHECK(kern != NULL, "tcq_cuda_linear_kernel: NULL");
-    const int mode = ref_mode(kern), big = mode == REF_BF16;
-    ref_linear(W, x, ref, M, out, in, mode);
+    const int mode = ref_mode(kern, axis), big = mode == REF_BF16;
+    if (mode == REF_F16XS) {
+        float *W1 = decode_unscaled(&h);
+        ref_linear(W1, x, ref, M, out, in, mode, h.t.scales);
+        free(W1);
+    } else {
+        ref_linear(W, x, ref, M, out, in, mode, NULL);
+    }
     const size_t wb = tcq_cuda_trellis_bytes(&h.t);
     void *dwb = dev_alloc(wb);
     float *dx = dev_alloc((size_t)(M * in) * 4), *dy = dev_alloc((size_t)(M * out) * 4);
@@ -206,9 +239,9 @@ static void check_swiglu(int L, int k, int T, int64_t out, int64_t in, int64_t M
     CHECK_OK(tcq_trellis_decode(&g.t, Wg));
     CHECK_OK(tcq_trellis_decode(&u.t, Wu));
     for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
-    const int mode = ref_mode(tcq_cuda_linear_kernel(ctx, &g.t, M, TCQ_PATH_AUTO));
-    ref_linear(Wg, x, rg, M, out, in, mode);
-    ref_linear(Wu, x, ru, M, out, in, mode);
+    const int mode = ref_mode(tcq_cuda_linear_kernel(ctx, &g.t, M, TCQ_PATH_AUTO), 1);
+    ref_linear(Wg, x, rg, M, out, in, mode, NULL);
+    ref_linear(Wu, x, ru, M, out, in, mode, NULL);
     for (int64_t i = 0; i < M * out; i++) rg[i] = rg[i] / (1.0 + exp(-rg[i])) * ru[i];
     const size_t wb = tcq_cuda_trellis_bytes(&g.t);
     void *dgb = dev_alloc(wb), *dub = dev_alloc(wb);
@@ -301,7 +334,7 @@ static void check_fast(int L, int k, int T, int axis, int il, int64_t out, int64
     for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
     if (in >= 128)   /* an all-zero activation block: d = 0 */
         for (int64_t i = 64; i < 128; i++) x[i] = 0.0f;
-    ref_linear(W, x, ref, M, out, in, 0);
+    ref_linear(W, x, ref, M, out, in, REF_EXACT, NULL);
     fast_bounds(&h, W, x, M, be, bc);
     tcq_kctx *kc = cpu_fast_ctx();
     const tcq_weight wt = {.fmt = TCQ_WF_TRELLIS, .out = out, .in = in, .tr = h.t};
@@ -661,6 +694,7 @@ int main(void)
         check_linear(12, 4, 256, 1, 0, 40, 256, 13);
         check_linear(8, 1, 64, 0, 0, 128, 70, 33);
         check_linear(12, 2, 256, 1, 0, 300, 512, 40);   /* wgmma on sm_90 */
+        check_linear(12, 3, 256, 0, 0, 512, 128, 20);   /* wgmma-ss on sm_90 */
         check_decode_bf16(12, 3, 256, 0, 1, 512, 30);
         check_swiglu(12, 2, 256, 64, 256, 3);
         check_fast(12, 2, 256, 1, 0, 100, 512, 3);
@@ -757,10 +791,32 @@ int main(void)
             e = fmax(e, check_linear(12, 3, 256, 1, 0, 129, 768, 64));
             e = fmax(e, check_linear(12, 4, 256, 1, 0, 200, 2560, 100));
             e = fmax(e, check_linear(10, 2, 256, 1, 0, 260, 512, 300));   /* two 256-row tiles of x */
+            /* 8 tiles on 7 blocks: one whole wave, then 1 tile's 2 units over 7 blocks, most of
+             * them with none (their partials slots must not be read) */
+            e = fmax(e, check_linear(12, 2, 256, 1, 0, 1000, 512, 17));
             check_swiglu(12, 3, 256, 256, 512, 40);
             fprintf(stderr, "wgmma kernels (grid %s): worst relative error %.3g\n", gi ? "default" : "7", e);
             ctx = main_ctx;
             tcq_cuda_ctx_free(c4);
+        }
+        /* the shared-memory wgmma kernel on both axes, both producer counts, odd and default
+         * block counts; axis 0 with and without the interleave */
+        for (int vi = 0; vi < 4; vi++) {
+            const char *env[] = {"TCQ_CUDA_WS", "1", "TCQ_CUDA_WS_NP", vi & 1 ? "1" : "2", vi < 2 ? "TCQ_CUDA_WG_GRID" : NULL, "7", NULL};
+            tcq_cuda_ctx *c5 = ctx_with(env);
+            if (!c5) break;
+            ctx = c5;
+            double e = check_linear(12, 2, 256, 0, 0, 512, 320, 17);
+            e = fmax(e, check_linear(12, 3, 256, 0, 1, 1024, 192, 64));
+            e = fmax(e, check_linear(12, 4, 256, 0, 0, 256, 640, 100));
+            e = fmax(e, check_linear(16, 2, 256, 0, 0, 768, 128, 200));
+            e = fmax(e, check_linear(12, 2, 256, 1, 0, 300, 1024, 17));
+            e = fmax(e, check_linear(12, 3, 256, 1, 0, 129, 768, 64));
+            e = fmax(e, check_linear(12, 4, 256, 1, 0, 200, 2560, 130));
+            check_swiglu(12, 3, 256, 256, 512, 40);
+            fprintf(stderr, "wgmma-ss (producers %d, grid %s): worst relative error %.3g\n", vi & 1 ? 1 : 2, vi < 2 ? "7" : "default", e);
+            ctx = main_ctx;
+            tcq_cuda_ctx_free(c5);
         }
         /* the pair-table kernels up to their limit (the dispatcher stops them at 16 / 8) */
         const char *env[] = {"TCQ_CUDA_TC_MAX_M", "32", NULL};

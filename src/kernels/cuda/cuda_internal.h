@@ -35,6 +35,8 @@ struct tcq_cuda_ctx {
     int wg_ok;               /* the sm_90a wgmma kernels run on this device (probed at creation) */
     int wg_pin;              /* TCQ_CUDA_WG: 0 off, 1 on, -1 built-in */
     int wg_grid;             /* TCQ_CUDA_WG_GRID=G: the wgmma kernels' block count (0: SMs x blocks per SM) */
+    int ws_pin;              /* TCQ_CUDA_WS: 0 off, 1 wherever it runs, -1 built-in (wgss.cu) */
+    int ws_np;               /* TCQ_CUDA_WS_NP=1|2: its producer warpgroups (0: built-in) */
     int wg_depth;            /* TCQ_CUDA_WG_DEPTH=1|2: wgmmas in flight (0: built-in, 2 at NB = 256) */
     cudaStream_t side;       /* the large-M path's decode stream (forks from and joins `stream`) */
     cudaEvent_t ev[5];       /* fork, decoded[2], multiplied[2] */
@@ -74,6 +76,9 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
 tcq_status tcq_cuda_wg_probe(tcq_cuda_ctx *ctx);
 int tcq_cuda_wg_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M);
 tcq_status tcq_cuda_linear_wg(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M);
+/* The decode-into-shared-memory wgmma kernel (wgss.cu): both axes, T = 256, k = 2..4, sm_90a. */
+int tcq_cuda_ws_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M);
+tcq_status tcq_cuda_linear_ws(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M);
 
 static inline size_t tcq_align256(size_t n) { return (n + 255) & ~(size_t)255; }
 

@@ -200,7 +200,7 @@ tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w,
 }
 
 namespace {
-enum Kern { KERN_FAST, KERN_INT, KERN_PAIR, KERN_WG, KERN_GEMM };
+enum Kern { KERN_FAST, KERN_INT, KERN_PAIR, KERN_WG, KERN_WS, KERN_GEMM };
 
 /* The dispatcher's one decision, shared by the call and tcq_cuda_linear_kernel. */
 Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path)
@@ -208,7 +208,9 @@ Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath pa
     if (path == TCQ_PATH_FAST && M <= kFastMaxM) return KERN_FAST;
     if (tcq_cuda_im_supports(ctx, w, M)) return KERN_INT;
     if (M <= tc_max_m(ctx, w)) return KERN_PAIR;
+    if (ctx->ws_pin == 1 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
     if (tcq_cuda_wg_supports(ctx, w, M)) return KERN_WG;
+    if (tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
     return KERN_GEMM;
 }
 }  // namespace
@@ -216,7 +218,7 @@ Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath pa
 const char *tcq_cuda_linear_kernel(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path)
 {
     if (!ctx || !w) return NULL;
-    static const char *const names[] = {"fast", "int", "pair", "wgmma", "bf16-gemm"};
+    static const char *const names[] = {"fast", "int", "pair", "wgmma", "wgmma-ss", "bf16-gemm"};
     return names[pick(ctx, w, M, path)];
 }
 
@@ -228,6 +230,7 @@ tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float 
     case KERN_INT: return tcq_cuda_linear_im(ctx, w, NULL, x, y, M);
     case KERN_PAIR: return tcq_cuda_linear_tc(ctx, w, NULL, x, y, M);
     case KERN_WG: return tcq_cuda_linear_wg(ctx, w, x, y, M);
+    case KERN_WS: return tcq_cuda_linear_ws(ctx, w, x, y, M);
     default: return linear_large(ctx, w, x, y, M);
     }
 }

@@ -23,12 +23,13 @@
  * Block: two warpgroups, 128 outputs (64 each) x NB = 64 / 128 / 256 activation rows; stages of
  * 64 k in a ring of kStages, kStages - 2 in flight; while a k-step decodes, one wgmma (two at
  * NB = 256) is in flight, its A registers in a ring of 2 (4).  Persistent blocks over whole tiles,
- * then stream-K for the rest (Split, below).  Output y = acc 2^-e scale / 147.8 (the factored
+ * then stream-K for the rest (Split, wg_split.cuh).  Output y = acc 2^-e scale / 147.8 (the factored
  * contract).
  * sm_90a only: the host takes this path on compute capability 9.0 (tcq_cuda_wg_supports). */
 #include "cuda_internal.h"
 #include "tc_common.cuh"
 #include "wg_mma.cuh"
+#include "wg_common.cuh"
 
 #include <cuda_fp16.h>
 
@@ -36,10 +37,9 @@
 
 namespace {
 using namespace tcq_tc;
+using namespace tcq_wgs;
 
 constexpr int kThreads = 256;   /* two warpgroups */
-constexpr int kRows = 128;      /* outputs of a block */
-constexpr int kStageK = 64;     /* logical k per shared-memory stage: 4 k-steps */
 constexpr int kStages = 5;
 constexpr int kT = 256;
 
@@ -51,60 +51,6 @@ struct WgArgs {
     int n_stage;        /* in / 64 */
     int64_t out;
 };
-
-/* Element offset of (activation row n, logical k) inside a stage tile: 8x8 core matrices of 128
- * bytes, [k / 8][n / 8][n % 8][k % 8].  The wgmma descriptor's strides follow from it: 128 bytes
- * between neighbouring core matrices along N, NB * 16 along K. */
-template <int NB>
-__host__ __device__ constexpr int tile_off(int n, int k)
-{
-    return (((k >> 3) * (NB / 8) + (n >> 3)) << 6) + ((n & 7) << 3) + (k & 7);
-}
-
-/* One block per activation row m of the padded tile set: the row's exponent, then its in values
- * in f16 at their tile places (zeros for padding rows). */
-template <int NB>
-__global__ void __launch_bounds__(256) k_wg_xprep(const float *__restrict__ x, int M, int64_t in,
-                                                  __half *__restrict__ xp, float *__restrict__ xe)
-{
-    __shared__ float red[8];
-    const int m = blockIdx.x, tid = threadIdx.x;
-    const bool real = m < M;
-    float mx = 0.0f;
-    if (real)
-        for (int64_t i = tid; i < in; i += 256) mx = fmaxf(mx, fabsf(x[(int64_t)m * in + i]));
-    for (int d = 16; d; d >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
-    if ((tid & 31) == 0) red[tid >> 5] = mx;
-    __syncthreads();
-    mx = 0.0f;
-    for (int k = 0; k < 8; k++) mx = fmaxf(mx, red[k]);
-    int e = 0;
-    if (mx > 0.0f && mx <= 3.4e38f) {
-        int ex;
-        frexpf(mx, &ex);   /* mx in [2^(ex-1), 2^ex) */
-        e = max(-125, min(125, 15 - ex));
-    }
-    if (tid == 0) xe[m] = real ? ldexpf(1.0f, -e) : 0.0f;
-    const float sc = ldexpf(1.0f, e);   /* x * 2^e: exact, or rounded as ldexpf would */
-    const float *xr = x + (int64_t)m * in;
-    const int n = m % NB;
-    __half *row = xp + (int64_t)(m / NB) * (in / kStageK) * (NB * kStageK);
-    /* a thread per 8 consecutive logical k (one 16-byte store): logical t = 8h + i of k-step j is
-     * position 64 (i >> 1) + 4j + 2h + (i & 1), i.e. four pairs of neighbouring floats */
-    for (int64_t gi = tid; gi < in / 8; gi += 256) {
-        const int64_t lk0 = gi * 8;
-        const int lb0 = (int)(lk0 % kT), j = lb0 >> 4, h = (lb0 >> 3) & 1;
-        const float *p = xr + (lk0 / kT) * kT + 4 * j + 2 * h;
-        uint32_t hv[4];
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const float v0 = real ? p[64 * q] * sc : 0.0f, v1 = real ? p[64 * q + 1] * sc : 0.0f;
-            hv[q] = (uint32_t)__half_as_ushort(__float2half_rn(v0)) | ((uint32_t)__half_as_ushort(__float2half_rn(v1)) << 16);
-        }
-        *(uint4 *)(row + (lk0 / kStageK) * (NB * kStageK) + tile_off<NB>(n, (int)(lk0 % kStageK))) =
-            make_uint4(hv[0], hv[1], hv[2], hv[3]);
-    }
-}
 
 /* sm_90a device code only (the other targets' passes see empty kernel bodies) */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -119,63 +65,14 @@ __device__ __forceinline__ void cp_async_wait()
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wg_wait()
-{
-    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-/* cp.async writes through the generic proxy, wgmma reads through the async one */
-__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-/* keep the compiler from moving accumulator accesses across the asynchronous wgmma */
-template <int N>
-__device__ __forceinline__ void fence_acc(float (&d)[N])
-{
-#pragma unroll
-    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-/* f16 bits of 1024 + bytesum(s) */
-__device__ __forceinline__ uint32_t y16(uint32_t s) { return __dp4a(mad1(s), 0x01010101u, 0x6400u); }
-
-/* (y(s0), y(s1)) as f16x2, exact: (1024 + b0, 1024 + b1) - 1534 */
-__device__ __forceinline__ uint32_t ypair(uint32_t s0, uint32_t s1)
-{
-    const uint32_t h = __byte_perm(y16(s0), y16(s1), 0x5410);
-    const __half2 v = __hsub2(*(const __half2 *)&h, __halves2half2(__ushort_as_half(0x65feu), __ushort_as_half(0x65feu)));
-    return *(const uint32_t *)&v;
-}
 #endif
-
-/* Work split: a tile is 128 outputs x NB activation rows, its 256-position blocks its units.
- * Whole tiles first, in waves of G (block c takes tiles c, c + G, ...); the tiles left after the
- * last whole wave (fewer than G) are split as units (stream-K): block c takes the contiguous
- * units [c UT / G, (c+1) UT / G) of them, so every SM gets the same work whatever the tile count
- * (136 tiles on 132 SMs would otherwise take two rounds).  A block's tail range is shorter than
- * a tile, so it cuts at most two tiles: its first segment goes to part[c][0], a second to
- * part[c][1], and k_wg_fix adds a cut tile's partials in block order.  The split depends on the
- * shape and G only: deterministic. */
-struct Split {
-    int64_t G;       /* blocks */
-    int64_t whole;   /* tiles done whole: a multiple of G */
-    int64_t UT;      /* units of the remaining tiles */
-    int nblk, n_rt;  /* blocks of a row, row tiles */
-    __host__ __device__ int64_t begin(int64_t c) const { return c * UT / G; }   /* tail units */
-};
-
-template <int NB>
-__device__ __forceinline__ float *part_at(float *part, int64_t c, int slot)
-{
-    return part + (c * 2 + slot) * (int64_t)(kRows * NB);
-}
 
 template <int K, int NB, int OCC, int DEPTH>
 __global__ void __launch_bounds__(kThreads, OCC) k_wg_reduce(Geo g, WgArgs a, Split sp, float *part, uint32_t lbo, uint32_t sbo)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int kSP = kT / 4, W = kSP * K / 32, KS = kSP / 4;   /* span positions, words; k-steps of a T-block */
-    constexpr int STAGE_BYTES = NB * kStageK * 2;
+    constexpr int STAGE_BYTES = NB * kSK * 2;
     extern __shared__ __align__(128) uint8_t smem[];
     const int tid = threadIdx.x, lane = tid & 31, g8 = lane >> 2, q = lane & 3;
     const int src = (lane & ~3) | ((q + 3) & 3);
@@ -209,11 +106,11 @@ __global__ void __launch_bounds__(kThreads, OCC) k_wg_reduce(Geo g, WgArgs a, Sp
             const int64_t r = r0 + 8 * h < g.R ? r0 + 8 * h : g.R - 1;
             rp[h] = g.codes + r * g.row_words + (3 - q) * W;
         }
-        const __half *xt = a.xp + ((int64_t)mt * a.n_stage + 4 * kb0) * (NB * kStageK);
+        const __half *xt = a.xp + ((int64_t)mt * a.n_stage + 4 * kb0) * (NB * kSK);
         const int n_st = 4 * (kb1 - kb0);   /* stages of this segment */
         auto issue = [&](int st) {
             if (st < n_st) {
-                const uint4 *s4 = (const uint4 *)(xt + (int64_t)st * (NB * kStageK));
+                const uint4 *s4 = (const uint4 *)(xt + (int64_t)st * (NB * kSK));
                 const uint32_t dst = sbase + (uint32_t)((st % kStages) * STAGE_BYTES);
 #pragma unroll
                 for (int i = tid; i < STAGE_BYTES / 16; i += kThreads) cp_async16(dst + 16 * i, s4 + i);
@@ -303,67 +200,23 @@ __global__ void __launch_bounds__(kThreads, OCC) k_wg_reduce(Geo g, WgArgs a, Sp
 #endif
 }
 
-/* A tile cut between blocks gets the sum of its partials in block order.  Block (tile, slice):
- * kFixEpt elements a thread, the covering blocks' partials added in the outer loop (the slot
- * arithmetic once per covering block, not per element). */
-constexpr int kFixEpt = 8;
-template <int NB>
-__global__ void __launch_bounds__(256) k_wg_fix(WgArgs a, Split sp, const float *__restrict__ part, int64_t R)
-{
-    constexpr int S = kRows * NB / (256 * kFixEpt);   /* slices of a tile */
-    const int64_t tt = blockIdx.x / S, t = sp.whole + tt;   /* a tile of the split rest */
-    const int sl = blockIdx.x % S;
-    const int64_t ua = tt * sp.nblk, ub = ua + sp.nblk - 1;   /* its first and last unit */
-    auto owner = [&](int64_t uu) {   /* the block whose range holds unit uu */
-        int64_t c = (uu * sp.G) / sp.UT;
-        while (c + 1 < sp.G && sp.begin(c + 1) <= uu) c++;
-        while (c > 0 && sp.begin(c) > uu) c--;
-        return c;
-    };
-    const int64_t cf = owner(ua), cl = owner(ub);
-    if (cf == cl) return;   /* one block did the whole tile and wrote y */
-    const int e0 = sl * 256 * kFixEpt + threadIdx.x;
-    float v[kFixEpt];
-#pragma unroll
-    for (int e = 0; e < kFixEpt; e++) v[e] = 0.0f;
-    for (int64_t c = cf; c <= cl; c++) {
-        const int slot = sp.begin(c) / sp.nblk == tt ? 0 : 1;   /* the tile is c's first segment or its second */
-        const float *p = part_at<NB>((float *)part, c, slot) + e0;
-#pragma unroll
-        for (int e = 0; e < kFixEpt; e++) v[e] += p[e * 256];
-    }
-    const int mt = (int)(t / sp.n_rt), rt = (int)(t % sp.n_rt);
-#pragma unroll
-    for (int e = 0; e < kFixEpt; e++) {
-        const int idx = e0 + e * 256, ml = idx / kRows, rl = idx % kRows;
-        const int64_t r = (int64_t)rt * kRows + rl;
-        const int m = mt * NB + ml;
-        if (r < R && m < a.M) a.y[(int64_t)m * a.out + r] = v[e];
-    }
-}
-
 template <int K, int NB, int DEPTH>
 tcq_status launch(tcq_cuda_ctx *ctx, const Geo &g, const WgArgs &a, int64_t Mpad, float *part, int64_t G_max)
 {
     constexpr int OCC = NB <= 128 ? 2 : 1;
-    const int smem = kStages * NB * kStageK * 2;
+    const int smem = kStages * NB * kSK * 2;
     CU_TRY(cudaFuncSetAttribute(k_wg_reduce<K, NB, OCC, DEPTH>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
            "cuda wgmma: shared memory limit");
     const uint32_t lbo = NB * 16, sbo = 128;   /* tile_off: K-neighbour and N-neighbour core matrices */
-    Split sp;
-    sp.nblk = (int)(g.C / kT);
-    sp.n_rt = (int)((g.R + kRows - 1) / kRows);
-    const int64_t n_tiles = (int64_t)sp.n_rt * (Mpad / NB);
-    sp.G = std::min<int64_t>((int64_t)ctx->n_sm * OCC, G_max);
-    if (ctx->wg_grid > 0) sp.G = std::min<int64_t>(ctx->wg_grid, G_max);
-    sp.G = std::min<int64_t>(sp.G, n_tiles * sp.nblk);
-    sp.whole = n_tiles / sp.G * sp.G;
-    sp.UT = (n_tiles - sp.whole) * sp.nblk;
+    const int n_rt = (int)((g.R + kRows - 1) / kRows);
+    const int64_t n_tiles = (int64_t)n_rt * (Mpad / NB);
+    const int64_t G = std::min<int64_t>(ctx->wg_grid > 0 ? ctx->wg_grid : (int64_t)ctx->n_sm * OCC, G_max);
+    const Split sp = split_make(n_tiles, (int)(g.C / kT), n_rt, G);
     k_wg_reduce<K, NB, OCC, DEPTH><<<(unsigned)sp.G, kThreads, smem, ctx->stream>>>(g, a, sp, part, lbo, sbo);
     CU_LAUNCHED("cuda wgmma reduce");
     if (sp.UT > 0) {
         const int64_t n_rest = n_tiles - sp.whole;
-        k_wg_fix<NB><<<(unsigned)(n_rest * (kRows * NB / (256 * kFixEpt))), 256, 0, ctx->stream>>>(a, sp, part, g.R);
+        k_wg_fix<NB><<<(unsigned)(n_rest * (kRows * NB / (256 * kFixEpt))), 256, 0, ctx->stream>>>(a.y, a.M, a.out, sp, part);
         CU_LAUNCHED("cuda wgmma partial sums");
     }
     return TCQ_OK;
@@ -384,10 +237,10 @@ tcq_status run_nb(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float
     a.xe = (const float *)((char *)scr + xb);
     a.y = y;
     a.M = (int)M;
-    a.n_stage = (int)(in / kStageK);
+    a.n_stage = (int)(in / kSK);
     a.out = g.R;
     float *part = (float *)((char *)scr + xb + eb);
-    k_wg_xprep<NB><<<(unsigned)Mpad, 256, 0, ctx->stream>>>(x, (int)M, in, (__half *)a.xp, (float *)a.xe);
+    k_wg_xprep<NB, true><<<(unsigned)Mpad, 256, 0, ctx->stream>>>(x, (int)M, in, NULL, (__half *)a.xp, (float *)a.xe);
     CU_LAUNCHED("cuda wgmma x prep");
     /* two wgmmas in flight at NB = 256 (3-4 % faster there); at NB <= 128 the fourth A buffer
      * spills at k=4 and nothing is gained (bench/NOTES.md, session 9) */

@@ -1,0 +1,225 @@
+/* What the two wgmma kernels (wgmma.cu: decode into A registers; wgss.cu: decode into shared
+ * memory) share: the x prep into shared-memory tile order, the wgmma fences, the exact f16 pair
+ * of a decode, the work split and the fix-up that adds the partial sums of tiles cut between
+ * blocks.  A tile is kRows outputs x NB activation rows; its units are equal slices of the
+ * reduced dimension (256-position blocks in wgmma.cu, 64-k stages in wgss.cu); partials are
+ * [block][2][NB][kRows] f32. */
+#ifndef TCQ_WG_COMMON_CUH
+#define TCQ_WG_COMMON_CUH
+
+#include "cuda_internal.h"
+#include "tc_common.cuh"
+
+#include <cuda_fp16.h>
+
+#include <stdint.h>
+
+namespace tcq_wgs {
+
+constexpr int kRows = 128;   /* outputs of a tile */
+constexpr int kSK = 64;      /* k of a shared-memory stage of x */
+
+/* Element offset of (activation row n, logical k) inside a stage tile: 8x8 core matrices of 128
+ * bytes, [k / 8][n / 8][n % 8][k % 8].  The wgmma descriptor's strides follow from it: 128 bytes
+ * between neighbouring core matrices along N, NB * 16 along K. */
+template <int NB>
+__host__ __device__ constexpr int tile_off(int n, int k)
+{
+    return (((k >> 3) * (NB / 8) + (n >> 3)) << 6) + ((n & 7) << 3) + (k & 7);
+}
+
+/* One block per activation row m of the padded tile set: the row's exponent, then its in values
+ * in f16 at their tile places (zeros for padding rows).  PERM: the k order of wgmma.cu (below);
+ * otherwise natural.  ks (NULL: none): an f16 factor per input multiplied into x first, in f32
+ * (wgss.cu's axis 0 folds its per-input scales into x this way). */
+__device__ __forceinline__ float xval(const float *__restrict__ x, const uint16_t *__restrict__ ks, int64_t row, int64_t i)
+{
+    return ks ? x[row + i] * __half2float(__ushort_as_half(ks[i])) : x[row + i];
+}
+
+template <int NB, bool PERM>
+__global__ void __launch_bounds__(256) k_wg_xprep(const float *__restrict__ x, int M, int64_t in,
+                                                  const uint16_t *__restrict__ ks, __half *__restrict__ xp,
+                                                  float *__restrict__ xe)
+{
+    __shared__ float red[8];
+    const int m = blockIdx.x, tid = threadIdx.x;
+    const bool real = m < M;
+    float mx = 0.0f;
+    if (real)
+        for (int64_t i = tid; i < in; i += 256) mx = fmaxf(mx, fabsf(xval(x, ks, (int64_t)m * in, i)));
+    for (int d = 16; d; d >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+    if ((tid & 31) == 0) red[tid >> 5] = mx;
+    __syncthreads();
+    mx = 0.0f;
+    for (int k = 0; k < 8; k++) mx = fmaxf(mx, red[k]);
+    int e = 0;
+    if (mx > 0.0f && mx <= 3.4e38f) {
+        int ex;
+        frexpf(mx, &ex);   /* mx in [2^(ex-1), 2^ex) */
+        e = max(-125, min(125, 15 - ex));
+    }
+    if (tid == 0) xe[m] = real ? ldexpf(1.0f, -e) : 0.0f;
+    const float sc = ldexpf(1.0f, e);   /* x * 2^e: exact, or rounded as ldexpf would */
+    const float *xr = x + (int64_t)m * in;
+    const int n = m % NB;
+    __half *row = xp + (int64_t)(m / NB) * (in / kSK) * (NB * kSK);
+    /* a thread per 8 consecutive logical k (one 16-byte store).  PERM: logical t = 8h + i of
+     * k-step j is position 64 (i >> 1) + 4j + 2h + (i & 1) of its 256-block, i.e. four pairs of
+     * neighbouring floats */
+    for (int64_t gi = tid; gi < in / 8; gi += 256) {
+        const int64_t lk0 = gi * 8;
+        const int lb0 = (int)(lk0 % 256), j = lb0 >> 4, h = (lb0 >> 3) & 1;
+        const int64_t p = PERM ? (lk0 / 256) * 256 + 4 * j + 2 * h : lk0;
+        uint32_t hv[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int64_t i0 = PERM ? p + 64 * q : p + 2 * q;
+            const float v0 = real ? xval(xr, ks, 0, i0) * sc : 0.0f, v1 = real ? xval(xr, ks, 0, i0 + 1) * sc : 0.0f;
+            hv[q] = (uint32_t)__half_as_ushort(__float2half_rn(v0)) | ((uint32_t)__half_as_ushort(__float2half_rn(v1)) << 16);
+        }
+        *(uint4 *)(row + (lk0 / kSK) * (NB * kSK) + tile_off<NB>(n, (int)(lk0 % kSK))) =
+            make_uint4(hv[0], hv[1], hv[2], hv[3]);
+    }
+}
+
+/* sm_90a device code only (the other targets' passes see empty kernel bodies) */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+/* cp.async writes through the generic proxy, wgmma reads through the async one */
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+/* keep the compiler from moving accumulator accesses across the asynchronous wgmma */
+template <int N>
+__device__ __forceinline__ void fence_acc(float (&d)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* f16 bits of 1024 + bytesum(s) */
+__device__ __forceinline__ uint32_t y16(uint32_t s) { return __dp4a(tcq_tc::mad1(s), 0x01010101u, 0x6400u); }
+
+/* (y(s0), y(s1)) as f16x2, exact: (1024 + b0, 1024 + b1) - 1534 */
+__device__ __forceinline__ uint32_t ypair(uint32_t s0, uint32_t s1)
+{
+    const uint32_t h = __byte_perm(y16(s0), y16(s1), 0x5410);
+    const __half2 v = __hsub2(*(const __half2 *)&h, __halves2half2(__ushort_as_half(0x65feu), __ushort_as_half(0x65feu)));
+    return *(const uint32_t *)&v;
+}
+
+#endif
+
+/* Work split: a tile is 128 outputs x NB activation rows, its units slices of the reduced dimension.
+ * Whole tiles first, in waves of G (block c takes tiles c, c + G, ...); the tiles left after the
+ * last whole wave (fewer than G) are split as units (stream-K): block c takes the contiguous
+ * units [c UT / G, (c+1) UT / G) of them, so every SM gets the same work whatever the tile count
+ * (136 tiles on 132 SMs would otherwise take two rounds).  A block's tail range is shorter than
+ * a tile, so it cuts at most two tiles: its first segment goes to part[c][0], a second to
+ * part[c][1], and k_wg_fix adds a cut tile's partials in block order.  The split depends on the
+ * shape and G only: deterministic. */
+struct Split {
+    int64_t G;       /* blocks */
+    int64_t whole;   /* tiles done whole: a multiple of G */
+    int64_t UT;      /* units of the remaining tiles */
+    int nblk, n_rt;  /* blocks of a row, row tiles */
+    __host__ __device__ int64_t begin(int64_t c) const { return c * UT / G; }   /* tail units */
+};
+
+template <int NB>
+__device__ __forceinline__ float *part_at(float *part, int64_t c, int slot)
+{
+    return part + (c * 2 + slot) * (int64_t)(kRows * NB);
+}
+
+/* The segments of block c, in order: whole tiles, then its stream-K range cut at tile ends. */
+struct SegIt {
+    Split sp;
+    int64_t c, it, u, u_first, u_end, n_whole;
+    __device__ SegIt(const Split &s, int64_t blk) : sp(s), c(blk), it(0)
+    {
+        n_whole = sp.whole / sp.G;
+        u = u_first = sp.begin(c);
+        u_end = sp.begin(c + 1);
+    }
+    /* tile t, units [kb0, kb1) of it, and whether this is the block's first tail segment
+     * (partials slot 0) */
+    __device__ bool next(int64_t &t, int &kb0, int &kb1, bool &first)
+    {
+        if (it < n_whole) {
+            t = c + it * sp.G;
+            kb0 = 0, kb1 = sp.nblk, first = false;
+            it++;
+            return true;
+        }
+        if (u >= u_end) return false;
+        t = sp.whole + u / sp.nblk;
+        kb0 = (int)(u % sp.nblk);
+        kb1 = (int)min((int64_t)sp.nblk, kb0 + (u_end - u));
+        first = u == u_first;
+        u += kb1 - kb0;
+        return true;
+    }
+};
+
+/* A tile cut between blocks gets the sum of its partials in block order.  Block (tile, slice):
+ * kFixEpt elements a thread, the covering blocks' partials added in the outer loop (the slot
+ * arithmetic once per covering block, not per element). */
+constexpr int kFixEpt = 8;
+template <int NB>
+__global__ void __launch_bounds__(256) k_wg_fix(float *__restrict__ y, int M, int64_t out, Split sp, const float *__restrict__ part)
+{
+    constexpr int S = kRows * NB / (256 * kFixEpt);   /* slices of a tile */
+    const int64_t tt = blockIdx.x / S, t = sp.whole + tt;   /* a tile of the split rest */
+    const int sl = blockIdx.x % S;
+    const int64_t ua = tt * sp.nblk, ub = ua + sp.nblk - 1;   /* its first and last unit */
+    auto owner = [&](int64_t uu) {   /* the block whose range holds unit uu */
+        int64_t c = (uu * sp.G) / sp.UT;
+        while (c + 1 < sp.G && sp.begin(c + 1) <= uu) c++;
+        while (c > 0 && sp.begin(c) > uu) c--;
+        return c;
+    };
+    const int64_t cf = owner(ua), cl = owner(ub);
+    if (cf == cl) return;   /* one block did the whole tile and wrote y */
+    const int e0 = sl * 256 * kFixEpt + threadIdx.x;
+    float v[kFixEpt];
+#pragma unroll
+    for (int e = 0; e < kFixEpt; e++) v[e] = 0.0f;
+    for (int64_t c = cf; c <= cl; c++) {
+        if (sp.begin(c + 1) == sp.begin(c)) continue;   /* no units (UT < G): it wrote no partials */
+        const int slot = sp.begin(c) / sp.nblk == tt ? 0 : 1;   /* the tile is c's first segment or its second */
+        const float *p = part_at<NB>((float *)part, c, slot) + e0;
+#pragma unroll
+        for (int e = 0; e < kFixEpt; e++) v[e] += p[e * 256];
+    }
+    const int mt = (int)(t / sp.n_rt), rt = (int)(t % sp.n_rt);
+#pragma unroll
+    for (int e = 0; e < kFixEpt; e++) {
+        const int idx = e0 + e * 256, ml = idx / kRows, rl = idx % kRows;
+        const int64_t r = (int64_t)rt * kRows + rl;
+        const int m = mt * NB + ml;
+        if (r < out && m < M) y[(int64_t)m * out + r] = v[e];
+    }
+}
+
+/* Split for n_tiles tiles of nblk units on at most G_max blocks (fewer when there are fewer
+ * units): whole tiles in waves of G, stream-K for the rest. */
+inline Split split_make(int64_t n_tiles, int nblk, int n_rt, int64_t G)
+{
+    Split sp;
+    sp.nblk = nblk;
+    sp.n_rt = n_rt;
+    sp.G = G < n_tiles * nblk ? G : n_tiles * nblk;
+    sp.whole = n_tiles / sp.G * sp.G;
+    sp.UT = (n_tiles - sp.whole) * nblk;
+    return sp;
+}
+
+}  // namespace tcq_wgs
+
+#endif

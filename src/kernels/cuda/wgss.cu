@@ -1,0 +1,431 @@
+/* Large-M linear layers on Hopper, both axes: producer warps decode the weights into shared
+ * memory, consumer warpgroups multiply them with wgmma, both operands from shared memory.
+ *
+ * Why (bench/NOTES.md, "Session 10"): the scatter (axis 0) had no tensor-core kernel past M = 8
+ * but decode + cuBLAS (118-134 us at M = 17..192 for 5120x17408, twice the reduce's wgmma
+ * kernel), because wgmma.cu's trick -- a thread decodes (y_t, y_t+1) of one coded row straight
+ * into an A register -- needs two consecutive k in one row, and on axis 0 consecutive k are two
+ * coded rows.  In shared memory the layout is free: a producer thread decodes 8 positions of 8
+ * (or 4) coded rows and writes each position's 8 k as one 16-byte row of a core matrix.  The
+ * same kernel does axis 1 (a thread decodes 64 or 32 consecutive positions of one coded row, so
+ * its 16-byte rows are 8 consecutive k as they come).
+ *
+ * Per stage (64 k): B = 128 outputs x 64 k of decoded weights (16 KB, f16, exact y = bytesum -
+ * 510), A = BM = 64 NW activation rows x 64 k of x (f16 after a power-of-two scale per row,
+ * written in tile order by k_wg_xprep<BM, false>; axis 0 first multiplies x by its per-input
+ * scale, since there the scale runs along k), copied by one cp.async.bulk.  A ring of kStages
+ * stages with two mbarriers each: full (the producers' arrivals plus the bulk copy's bytes) and
+ * empty (one arrival per consumer warp once the wgmmas that read the stage are done), so the
+ * decode of stage s + 3 overlaps the wgmmas of stage s and no block-wide barrier is needed.
+ * Layout: 8x8 core matrices, K-major, no swizzle (LBO = K-neighbour, SBO = 128 = M/N-neighbour,
+ * as in wgmma.cu).  Bank conflicts: on axis 0 the eight lanes of a 16-byte store phase hold
+ * eight different position groups, so lane pg stores its j-th position as (j + pg) & 7 (the 8
+ * lanes hit 8 different 16-byte columns); axis 1 lanes are consecutive rows (conflict-free).
+ *
+ * Work split: tiles of 128 outputs x BM activation rows, 64-k stages as units, whole tiles then
+ * stream-K (wg_common.cuh).  Output: y = acc 2^-e (axis 1: x scale / 147.8; axis 0: / 147.8).
+ * Contract: y exact, x (times the axis-0 scale, in f32) rounded to f16 after its row scale, f32
+ * accumulation.  sm_90a only (wgmma, cp.async.bulk): the host takes it where wgmma.cu's probe
+ * says the sm_90a code runs. */
+#include "cuda_internal.h"
+#include "tc_common.cuh"
+#include "wg_common.cuh"
+#include "wg_mma.cuh"
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <type_traits>
+
+namespace {
+using namespace tcq_tc;
+using namespace tcq_wgs;
+
+constexpr int kT = 256;
+constexpr int kStages = 4;
+constexpr int kAhead = 4;    /* stages of codes a producer has in flight */
+constexpr int kBBytes = kRows * kSK * 2;   /* the B tile of a stage: 16 KB */
+
+struct WsArgs {
+    const __half *xp;   /* [Mpad / BM][n_stage][BM * 64]: the A stage tiles */
+    const float *xe;    /* [Mpad]: 2^-e of each activation row (0 for padding) */
+    float *y;           /* [M, out] */
+    int M;
+    int n_stage;        /* in / 64 */
+    int64_t out;
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void mbar_init(uint32_t a, uint32_t n)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t a)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(a) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_tx(uint32_t a, uint32_t tx)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(a), "r"(tx) : "memory");
+}
+__device__ __forceinline__ uint32_t mbar_try(uint32_t a, uint32_t parity)
+{
+    uint32_t ok;
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(ok)
+        : "r"(a), "r"(parity)
+        : "memory");
+    return ok;
+}
+/* until the phase of parity `parity` has completed */
+__device__ __forceinline__ void mbar_wait(uint32_t a, uint32_t parity)
+{
+    while (!mbar_try(a, parity)) {
+    }
+}
+__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void sts128(uint32_t a, const uint32_t (&v)[4])
+{
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
+}
+__device__ __forceinline__ void sts64(uint32_t a, const uint32_t (&v)[2])
+{
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" ::"r"(a), "r"(v[0]), "r"(v[1]) : "memory");
+}
+/* K-major, no swizzle: LBO between K-neighbour core matrices, SBO between M/N-neighbour ones */
+__device__ __forceinline__ uint64_t mdesc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr >> 4) & 0x3fffu) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32);
+}
+
+/* Axis 1: coded rows are outputs, positions are k.  Producer thread pt decodes row
+ * nt 128 + (pt & 127), positions [NPOS h, NPOS (h+1)) of the stage's 64 (h = pt >> 7), from the
+ * NWD words that hold them and the L bits above (positions run downwards in the bit stream). */
+template <int K, int NP> struct Dec1 {
+    static constexpr int NPOS = 64 / NP, NWD = NPOS * K / 32 + 1;
+    uint32_t w[NWD];
+    __device__ __forceinline__ void load(const Geo &g, int64_t nt, int st, int pt)
+    {
+        int64_t r = nt * kRows + (pt & 127);
+        if (r >= g.R) r = g.R - 1;   /* rows past R: decoded, never written */
+        const int h = NP == 1 ? 0 : pt >> 7;
+        const uint32_t *blk = block_ptr(g, r, st >> 2);
+        const int lo = (3 - (st & 3)) * 2 * K + (64 - NPOS * (h + 1)) * K / 32;
+#pragma unroll
+        for (int j = 0; j < NWD; j++) {
+            const int idx = lo + j;
+            w[j] = __ldg(blk + (idx >= g.wpb ? idx - g.wpb : idx));
+        }
+    }
+    __device__ __forceinline__ void store(uint32_t sB, int pt, uint32_t lm) const
+    {
+        const int h = NP == 1 ? 0 : pt >> 7, p = pt & 127;
+#pragma unroll
+        for (int gg = 0; gg < NPOS / 8; gg++) {
+            uint32_t v[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int u = 8 * gg + 2 * i;
+                v[i] = ypair(bits_at<NWD>(w, (NPOS - 1 - u) * K) & lm, bits_at<NWD>(w, (NPOS - 2 - u) * K) & lm);
+            }
+            sts128(sB + (uint32_t)((h * NPOS / 8 + gg) * 2048 + p * 16), v);
+        }
+    }
+};
+
+/* Axis 0: coded rows are k, positions are outputs.  Producer thread pt decodes positions
+ * [8 pg, 8 pg + 8) of the tile (P, from P0 = the tile's offset in its 256-block) of RK coded
+ * rows 64 st + 8 kg + RK kh + i: two words per row hold all eight windows (the 8 positions and
+ * L bits span at most 24 + 7k + L <= 64 bits from a word boundary). */
+template <int K, int NP> struct Dec0 {
+    static constexpr int RK = 8 / NP;
+    uint32_t w0[RK], w1[RK];
+    __device__ static int pg_of(int pt) { return NP == 1 ? pt & 15 : (pt >> 1) & 15; }
+    __device__ static int kg_of(int pt) { return NP == 1 ? pt >> 4 : pt >> 5; }
+    __device__ static int kh_of(int pt) { return NP == 1 ? 0 : pt & 1; }
+    __device__ __forceinline__ void load(const Geo &g, int64_t nt, int st, int pt)
+    {
+        const int P = (int)((nt * kRows) & (kT - 1)) + 8 * pg_of(pt);
+        const int b_lo = (kT - P - 8) * K, wlo = b_lo >> 5;
+        const int wnx = wlo + 1 >= g.wpb ? wlo + 1 - g.wpb : wlo + 1;
+        const int64_t blk = (nt * kRows) / kT;
+        const int64_t r0 = (int64_t)st * 64 + 8 * kg_of(pt) + RK * kh_of(pt);
+#pragma unroll
+        for (int i = 0; i < RK; i++) {
+            const uint32_t *p = block_ptr(g, r0 + i, blk);
+            w0[i] = __ldg(p + wlo);
+            w1[i] = __ldg(p + wnx);
+        }
+    }
+    /* sh[jj]: the bit offset of position (jj + pg) & 7 from word wlo's bit 0 */
+    __device__ __forceinline__ void store(uint32_t sB, int pt, uint32_t lm, const int (&sh)[8]) const
+    {
+        const int pg = pg_of(pt);
+        const uint32_t base = sB + (uint32_t)(kg_of(pt) * 2048 + kh_of(pt) * 8);
+#pragma unroll
+        for (int jj = 0; jj < 8; jj++) {
+            uint32_t v[RK / 2];
+#pragma unroll
+            for (int i = 0; i < RK / 2; i++) {
+                const uint64_t a = ((uint64_t)w1[2 * i] << 32) | w0[2 * i];
+                const uint64_t b = ((uint64_t)w1[2 * i + 1] << 32) | w0[2 * i + 1];
+                v[i] = ypair((uint32_t)(a >> sh[jj]) & lm, (uint32_t)(b >> sh[jj]) & lm);
+            }
+            const uint32_t at = base + (uint32_t)((8 * pg + ((jj + pg) & 7)) * 16);
+            if constexpr (RK == 8) sts128(at, v);
+            else sts64(at, v);
+        }
+    }
+};
+#endif
+
+template <int AXIS, int K, int NW, int NP>
+__global__ void __launch_bounds__(128 * (NW + NP), 1) k_ws(Geo g, WsArgs a, Split sp, float *part)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int BM = 64 * NW, ABYTES = BM * kSK * 2, STAGE = kBBytes + ABYTES;
+    extern __shared__ __align__(128) uint8_t smem[];
+    const int tid = threadIdx.x;
+    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
+    const uint32_t full = sbase + kStages * STAGE, empty = full + 8 * kStages;
+    if (tid == 0) {
+        for (int s = 0; s < kStages; s++) {
+            mbar_init(full + 8 * s, NP * 128 + 1);   /* the producers and the bulk copy's expect_tx */
+            mbar_init(empty + 8 * s, NW * 4);        /* one arrival per consumer warp */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    const int64_t c = blockIdx.x;
+    const int64_t n_whole = sp.whole / sp.G;
+    const int64_t u_first = sp.begin(c), u_end = sp.begin(c + 1);
+
+    if (tid >= NW * 128) {
+        /* ---------------------------------------------------------------- producers */
+        const int pt = tid - NW * 128;
+        const uint32_t lm = (1u << g.L) - 1u;
+        using Dec = typename std::conditional<AXIS == 1, Dec1<K, NP>, Dec0<K, NP>>::type;
+        int sh[8];
+        if constexpr (AXIS == 0) {
+            const int pg = Dec0<K, NP>::pg_of(pt);
+            /* P differs between the two tiles of a 256-block only by 128 positions = 128 K bits
+             * (a multiple of 32): the in-word offset is the same for every tile */
+            const int o0 = ((kT - 8 * pg - 8) * K) & 31;
+#pragma unroll
+            for (int jj = 0; jj < 8; jj++) sh[jj] = o0 + (7 - ((jj + pg) & 7)) * K;
+        }
+        /* the stage sequence of this block: segments, then their stages; loads one stage ahead */
+        int64_t it = 0, u = u_first, t = 0;
+        int st = 0, kb1 = 0;
+        auto next = [&](int64_t &tt, int &ss) {
+            if (st >= kb1) {
+                if (it < n_whole) {
+                    t = c + it * sp.G;
+                    st = 0, kb1 = sp.nblk;
+                    it++;
+                } else if (u < u_end) {
+                    t = sp.whole + u / sp.nblk;
+                    st = (int)(u % sp.nblk);
+                    kb1 = (int)min((int64_t)sp.nblk, st + (u_end - u));
+                    u += kb1 - st;
+                } else {
+                    return false;
+                }
+            }
+            tt = t;
+            ss = st++;
+            return true;
+        };
+        /* a ring of kAhead stages' words in registers: the loads of stage n + kAhead go out
+         * when stage n is decoded (one stage ahead left most of an HBM latency exposed) */
+        Dec buf[kAhead];
+        int64_t bt[kAhead];
+        int bs[kAhead];
+        bool bv[kAhead];
+#pragma unroll
+        for (int d = 0; d < kAhead; d++) {
+            bv[d] = next(bt[d], bs[d]);
+            if (bv[d]) buf[d].load(g, bt[d] % sp.n_rt, bs[d], pt);
+        }
+        uint32_t gs = 0;
+        for (bool more = bv[0]; more;) {
+#pragma unroll
+            for (int d = 0; d < kAhead; d++) {
+                if (!bv[d]) {
+                    more = false;
+                    break;
+                }
+                const uint32_t slot = gs % kStages, sB = sbase + slot * STAGE;
+                mbar_wait(empty + 8 * slot, ((gs / kStages) & 1) ^ 1);
+                if (pt == 0) {
+                    const int64_t mt = bt[d] / sp.n_rt;
+                    mbar_arrive_tx(full + 8 * slot, ABYTES);
+                    bulk_g2s(sB + kBBytes, a.xp + ((int64_t)mt * a.n_stage + bs[d]) * (BM * kSK), ABYTES, full + 8 * slot);
+                }
+                if constexpr (AXIS == 1) buf[d].store(sB, pt, lm);
+                else buf[d].store(sB, pt, lm, sh);
+                fence_async_smem();   /* generic-proxy stores, read by wgmma's async proxy */
+                mbar_arrive(full + 8 * slot);
+                gs++;
+                bv[d] = next(bt[d], bs[d]);
+                if (bv[d]) buf[d].load(g, bt[d] % sp.n_rt, bs[d], pt);
+            }
+        }
+        return;
+    }
+
+    /* -------------------------------------------------------------------- consumers */
+    const int wg = tid >> 7, lane = tid & 31, g8 = lane >> 2, q = lane & 3;
+    uint32_t gs = 0;
+    for (int64_t it = 0, u = u_first; it < n_whole || u < u_end; it++) {
+        int64_t t;
+        int kb0, kb1;
+        bool first = false;
+        if (it < n_whole) {
+            t = c + it * sp.G;
+            kb0 = 0, kb1 = sp.nblk;
+        } else {
+            t = sp.whole + u / sp.nblk;
+            kb0 = (int)(u % sp.nblk);
+            kb1 = (int)min((int64_t)sp.nblk, kb0 + (u_end - u));
+            first = u == u_first;
+            u += kb1 - kb0;
+        }
+        const int mt = (int)(t / sp.n_rt);
+        const int64_t nt = t % sp.n_rt;
+        float acc[64];
+#pragma unroll
+        for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+        fence_acc(acc);
+        uint32_t prev = 0;
+        for (int s = kb0; s < kb1; s++, gs++) {
+            const uint32_t slot = gs % kStages, sB = sbase + slot * STAGE;
+            mbar_wait(full + 8 * slot, (gs / kStages) & 1);
+            wg_fence();
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const uint64_t da = mdesc(sB + kBBytes + 1024 * wg + j * (BM * 32), BM * 16, 128);
+                const uint64_t db = mdesc(sB + j * (kRows * 32), kRows * 16, 128);
+                tcq_wg::MmaSS128::run(acc, da, db, 1u);
+            }
+            wg_commit();
+            if (s > kb0) {
+                wg_wait<1>();   /* the previous stage's wgmmas are done: its slot is free */
+                if (lane == 0) mbar_arrive(empty + 8 * prev);
+            }
+            prev = slot;
+        }
+        wg_wait<0>();
+        fence_acc(acc);
+        if (lane == 0) mbar_arrive(empty + 8 * prev);
+        /* acc[4i + 2h + cc]: activation row 16 warp + g8 + 8h of the warpgroup's 64, output 8i + 2q + cc */
+        const bool whole = kb0 == 0 && kb1 == sp.nblk;
+        float *pp = whole ? NULL : part_at<BM>(part, c, first ? 0 : 1);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int ml = 64 * wg + 16 * ((tid >> 5) & 3) + g8 + 8 * h, m = mt * BM + ml;
+            const float xe = a.xe[m];
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+#pragma unroll
+                for (int cc = 0; cc < 2; cc++) {
+                    const int ol = 8 * i + 2 * q + cc;
+                    const int64_t o = nt * kRows + ol;
+                    float f = 1.0f / kD;
+                    if (AXIS == 1) f = o < g.R ? __half2float(__ushort_as_half(g.scales[o])) / kD : 0.0f;
+                    const float v = acc[4 * i + 2 * h + cc] * xe * f;
+                    if (pp) pp[ml * kRows + ol] = v;
+                    else if (o < a.out && m < a.M) a.y[(int64_t)m * a.out + o] = v;
+                }
+        }
+    }
+#else
+    (void)g, (void)a, (void)sp, (void)part;
+#endif
+}
+
+template <int AXIS, int K, int NW, int NP>
+tcq_status launch(tcq_cuda_ctx *ctx, const Geo &g, const WsArgs &a, int64_t Mpad, float *part, int64_t G_max)
+{
+    constexpr int BM = 64 * NW;
+    const int smem = kStages * (kBBytes + BM * kSK * 2) + 16 * kStages;
+    CU_TRY(cudaFuncSetAttribute(k_ws<AXIS, K, NW, NP>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+           "cuda wgmma (shared): shared memory limit");
+    const int n_rt = (int)((a.out + kRows - 1) / kRows);
+    const int64_t n_tiles = (int64_t)n_rt * (Mpad / BM);
+    const int64_t G = std::min<int64_t>(ctx->wg_grid > 0 ? ctx->wg_grid : ctx->n_sm, G_max);
+    const Split sp = split_make(n_tiles, a.n_stage, n_rt, G);
+    k_ws<AXIS, K, NW, NP><<<(unsigned)sp.G, 128 * (NW + NP), smem, ctx->stream>>>(g, a, sp, part);
+    CU_LAUNCHED("cuda wgmma (shared) kernel");
+    if (sp.UT > 0) {
+        const int64_t n_rest = n_tiles - sp.whole;
+        k_wg_fix<BM><<<(unsigned)(n_rest * (kRows * BM / (256 * kFixEpt))), 256, 0, ctx->stream>>>(a.y, a.M, a.out, sp, part);
+        CU_LAUNCHED("cuda wgmma (shared) partial sums");
+    }
+    return TCQ_OK;
+}
+
+template <int AXIS, int NW, int NP>
+tcq_status run_k(tcq_cuda_ctx *ctx, const Geo &g, const WsArgs &a, int k, int64_t Mpad, float *part, int64_t G_max)
+{
+    switch (k) {
+    case 2: return launch<AXIS, 2, NW, NP>(ctx, g, a, Mpad, part, G_max);
+    case 3: return launch<AXIS, 3, NW, NP>(ctx, g, a, Mpad, part, G_max);
+    default: return launch<AXIS, 4, NW, NP>(ctx, g, a, Mpad, part, G_max);
+    }
+}
+
+template <int NW>
+tcq_status run_bm(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M)
+{
+    constexpr int BM = 64 * NW;
+    const Geo g = geo_of(w);
+    const bool ax1 = w->axis == 1;
+    const int64_t in = ax1 ? g.C : g.R, out = ax1 ? g.R : g.C, Mpad = (M + BM - 1) / BM * BM;
+    const int64_t G_max = ctx->n_sm;
+    const size_t xb = tcq_align256((size_t)Mpad * in * 2), eb = tcq_align256((size_t)Mpad * 4);
+    const size_t pb = (size_t)G_max * 2 * kRows * BM * 4;
+    void *scr;
+    TCQ_TRY(tcq_cuda_scratch(ctx, xb + eb + pb, &scr));
+    WsArgs a;
+    a.xp = (const __half *)scr;
+    a.xe = (const float *)((char *)scr + xb);
+    a.y = y;
+    a.M = (int)M;
+    a.n_stage = (int)(in / kSK);
+    a.out = out;
+    float *part = (float *)((char *)scr + xb + eb);
+    /* axis 0: the scale runs along k, so it goes into x (one f32 product before the f16 rounding) */
+    k_wg_xprep<BM, false><<<(unsigned)Mpad, 256, 0, ctx->stream>>>(x, (int)M, in, ax1 ? NULL : g.scales, (__half *)a.xp,
+                                                                   (float *)a.xe);
+    CU_LAUNCHED("cuda wgmma (shared) x prep");
+    const bool np2 = ctx->ws_np != 1;
+    if (ax1) return np2 ? run_k<1, NW, 2>(ctx, g, a, w->p.k, Mpad, part, G_max) : run_k<1, NW, 1>(ctx, g, a, w->p.k, Mpad, part, G_max);
+    return np2 ? run_k<0, NW, 2>(ctx, g, a, w->p.k, Mpad, part, G_max) : run_k<0, NW, 1>(ctx, g, a, w->p.k, Mpad, part, G_max);
+}
+
+}  // namespace
+
+int tcq_cuda_ws_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M)
+{
+    if (!ctx->wg_ok || ctx->ws_pin == 0) return 0;
+    if (w->p.T != kT || w->p.k < 2 || w->p.k > 4) return 0;
+    if (w->axis == 1 ? w->interleaved : w->rows % kSK != 0) return 0;   /* axis 0: whole 64-k stages */
+    if (M < 1 || M > (1 << 16)) return 0;
+    if (ctx->ws_pin == 1) return 1;
+    /* built-in: the scatter past the integer / pair-table kernels up to M = 128, where it
+     * measured faster than decode + cuBLAS (bench/NOTES.md, session 10) */
+    return w->axis == 0 && M <= 128;
+}
+
+tcq_status tcq_cuda_linear_ws(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M)
+{
+    if (M <= 64) return run_bm<1>(ctx, w, x, y, M);
+    return run_bm<2>(ctx, w, x, y, M);
+}
