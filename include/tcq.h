@@ -975,6 +975,13 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     activation row (largest |x 2^e| in [2^14, 2^15)); f32 accumulation; y = acc * 2^-e *
  *     scale / 147.800537109375.  Relative error against float64 ~1e-4 (x's f16 rounding, finer
  *     than the bf16 contract below).
+ *   9 <= M <= 256, axis 0, T = 256, k = 2..4, in (coded rows) a multiple of 64, on sm_90:
+ *     wgmma-ss kernel.  Producer warps decode 64-k stages of the weights (y exact in f16) into
+ *     shared memory; consumer warpgroups multiply them with wgmma against x, also from shared
+ *     memory: x times its per-input scale (one f32 product) in f16 after a power-of-two scale
+ *     per activation row (largest |x s 2^e| in [2^14, 2^15)); f32 accumulation; y = acc *
+ *     2^-e / 147.800537109375.  The same kernel runs axis 1 under TCQ_CUDA_WS=1 (scale then
+ *     in the output factor, as for wgmma).  Relative error against float64 ~1e-4.
  *   larger M otherwise: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch (the
  *     whole matrix, in its coded layout: axis 0 as W^T), then a cuBLAS bf16 GEMM with f32
  *     accumulation (x rounded to bf16).  tcq_cuda_linear_kernel says which one runs.
@@ -995,7 +1002,8 @@ int tcq_cuda_available(void);
  * dependent launches), TCQ_CUDA_CHUNK=256|512|1024 (item length of the integer kernels),
  * TCQ_CUDA_TC_MAX_M=N (largest M on the pair-table kernels, <= 32), TCQ_CUDA_WG=0|1 (the wgmma
  * kernels off / at every M they take), TCQ_CUDA_WG_GRID=G and TCQ_CUDA_WG_DEPTH=1|2 (their block
- * count and wgmmas in flight), TCQ_CUDA_GEMM_CHUNK=N (decode + cuBLAS N outputs at a time:
+ * count and wgmmas in flight), TCQ_CUDA_WS=0|1 (the wgmma-ss kernel off / first wherever it
+ * runs, both axes), TCQ_CUDA_WS_MT=1 (its M > 128 in 128-row tiles of x, not 256), TCQ_CUDA_GEMM_CHUNK=N (decode + cuBLAS N outputs at a time:
  * two N-output buffers instead of the whole matrix), TCQ_CUDA_GEMM_OVERLAP=1 (those parts decoded
  * on a second stream while the previous one multiplies), TCQ_CUDA_DECODE_TR=1 (axis 0 decoded as
  * W [out, in] with transposed stores, the earlier layout). */

@@ -149,6 +149,9 @@ static double rel_err(const float *y, const double *ref, int64_t n, int *nonfini
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* x starts this many floats into its device buffer (1: not 16-byte aligned) */
+static int x_offset = 0;
+
 /* One linear case: returns the relative error (and checks it). */
 static double check_linear_path(int L, int k, int T, int axis, int il, int64_t out, int64_t in, int64_t M, tcq_kpath path)
 {
@@ -170,7 +173,8 @@ static double check_linear_path(int L, int k, int T, int axis, int il, int64_t o
     }
     const size_t wb = tcq_cuda_trellis_bytes(&h.t);
     void *dwb = dev_alloc(wb);
-    float *dx = dev_alloc((size_t)(M * in) * 4), *dy = dev_alloc((size_t)(M * out) * 4);
+    float *dx0 = dev_alloc((size_t)(M * in + x_offset) * 4), *dy = dev_alloc((size_t)(M * out) * 4);
+    float *dx = dx0 + x_offset;
     tcq_trellis dw;
     CHECK_OK(tcq_cuda_trellis_upload(ctx, &h.t, dwb, wb, &dw));
     CHECK_OK(tcq_cuda_copy_to_device(ctx, dx, x, (size_t)(M * in) * 4));
@@ -191,7 +195,7 @@ static double check_linear_path(int L, int k, int T, int axis, int il, int64_t o
     CHECK(memcmp(y, y2, (size_t)(M * out) * 4) == 0, "linear not deterministic (L=%d k=%d axis=%d M=%lld)", L, k, axis, (long long)M);
     free(y2);
     tcq_cuda_free(dwb);
-    tcq_cuda_free(dx);
+    tcq_cuda_free(dx0);
     tcq_cuda_free(dy);
     free(W);
     free(x);
@@ -799,10 +803,10 @@ int main(void)
             ctx = main_ctx;
             tcq_cuda_ctx_free(c4);
         }
-        /* the shared-memory wgmma kernel on both axes, both producer counts, odd and default
-         * block counts; axis 0 with and without the interleave */
+        /* the shared-memory wgmma kernel on both axes, odd and default block counts, M > 128 in
+         * 256-row tiles and (vi & 1) in 128-row ones; axis 0 with and without the interleave */
         for (int vi = 0; vi < 4; vi++) {
-            const char *env[] = {"TCQ_CUDA_WS", "1", "TCQ_CUDA_WS_NP", vi & 1 ? "1" : "2", vi < 2 ? "TCQ_CUDA_WG_GRID" : NULL, "7", NULL};
+            const char *env[] = {"TCQ_CUDA_WS", "1", "TCQ_CUDA_WS_MT", vi & 1 ? "1" : "0", vi < 2 ? "TCQ_CUDA_WG_GRID" : NULL, "7", NULL};
             tcq_cuda_ctx *c5 = ctx_with(env);
             if (!c5) break;
             ctx = c5;
@@ -810,11 +814,17 @@ int main(void)
             e = fmax(e, check_linear(12, 3, 256, 0, 1, 1024, 192, 64));
             e = fmax(e, check_linear(12, 4, 256, 0, 0, 256, 640, 100));
             e = fmax(e, check_linear(16, 2, 256, 0, 0, 768, 128, 200));
+            e = fmax(e, check_linear(12, 3, 256, 0, 0, 512, 256, 600));   /* three 256-row tiles of x */
             e = fmax(e, check_linear(12, 2, 256, 1, 0, 300, 1024, 17));
             e = fmax(e, check_linear(12, 3, 256, 1, 0, 129, 768, 64));
             e = fmax(e, check_linear(12, 4, 256, 1, 0, 200, 2560, 130));
+            x_offset = 1;   /* x off 16 bytes: the x prep's one-value-at-a-time loads */
+            e = fmax(e, check_linear(12, 2, 256, 0, 0, 256, 192, 33));
+            e = fmax(e, check_linear(12, 3, 256, 1, 0, 100, 512, 40));
+            x_offset = 0;
             check_swiglu(12, 3, 256, 256, 512, 40);
-            fprintf(stderr, "wgmma-ss (producers %d, grid %s): worst relative error %.3g\n", vi & 1 ? 1 : 2, vi < 2 ? "7" : "default", e);
+            fprintf(stderr, "wgmma-ss (x tiles of %s rows past M = 128, grid %s): worst relative error %.3g\n", vi & 1 ? "128" : "256",
+                    vi < 2 ? "7" : "default", e);
             ctx = main_ctx;
             tcq_cuda_ctx_free(c5);
         }

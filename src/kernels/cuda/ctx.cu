@@ -68,7 +68,7 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     c->wg_depth = env_int("TCQ_CUDA_WG_DEPTH", 0);
     const int ws = env_int("TCQ_CUDA_WS", -1);
     c->ws_pin = ws < 0 ? -1 : ws != 0;
-    c->ws_np = env_int("TCQ_CUDA_WS_NP", 0);
+    c->ws_mt = env_int("TCQ_CUDA_WS_MT", 0);
     c->tc_max_m = env_int("TCQ_CUDA_TC_MAX_M", 0);
     snprintf(c->name, sizeof c->name, "%s, %d SMs, %d MB L2, cc %d.%d, %.0f GB", prop.name, c->n_sm,
              c->l2_bytes >> 20, prop.major, prop.minor, (double)prop.totalGlobalMem / 1e9);

@@ -36,7 +36,7 @@ struct tcq_cuda_ctx {
     int wg_pin;              /* TCQ_CUDA_WG: 0 off, 1 on, -1 built-in */
     int wg_grid;             /* TCQ_CUDA_WG_GRID=G: the wgmma kernels' block count (0: SMs x blocks per SM) */
     int ws_pin;              /* TCQ_CUDA_WS: 0 off, 1 wherever it runs, -1 built-in (wgss.cu) */
-    int ws_np;               /* TCQ_CUDA_WS_NP=1|2: its producer warpgroups (0: built-in) */
+    int ws_mt;               /* TCQ_CUDA_WS_MT=1: M > 128 in 128-row tiles, not 256 (0: built-in) */
     int wg_depth;            /* TCQ_CUDA_WG_DEPTH=1|2: wgmmas in flight (0: built-in, 2 at NB = 256) */
     cudaStream_t side;       /* the large-M path's decode stream (forks from and joins `stream`) */
     cudaEvent_t ev[5];       /* fork, decoded[2], multiplied[2] */

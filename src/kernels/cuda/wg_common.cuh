@@ -28,38 +28,63 @@ __host__ __device__ constexpr int tile_off(int n, int k)
     return (((k >> 3) * (NB / 8) + (n >> 3)) << 6) + ((n & 7) << 3) + (k & 7);
 }
 
-/* One block per activation row m of the padded tile set: the row's exponent, then its in values
- * in f16 at their tile places (zeros for padding rows).  PERM: the k order of wgmma.cu (below);
- * otherwise natural.  ks (NULL: none): an f16 factor per input multiplied into x first, in f32
- * (wgss.cu's axis 0 folds its per-input scales into x this way). */
-__device__ __forceinline__ float xval(const float *__restrict__ x, const uint16_t *__restrict__ ks, int64_t row, int64_t i)
+/* x in f16 at its tile places, after a power-of-two scale per activation row (zeros for padding
+ * rows), in two kernels over (row, 2048-value slice) blocks: the slices' maxima, then each block
+ * takes its row's maximum from them and converts its slice.  (One block per row, as before,
+ * left most SMs idle at small M: 8-9 us for 64 x 17408, bench/NOTES.md session 10.)  PERM: the
+ * k order of wgmma.cu (below); otherwise natural.  ks (NULL: none): an f16 factor per input
+ * multiplied into x first, in f32 (wgss.cu's axis 0 folds its per-input scales into x). */
+constexpr int kXprepSlice = 2048;
+
+__device__ __forceinline__ float xval(const float *__restrict__ x, const uint16_t *__restrict__ ks, int64_t i)
 {
-    return ks ? x[row + i] * __half2float(__ushort_as_half(ks[i])) : x[row + i];
+    return ks ? x[i] * __half2float(__ushort_as_half(ks[i])) : x[i];
 }
 
-template <int NB, bool PERM>
-__global__ void __launch_bounds__(256) k_wg_xprep(const float *__restrict__ x, int M, int64_t in,
-                                                  const uint16_t *__restrict__ ks, __half *__restrict__ xp,
-                                                  float *__restrict__ xe)
+static __device__ __forceinline__ float block_max256(float mx)
 {
     __shared__ float red[8];
-    const int m = blockIdx.x, tid = threadIdx.x;
-    const bool real = m < M;
-    float mx = 0.0f;
-    if (real)
-        for (int64_t i = tid; i < in; i += 256) mx = fmaxf(mx, fabsf(xval(x, ks, (int64_t)m * in, i)));
     for (int d = 16; d; d >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
-    if ((tid & 31) == 0) red[tid >> 5] = mx;
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = mx;
     __syncthreads();
     mx = 0.0f;
     for (int k = 0; k < 8; k++) mx = fmaxf(mx, red[k]);
+    return mx;
+}
+
+/* pmax[m][s] = max |x| over slice s of row m (0 for padding rows) */
+static __global__ void __launch_bounds__(256) k_wg_xmax(const float *__restrict__ x, int M, int64_t in,
+                                                 const uint16_t *__restrict__ ks, float *__restrict__ pmax)
+{
+    const int m = blockIdx.x, sl = blockIdx.y;
+    float mx = 0.0f;
+    if (m < M) {
+        const float *xr = x + (int64_t)m * in;
+        const int64_t i1 = min(in, (int64_t)(sl + 1) * kXprepSlice);
+#pragma unroll 8
+        for (int64_t i = (int64_t)sl * kXprepSlice + threadIdx.x; i < i1; i += 256) mx = fmaxf(mx, fabsf(xval(xr, ks, i)));
+    }
+    mx = block_max256(mx);
+    if (threadIdx.x == 0) pmax[(int64_t)m * gridDim.y + sl] = mx;
+}
+
+template <int NB, bool PERM>
+__global__ void __launch_bounds__(256) k_wg_xconv(const float *__restrict__ x, int M, int64_t in,
+                                                  const uint16_t *__restrict__ ks, const float *__restrict__ pmax,
+                                                  __half *__restrict__ xp, float *__restrict__ xe)
+{
+    const int m = blockIdx.x, sl = blockIdx.y;
+    const bool real = m < M;
+    float mx = 0.0f;
+    for (int k = threadIdx.x; k < (int)gridDim.y; k += 256) mx = fmaxf(mx, pmax[(int64_t)m * gridDim.y + k]);
+    mx = block_max256(mx);
     int e = 0;
     if (mx > 0.0f && mx <= 3.4e38f) {
         int ex;
         frexpf(mx, &ex);   /* mx in [2^(ex-1), 2^ex) */
         e = max(-125, min(125, 15 - ex));
     }
-    if (tid == 0) xe[m] = real ? ldexpf(1.0f, -e) : 0.0f;
+    if (threadIdx.x == 0 && sl == 0) xe[m] = real ? ldexpf(1.0f, -e) : 0.0f;
     const float sc = ldexpf(1.0f, e);   /* x * 2^e: exact, or rounded as ldexpf would */
     const float *xr = x + (int64_t)m * in;
     const int n = m % NB;
@@ -67,20 +92,35 @@ __global__ void __launch_bounds__(256) k_wg_xprep(const float *__restrict__ x, i
     /* a thread per 8 consecutive logical k (one 16-byte store).  PERM: logical t = 8h + i of
      * k-step j is position 64 (i >> 1) + 4j + 2h + (i & 1) of its 256-block, i.e. four pairs of
      * neighbouring floats */
-    for (int64_t gi = tid; gi < in / 8; gi += 256) {
-        const int64_t lk0 = gi * 8;
-        const int lb0 = (int)(lk0 % 256), j = lb0 >> 4, h = (lb0 >> 3) & 1;
-        const int64_t p = PERM ? (lk0 / 256) * 256 + 4 * j + 2 * h : lk0;
-        uint32_t hv[4];
+    const int64_t gi = (int64_t)sl * (kXprepSlice / 8) + threadIdx.x;
+    if (gi >= in / 8) return;
+    const int64_t lk0 = gi * 8;
+    const int lb0 = (int)(lk0 % 256), j = lb0 >> 4, h = (lb0 >> 3) & 1;
+    const int64_t p = PERM ? (lk0 / 256) * 256 + 4 * j + 2 * h : lk0;
+    uint32_t hv[4];
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const int64_t i0 = PERM ? p + 64 * q : p + 2 * q;
-            const float v0 = real ? xval(xr, ks, 0, i0) * sc : 0.0f, v1 = real ? xval(xr, ks, 0, i0 + 1) * sc : 0.0f;
-            hv[q] = (uint32_t)__half_as_ushort(__float2half_rn(v0)) | ((uint32_t)__half_as_ushort(__float2half_rn(v1)) << 16);
-        }
-        *(uint4 *)(row + (lk0 / kSK) * (NB * kSK) + tile_off<NB>(n, (int)(lk0 % kSK))) =
-            make_uint4(hv[0], hv[1], hv[2], hv[3]);
+    for (int q = 0; q < 4; q++) {
+        const int64_t i0 = PERM ? p + 64 * q : p + 2 * q;
+        const float v0 = real ? xval(xr, ks, i0) * sc : 0.0f, v1 = real ? xval(xr, ks, i0 + 1) * sc : 0.0f;
+        hv[q] = (uint32_t)__half_as_ushort(__float2half_rn(v0)) | ((uint32_t)__half_as_ushort(__float2half_rn(v1)) << 16);
     }
+    *(uint4 *)(row + (lk0 / kSK) * (NB * kSK) + tile_off<NB>(n, (int)(lk0 % kSK))) = make_uint4(hv[0], hv[1], hv[2], hv[3]);
+}
+
+/* Scratch floats xprep_launch needs for Mpad rows of in values */
+inline size_t xprep_scratch(int64_t Mpad, int64_t in) { return (size_t)Mpad * (size_t)((in + kXprepSlice - 1) / kXprepSlice); }
+
+/* x [M, in] -> xp (Mpad / NB tile sets) and xe [Mpad]; pmax: xprep_scratch floats */
+template <int NB, bool PERM>
+tcq_status xprep_launch(tcq_cuda_ctx *ctx, const float *x, int M, int64_t Mpad, int64_t in, const uint16_t *ks,
+                        float *pmax, __half *xp, float *xe)
+{
+    const dim3 grid((unsigned)Mpad, (unsigned)((in + kXprepSlice - 1) / kXprepSlice));
+    k_wg_xmax<<<grid, 256, 0, ctx->stream>>>(x, M, in, ks, pmax);
+    CU_LAUNCHED("cuda wgmma x maxima");
+    k_wg_xconv<NB, PERM><<<grid, 256, 0, ctx->stream>>>(x, M, in, ks, pmax, xp, xe);
+    CU_LAUNCHED("cuda wgmma x prep");
+    return TCQ_OK;
 }
 
 /* sm_90a device code only (the other targets' passes see empty kernel bodies) */
@@ -169,33 +209,50 @@ struct SegIt {
 
 /* A tile cut between blocks gets the sum of its partials in block order.  Block (tile, slice):
  * kFixEpt elements a thread, the covering blocks' partials added in the outer loop (the slot
- * arithmetic once per covering block, not per element). */
-constexpr int kFixEpt = 8;
-template <int NB>
+ * arithmetic once per covering block, not per element).  8 for wgmma.cu (its few cut tiles);
+ * 2 for wgss.cu, whose scatter cuts every tile. */
+template <int NB, int kFixEpt>
 __global__ void __launch_bounds__(256) k_wg_fix(float *__restrict__ y, int M, int64_t out, Split sp, const float *__restrict__ part)
 {
     constexpr int S = kRows * NB / (256 * kFixEpt);   /* slices of a tile */
+    __shared__ int64_t cfl[2];
+    __shared__ int pidx[256];   /* partial tile of covering block cf + c0 + i, -1: none */
+    const int tid = threadIdx.x;
     const int64_t tt = blockIdx.x / S, t = sp.whole + tt;   /* a tile of the split rest */
     const int sl = blockIdx.x % S;
-    const int64_t ua = tt * sp.nblk, ub = ua + sp.nblk - 1;   /* its first and last unit */
-    auto owner = [&](int64_t uu) {   /* the block whose range holds unit uu */
+    if (tid < 2) {   /* the blocks whose ranges hold the tile's first and last unit */
+        const int64_t uu = tt * sp.nblk + (tid ? sp.nblk - 1 : 0);
         int64_t c = (uu * sp.G) / sp.UT;
         while (c + 1 < sp.G && sp.begin(c + 1) <= uu) c++;
         while (c > 0 && sp.begin(c) > uu) c--;
-        return c;
-    };
-    const int64_t cf = owner(ua), cl = owner(ub);
+        cfl[tid] = c;
+    }
+    __syncthreads();
+    const int64_t cf = cfl[0], cl = cfl[1];
     if (cf == cl) return;   /* one block did the whole tile and wrote y */
-    const int e0 = sl * 256 * kFixEpt + threadIdx.x;
+    const int e0 = sl * 256 * kFixEpt + tid;
     float v[kFixEpt];
 #pragma unroll
     for (int e = 0; e < kFixEpt; e++) v[e] = 0.0f;
-    for (int64_t c = cf; c <= cl; c++) {
-        if (sp.begin(c + 1) == sp.begin(c)) continue;   /* no units (UT < G): it wrote no partials */
-        const int slot = sp.begin(c) / sp.nblk == tt ? 0 : 1;   /* the tile is c's first segment or its second */
-        const float *p = part_at<NB>((float *)part, c, slot) + e0;
+    /* the covering blocks' partial slots, 256 at a time, worked out once per block (64-bit
+     * divisions per thread and block were most of this kernel's time) */
+    for (int64_t c0 = cf; c0 <= cl; c0 += 256) {
+        const int64_t c = c0 + tid;
+        if (c <= cl) {
+            const int64_t b0 = sp.begin(c), b1 = sp.begin(c + 1);
+            /* no units (UT < G): no partials; else the tile is c's first segment or its second */
+            pidx[tid] = b0 == b1 ? -1 : (int)(c * 2 + (b0 / sp.nblk == tt ? 0 : 1));
+        }
+        __syncthreads();
+        const int n = (int)min((int64_t)256, cl - c0 + 1);
+        for (int i = 0; i < n; i++) {
+            const int pi = pidx[i];
+            if (pi < 0) continue;
+            const float *p = part + (int64_t)pi * (kRows * NB) + e0;
 #pragma unroll
-        for (int e = 0; e < kFixEpt; e++) v[e] += p[e * 256];
+            for (int e = 0; e < kFixEpt; e++) v[e] += p[e * 256];
+        }
+        __syncthreads();
     }
     const int mt = (int)(t / sp.n_rt), rt = (int)(t % sp.n_rt);
 #pragma unroll

@@ -216,7 +216,7 @@ tcq_status launch(tcq_cuda_ctx *ctx, const Geo &g, const WgArgs &a, int64_t Mpad
     CU_LAUNCHED("cuda wgmma reduce");
     if (sp.UT > 0) {
         const int64_t n_rest = n_tiles - sp.whole;
-        k_wg_fix<NB><<<(unsigned)(n_rest * (kRows * NB / (256 * kFixEpt))), 256, 0, ctx->stream>>>(a.y, a.M, a.out, sp, part);
+        k_wg_fix<NB, 8><<<(unsigned)(n_rest * (kRows * NB / (256 * 8))), 256, 0, ctx->stream>>>(a.y, a.M, a.out, sp, part);
         CU_LAUNCHED("cuda wgmma partial sums");
     }
     return TCQ_OK;
@@ -229,9 +229,9 @@ tcq_status run_nb(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float
     const int64_t in = g.C, Mpad = (M + NB - 1) / NB * NB;
     const int64_t G_max = (int64_t)ctx->n_sm * 2;
     const size_t xb = tcq_align256((size_t)Mpad * in * 2), eb = tcq_align256((size_t)Mpad * 4);
-    const size_t pb = (size_t)G_max * 2 * kRows * NB * 4;
+    const size_t pb = (size_t)G_max * 2 * kRows * NB * 4, mb = tcq_align256(xprep_scratch(Mpad, in) * 4);
     void *scr;
-    TCQ_TRY(tcq_cuda_scratch(ctx, xb + eb + pb, &scr));
+    TCQ_TRY(tcq_cuda_scratch(ctx, xb + eb + pb + mb, &scr));
     WgArgs a;
     a.xp = (const __half *)scr;
     a.xe = (const float *)((char *)scr + xb);
@@ -240,8 +240,8 @@ tcq_status run_nb(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float
     a.n_stage = (int)(in / kSK);
     a.out = g.R;
     float *part = (float *)((char *)scr + xb + eb);
-    k_wg_xprep<NB, true><<<(unsigned)Mpad, 256, 0, ctx->stream>>>(x, (int)M, in, NULL, (__half *)a.xp, (float *)a.xe);
-    CU_LAUNCHED("cuda wgmma x prep");
+    TCQ_TRY((xprep_launch<NB, true>(ctx, x, (int)M, Mpad, in, NULL, (float *)((char *)scr + xb + eb + pb),
+                                      (__half *)a.xp, (float *)a.xe)));
     /* two wgmmas in flight at NB = 256 (3-4 % faster there); at NB <= 128 the fourth A buffer
      * spills at k=4 and nothing is gained (bench/NOTES.md, session 9) */
     const bool d2 = ctx->wg_depth ? ctx->wg_depth == 2 : NB == 256;
