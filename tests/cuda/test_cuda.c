@@ -699,6 +699,17 @@ int main(void)
         check_linear(8, 1, 64, 0, 0, 128, 70, 33);
         check_linear(12, 2, 256, 1, 0, 300, 512, 40);   /* wgmma on sm_90 */
         check_linear(12, 3, 256, 0, 0, 512, 128, 20);   /* wgmma-ss on sm_90 */
+        {   /* the pair-table kernels (on sm_90 the wgmma ones take M > 8) */
+            const char *env[] = {"TCQ_CUDA_KERNEL", "tc", NULL};
+            tcq_cuda_ctx *main_ctx = ctx, *c6 = ctx_with(env);
+            if (c6) {
+                ctx = c6;
+                check_linear(12, 4, 256, 1, 0, 40, 256, 5);
+                check_linear(12, 2, 256, 0, 0, 256, 100, 3);
+                ctx = main_ctx;
+                tcq_cuda_ctx_free(c6);
+            }
+        }
         check_decode_bf16(12, 3, 256, 0, 1, 512, 30);
         check_swiglu(12, 2, 256, 64, 256, 3);
         check_fast(12, 2, 256, 1, 0, 100, 512, 3);
@@ -828,8 +839,9 @@ int main(void)
             ctx = main_ctx;
             tcq_cuda_ctx_free(c5);
         }
-        /* the pair-table kernels up to their limit (the dispatcher stops them at 16 / 8) */
-        const char *env[] = {"TCQ_CUDA_TC_MAX_M", "32", NULL};
+        /* the pair-table kernels up to their limit (on sm_90 the wgmma kernels take M > 8 from
+         * them, so those are off here) */
+        const char *env[] = {"TCQ_CUDA_TC_MAX_M", "32", "TCQ_CUDA_WG", "0", "TCQ_CUDA_WS", "0", NULL};
         tcq_cuda_ctx *c3 = ctx_with(env);
         if (c3) {
             ctx = c3;

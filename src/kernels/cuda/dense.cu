@@ -20,9 +20,10 @@ tcq_status tcq_cuda_linear_fast(tcq_cuda_ctx *ctx, const tcq_trellis *w, const t
 namespace {
 
 constexpr int kTcMaxM = 32;   /* the pair-table kernels' limit */
-/* Largest M for the pair-table kernels; above it decode + cuBLAS.  Measured crossovers (H200,
- * 2026-12-03, bench/NOTES.md): axis 1 the pair table wins to M = 16 (k=2: 76 vs 117 us) and loses
- * from M = 24 (192 vs 116); axis 0 it already loses at M = 12 (151 vs 119). */
+/* Largest M for the pair-table kernels where no wgmma kernel runs; above it decode + cuBLAS.
+ * Measured crossovers (H200, 2026-12-03, bench/NOTES.md): axis 1 the pair table wins to M = 16
+ * (k=2: 76 vs 117 us) and loses from M = 24 (192 vs 116); axis 0 it already loses at M = 12
+ * (151 vs 119). */
 int tc_max_m(const tcq_cuda_ctx *ctx, const tcq_trellis *w)
 {
     if (ctx->tc_max_m > 0) return std::min(ctx->tc_max_m, kTcMaxM);
@@ -202,15 +203,20 @@ tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w,
 namespace {
 enum Kern { KERN_FAST, KERN_INT, KERN_PAIR, KERN_WG, KERN_WS, KERN_GEMM };
 
-/* The dispatcher's one decision, shared by the call and tcq_cuda_linear_kernel. */
+/* The dispatcher's one decision, shared by the call and tcq_cuda_linear_kernel.  Measured
+ * crossovers (bench/NOTES.md, session 10): on sm_90 the wgmma kernels beat the pair-table ones
+ * from M = 9 (axis 1: 58-64 vs 71-103 us at M = 9..16) and the scatter's integer kernel at M = 8
+ * (69-71 vs 88-101 us), so the pair tables run only where wgmma does not. */
 Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path)
 {
     if (path == TCQ_PATH_FAST && M <= kFastMaxM) return KERN_FAST;
+    if (ctx->kernel_pin == 1 && M <= tc_max_m(ctx, w)) return KERN_PAIR;   /* TCQ_CUDA_KERNEL=tc */
+    if (ctx->ws_pin == 1 && M > 8 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
+    if (w->axis == 0 && M == 8 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
     if (tcq_cuda_im_supports(ctx, w, M)) return KERN_INT;
-    if (M <= tc_max_m(ctx, w)) return KERN_PAIR;
-    if (ctx->ws_pin == 1 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
     if (tcq_cuda_wg_supports(ctx, w, M)) return KERN_WG;
     if (tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
+    if (M <= tc_max_m(ctx, w)) return KERN_PAIR;
     return KERN_GEMM;
 }
 }  // namespace
