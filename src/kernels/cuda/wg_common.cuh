@@ -177,36 +177,6 @@ __device__ __forceinline__ float *part_at(float *part, int64_t c, int slot)
     return part + (c * 2 + slot) * (int64_t)(kRows * NB);
 }
 
-/* The segments of block c, in order: whole tiles, then its stream-K range cut at tile ends. */
-struct SegIt {
-    Split sp;
-    int64_t c, it, u, u_first, u_end, n_whole;
-    __device__ SegIt(const Split &s, int64_t blk) : sp(s), c(blk), it(0)
-    {
-        n_whole = sp.whole / sp.G;
-        u = u_first = sp.begin(c);
-        u_end = sp.begin(c + 1);
-    }
-    /* tile t, units [kb0, kb1) of it, and whether this is the block's first tail segment
-     * (partials slot 0) */
-    __device__ bool next(int64_t &t, int &kb0, int &kb1, bool &first)
-    {
-        if (it < n_whole) {
-            t = c + it * sp.G;
-            kb0 = 0, kb1 = sp.nblk, first = false;
-            it++;
-            return true;
-        }
-        if (u >= u_end) return false;
-        t = sp.whole + u / sp.nblk;
-        kb0 = (int)(u % sp.nblk);
-        kb1 = (int)min((int64_t)sp.nblk, kb0 + (u_end - u));
-        first = u == u_first;
-        u += kb1 - kb0;
-        return true;
-    }
-};
-
 /* A tile cut between blocks gets the sum of its partials in block order.  Block (tile, slice):
  * kFixEpt elements a thread, the covering blocks' partials added in the outer loop (the slot
  * arithmetic once per covering block, not per element).  8 for wgmma.cu (its few cut tiles);

@@ -23,7 +23,7 @@
  * Block: two warpgroups, 128 outputs (64 each) x NB = 64 / 128 / 256 activation rows; stages of
  * 64 k in a ring of kStages, kStages - 2 in flight; while a k-step decodes, one wgmma (two at
  * NB = 256) is in flight, its A registers in a ring of 2 (4).  Persistent blocks over whole tiles,
- * then stream-K for the rest (Split, wg_split.cuh).  Output y = acc 2^-e scale / 147.8 (the factored
+ * then stream-K for the rest (Split, wg_common.cuh).  Output y = acc 2^-e scale / 147.8 (the factored
  * contract).
  * sm_90a only: the host takes this path on compute capability 9.0 (tcq_cuda_wg_supports). */
 #include "cuda_internal.h"

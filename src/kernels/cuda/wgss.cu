@@ -11,9 +11,10 @@
  * its 16-byte rows are 8 consecutive k as they come).
  *
  * Per stage (64 k): B = 128 outputs x 64 k of decoded weights (16 KB, f16, exact y = bytesum -
- * 510), A = BM = 64 NW activation rows x 64 k of x (f16 after a power-of-two scale per row,
- * written in tile order by k_wg_xprep<BM, false>; axis 0 first multiplies x by its per-input
- * scale, since there the scale runs along k), copied by one cp.async.bulk.  A ring of kStages
+ * 510), A = BM = 64 NW MT activation rows x 64 k of x (f16 after a power-of-two scale per row,
+ * written in tile order by xprep_launch<BM, false>; axis 0 first multiplies x by its per-input
+ * scale, since there the scale runs along k), copied by one cp.async.bulk.  NW consumer
+ * warpgroups of MT m64 tiles each: BM = 64 (M <= 64), 128, or 256 (M > 128).  A ring of kStages
  * stages with two mbarriers each: full (the producers' arrivals plus the bulk copy's bytes) and
  * empty (one arrival per consumer warp once the wgmmas that read the stage are done), so the
  * decode of stage s + 3 overlaps the wgmmas of stage s and no block-wide barrier is needed.
@@ -35,7 +36,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <type_traits>
 
 namespace {
 using namespace tcq_tc;
