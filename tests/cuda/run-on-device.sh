@@ -33,8 +33,11 @@ for d in "$bin/data/tiny_llama" "$here/../data/tiny_llama" "$here/data/tiny_llam
   if [ -f "$d/config.json" ]; then model=$d; break; fi
 done
 if [ -n "$model" ] && [ -f "$here/quantize-cmp.sh" ]; then
-  rm -rf "$out/quantize"
-  step quantize "${TCQ_QUANTIZE_TIMEOUT:-300}" bash "$here/quantize-cmp.sh" "$bin/tcq" "$model" "$out/quantize"
+  # the eight quantized models go to a temporary folder, not OUT_DIR: the device tool brings back
+  # a limited number of files (quantize-cmp.sh prints a failing run's log into quantize.log)
+  qwork=$(mktemp -d)
+  step quantize "${TCQ_QUANTIZE_TIMEOUT:-300}" bash "$here/quantize-cmp.sh" "$bin/tcq" "$model" "$qwork"
+  rm -rf "$qwork"
   grep -E "^ok:|FAIL|differ" "$out/quantize.log" | head -20
 else
   summary+=("quantize: skipped (no tiny_llama model or quantize-cmp.sh)")
