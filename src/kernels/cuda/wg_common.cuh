@@ -169,6 +169,25 @@ struct Split {
     int64_t UT;      /* units of the remaining tiles */
     int nblk, n_rt;  /* blocks of a row, row tiles */
     __host__ __device__ int64_t begin(int64_t c) const { return c * UT / G; }   /* tail units */
+    /* Segment it of block c, whose tail range is [u_first, u_end) (the caller loops while
+     * it < whole / G or u < u_end, u starting at u_first): tile t, its units [kb0, kb1), and
+     * whether it is the block's first tail segment (partials slot 0).  Whole tiles first, then
+     * the tail range from u, which advances. */
+    __device__ __forceinline__ void segment(int64_t c, int64_t it, int64_t u_first, int64_t u_end, int64_t &u, int64_t &t,
+                                            int &kb0, int &kb1, bool &first) const
+    {
+        first = false;
+        if (it < whole / G) {
+            t = c + it * G;
+            kb0 = 0, kb1 = nblk;
+        } else {
+            t = whole + u / nblk;
+            kb0 = (int)(u % nblk);
+            kb1 = (int)min((int64_t)nblk, kb0 + (u_end - u));
+            first = u == u_first;
+            u += kb1 - kb0;
+        }
+    }
 };
 
 template <int NB>

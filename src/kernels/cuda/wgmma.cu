@@ -86,17 +86,8 @@ __global__ void __launch_bounds__(kThreads, OCC) k_wg_reduce(Geo g, WgArgs a, Sp
     for (int64_t it = 0; it < n_whole || u < u_end; it++) {
         int64_t t;
         int kb0, kb1;
-        bool first = false;
-        if (it < n_whole) {
-            t = c + it * sp.G;
-            kb0 = 0, kb1 = sp.nblk;
-        } else {
-            t = sp.whole + u / sp.nblk;
-            kb0 = (int)(u % sp.nblk);
-            kb1 = (int)min((int64_t)sp.nblk, kb0 + (u_end - u));
-            first = u == u_first;
-            u += kb1 - kb0;
-        }
+        bool first;
+        sp.segment(c, it, u_first, u_end, u, t, kb0, kb1, first);
         const int mt = (int)(t / sp.n_rt), rt = (int)(t % sp.n_rt);
         /* rows g and g+8 of this warp's 16 (rows past R read row R-1 and are not written) */
         const int64_t r0 = (int64_t)rt * kRows + 64 * (tid >> 7) + 16 * ((tid >> 5) & 3) + g8;

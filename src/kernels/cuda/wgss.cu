@@ -122,7 +122,7 @@ template <int AXIS, int K, int NP, int BM> struct Stages {
     const Split &sp;
     const WsArgs &a;
     int pt;
-    int64_t c, it, u, u_end, n_whole;
+    int64_t c, it, u, u_first, u_end, n_whole;
     int st, kb1;
     const uint32_t *base;   /* axis 1: the row's block 0; axis 0: row 8 kg + RK kh of stage 0 */
     int64_t rs;             /* axis 0: words between neighbouring coded rows */
@@ -133,7 +133,7 @@ template <int AXIS, int K, int NP, int BM> struct Stages {
         c = blockIdx.x;
         it = 0;
         n_whole = sp.whole / sp.G;
-        u = sp.begin(c);
+        u = u_first = sp.begin(c);
         u_end = sp.begin(c + 1);
         st = kb1 = 0;
     }
@@ -159,19 +159,10 @@ template <int AXIS, int K, int NP, int BM> struct Stages {
     __device__ __forceinline__ bool next(Words<AXIS, K, NP> &e)
     {
         if (st >= kb1) {
+            if (it >= n_whole && u >= u_end) return false;
             int64_t t;
-            if (it < n_whole) {
-                t = c + it * sp.G;
-                st = 0, kb1 = sp.nblk;
-                it++;
-            } else if (u < u_end) {
-                t = sp.whole + u / sp.nblk;
-                st = (int)(u % sp.nblk);
-                kb1 = (int)min((int64_t)sp.nblk, st + (u_end - u));
-                u += kb1 - st;
-            } else {
-                return false;
-            }
+            bool first;
+            sp.segment(c, it++, u_first, u_end, u, t, st, kb1, first);
             segment(t);
         }
         const int s = st++;
@@ -324,17 +315,8 @@ __global__ void __launch_bounds__(128 * (NW + NP), 1) k_ws(Geo g, WsArgs a, Spli
     for (int64_t it = 0, u = u_first; it < n_whole || u < u_end; it++) {
         int64_t t;
         int kb0, kb1;
-        bool first = false;
-        if (it < n_whole) {
-            t = c + it * sp.G;
-            kb0 = 0, kb1 = sp.nblk;
-        } else {
-            t = sp.whole + u / sp.nblk;
-            kb0 = (int)(u % sp.nblk);
-            kb1 = (int)min((int64_t)sp.nblk, kb0 + (u_end - u));
-            first = u == u_first;
-            u += kb1 - kb0;
-        }
+        bool first;
+        sp.segment(c, it, u_first, u_end, u, t, kb0, kb1, first);
         const int mt = (int)(t / sp.n_rt);
         const int64_t nt = t % sp.n_rt;
         float acc[MT][64];
