@@ -148,19 +148,19 @@ int bench_kernels_cuda(int argc, char **argv)
                 if (s == TCQ_OK) s = tcq_cuda_copy_to_device(ctx, x, hx, (size_t)M * in * 4);
                 free(hx);
                 if (s != TCQ_OK) return cli_fail(s, "cuda-bench: activations");
-                /* op 0: linear, exact path; op 2: linear, fast (int8) path (M <= 8: the fast kernels);
-                 * op 1: fused swiglu (AUTO) */
-                for (int op = 0; op < 3; op++) {
-                    if (op != 1 && !((a == 1 && do_reduce) || (a == 0 && do_scatter))) continue;
-                    if (op == 1 && !(a == 1 && do_swiglu)) continue;
-                    if (op == 2 && (!do_fast || M > 8)) continue;
+                /* op 0: linear, exact path; op 1: fused swiglu, exact; op 2 / 3: the same on the
+                 * fast (int8) path (M <= 8: the int8 kernels) */
+                for (int op = 0; op < 4; op++) {
+                    const int two = op & 1, fast = op >= 2;
+                    if (!two && !((a == 1 && do_reduce) || (a == 0 && do_scatter))) continue;
+                    if (two && !(a == 1 && do_swiglu)) continue;
+                    if (fast && (!do_fast || M > 8)) continue;
                     double us = 0;
                     const int r = M >= 256 ? 10 : reps;
-                    const tcq_kpath path = op == 2 ? TCQ_PATH_FAST : TCQ_PATH_EXACT;
-                    if (op != 1) s = tcq_cuda_time_linear(ctx, wp, ncopy, x, y, M, path, r, trials, &us);
-                    else s = tcq_cuda_time_swiglu(ctx, wp, wp + ncopy, ncopy, x, y, M, r, trials, &us);
+                    const tcq_kpath path = fast ? TCQ_PATH_FAST : TCQ_PATH_EXACT;
+                    if (!two) s = tcq_cuda_time_linear(ctx, wp, ncopy, x, y, M, path, r, trials, &us);
+                    else s = tcq_cuda_time_swiglu(ctx, wp, wp + ncopy, ncopy, x, y, M, path, r, trials, &us);
                     if (s != TCQ_OK) return cli_fail(s, "cuda-bench: kernel");
-                    const int two = op == 1;
                     const double bytes = wbytes * (two ? 2 : 1), gbps = bytes / (us * 1e3);
                     const double flops = 2.0 * out * in * M * (two ? 2 : 1) / (us * 1e3);
                     const char *name = two ? "swiglu" : a ? "reduce" : "scatter";
@@ -169,9 +169,9 @@ int bench_kernels_cuda(int argc, char **argv)
                         printf("{\"op\":\"%s\",\"axis\":%d,\"k\":%d,\"M\":%d,\"path\":\"%s\",\"isa\":\"cuda\",\"threads\":%d,"
                                "\"us\":%.2f,\"weight_gbps\":%.1f,\"frac_bw\":%.3f,\"frac_floor\":%.3f,\"gflops\":%.1f,"
                                "\"cublas_bf16_us\":%.2f}\n",
-                               name, a, k, M, op == 2 ? "fast" : "exact", n_sm, us, gbps, gbps / bw, gbps / bw, flops, d);
+                               name, a, k, M, fast ? "fast" : "exact", n_sm, us, gbps, gbps / bw, gbps / bw, flops, d);
                     else
-                        printf("%-8s %4d %2d %4d %5s %10.2f %10.0f %8.3f %10.2f %9.2f\n", name, a, k, M, op == 2 ? "fast" : "exact",
+                        printf("%-8s %4d %2d %4d %5s %10.2f %10.0f %8.3f %10.2f %9.2f\n", name, a, k, M, fast ? "fast" : "exact",
                                us, gbps, gbps / bw, d, d > 0 ? d / us : 0.0);
                     fflush(stdout);
                 }

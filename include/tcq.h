@@ -986,7 +986,16 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *   larger M otherwise: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch (the
  *     whole matrix, in its coded layout: axis 0 as W^T), then a cuBLAS bf16 GEMM with f32
  *     accumulation (x rounded to bf16).  tcq_cuda_linear_kernel says which one runs.
- *   TCQ_PATH_FAST, M <= 8: the CPU's fast-path contract (TCQ_FAST_QB above): the activation
+ *   TCQ_PATH_FAST, M <= 8, where the integer kernels run, except axis 0 at M <= 2 and k != 3
+ *     ("int8"): the exact path's integer tensor-core kernel with one signed-byte column per
+ *     activation row instead of three: the activation (axis 0: times its scale, one f32
+ *     product) quantized per item-length block along the reduced dimension
+ *     (tcq_cuda_fast_block: 512 on axis 1, 128 or 256 by M on axis 0) with the
+ *     CPU fast path's arithmetic (d = amax/127, q = nearbyintf(a * (127/amax))); exact integer
+ *     block sums, each turned into d (isum - 510 sum q) in double, rounded to f32 and added in
+ *     block order; the tcq.h bound of the CPU fast path (TCQ_FAST_QB above) with these blocks.
+ *     M = 1..8 cost the same: all rows fit one n8 tile.
+ *   TCQ_PATH_FAST, M <= 8, elsewhere ("fast"): the CPU's fast-path contract (TCQ_FAST_QB above): the activation
  *     quantized per 64 positions exactly as the CPU does, the decode folded into dp4a (the four
  *     bytes of s*34038481 + 76625530 against q replicated four times), exact integer block sums
  *     (the CPU's to the bit), blocks combined in f32 in a different fixed order; within the
@@ -999,7 +1008,8 @@ int tcq_cuda_available(void);
 
 /* A context: device, stream, cuBLAS handle, scratch (grown on demand, owned by the context).
  * One context per host thread / stream.  Read once here, for tests and benchmarks:
- * TCQ_CUDA_KERNEL=tc (M <= 8 on the pair-table kernels), TCQ_CUDA_PDL=0 (no programmatic
+ * TCQ_CUDA_KERNEL=tc (M <= 8 on the pair-table kernels), TCQ_CUDA_FAST=dp4a (TCQ_PATH_FAST on
+ * the "fast" dp4a kernels wherever they run, not "int8"), TCQ_CUDA_PDL=0 (no programmatic
  * dependent launches), TCQ_CUDA_CHUNK=256|512|1024 (item length of the integer kernels),
  * TCQ_CUDA_TC_MAX_M=N (largest M on the pair-table kernels, <= 32), TCQ_CUDA_WG=0|1 (the wgmma
  * kernels off / at every M they take), TCQ_CUDA_WG_GRID=G and TCQ_CUDA_WG_DEPTH=1|2 (their block
@@ -1036,10 +1046,15 @@ tcq_status tcq_cuda_trellis_upload(tcq_cuda_ctx *ctx, const tcq_trellis *host, v
  * device f32.  Any M >= 1.  path: AUTO, EXACT or FAST (the int8 kernels for M <= 8, above). */
 tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x /* [M, in] */,
                            float *y /* [M, out] */, int64_t M, tcq_kpath path);
-/* Which kernel tcq_cuda_linear runs for (w, M, path): "fast" (the int8 dp4a kernels), "int"
- * (integer tensor cores), "pair" (the pair-table kernels) or "bf16-gemm" (decode to bf16 +
- * cuBLAS: the bf16 contract).  NULL on a NULL argument.  Static strings. */
+/* Which kernel tcq_cuda_linear runs for (w, M, path): "fast" (the int8 dp4a kernels), "int8"
+ * (TCQ_PATH_FAST on the integer tensor cores), "int" (integer tensor cores, exact), "pair" (the
+ * pair-table kernels), "wgmma", "wgmma-ss" or "bf16-gemm" (decode to bf16 + cuBLAS: the bf16
+ * contract).  NULL on a NULL argument.  Static strings. */
 const char *tcq_cuda_linear_kernel(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path);
+/* The activation block (positions along the reduced dimension that share one int8 step) of
+ * TCQ_PATH_FAST for (w, M): TCQ_FAST_QB on "fast", the item length on "int8", 0 where FAST runs
+ * an exact kernel. */
+int64_t tcq_cuda_fast_block(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M);
 /* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T); gate and up axis 1, same shape (FAST,
  * M <= 8: one int8 kernel computes both and combines). */
 tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, const tcq_trellis *up,
@@ -1071,7 +1086,8 @@ tcq_status tcq_cuda_encode_blocks(tcq_cuda_ctx *ctx, tcq_block_params p, const t
 tcq_status tcq_cuda_time_linear(tcq_cuda_ctx *ctx, const tcq_trellis *const *w, int n_w, const float *x,
                                 float *y, int64_t M, tcq_kpath path, int reps, int trials, double *us);
 tcq_status tcq_cuda_time_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *const *gate, const tcq_trellis *const *up,
-                                int n_w, const float *x, float *y, int64_t M, int reps, int trials, double *us);
+                                int n_w, const float *x, float *y, int64_t M, tcq_kpath path, int reps, int trials,
+                                double *us);
 /* cuBLAS bf16 GEMM y[M,out] = x[M,in] W^T (f32 accumulate, bf16 out), n_w weight copies. */
 tcq_status tcq_cuda_time_dense_bf16(tcq_cuda_ctx *ctx, int64_t out, int64_t in, int64_t M, int n_w,
                                     int reps, int trials, double *us);

@@ -290,28 +290,42 @@ typedef struct fast_stats {
     int64_t same, total;    /* outputs bit-identical to the CPU fast path */
     int n;
 } fast_stats;
-static fast_stats fst;
+static fast_stats fst, fst8;   /* the "fast" (dp4a) kernels, the "int8" ones */
 
-static void fast_bounds(const host_w *h, const float *W, const float *x, int64_t M, double *b_exact, double *b_cpu)
+/* qb: the activation block; TCQ_FAST_QB takes the CPU's steps (tcq_kq_prepare), any other (the
+ * "int8" kernels' item length) works them out the same way, d = amax / 127 in f32. */
+static void fast_bounds(const host_w *h, const float *W, const float *x, int64_t M, int64_t qb, double *b_exact,
+                        double *b_cpu)
 {
-    const int64_t out = tcq_trellis_out(&h->t), in = tcq_trellis_in(&h->t), nblk = (in + TCQ_FAST_QB - 1) / TCQ_FAST_QB;
+    const int64_t out = tcq_trellis_out(&h->t), in = tcq_trellis_in(&h->t), nblk = (in + qb - 1) / qb;
     kq_act qa;
     memset(&qa, 0, sizeof qa);
-    CHECK_OK(tcq_kq_prepare(&qa, x, M, in, h->t.axis ? NULL : h->scales));
+    float *dq = NULL;
+    if (qb == TCQ_FAST_QB) CHECK_OK(tcq_kq_prepare(&qa, x, M, in, h->t.axis ? NULL : h->scales));
+    else {
+        dq = calloc((size_t)(M * nblk), sizeof *dq);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t i = 0; i < in; i++) {
+                const float a = h->t.axis ? x[m * in + i] : x[m * in + i] * tcq_f16_to_f32(h->scales[i]);
+                dq[m * nblk + i / qb] = fmaxf(dq[m * nblk + i / qb], fabsf(a));
+            }
+        for (int64_t j = 0; j < M * nblk; j++) dq[j] /= 127.0f;
+    }
     for (int64_t m = 0; m < M; m++)
         for (int64_t o = 0; o < out; o++) {
             double s1 = 0, s2 = 0;
             for (int64_t i = 0; i < in; i++) {
                 const double sc = h->t.axis ? 1.0 : tcq_f16_to_f32(h->scales[i]);
                 const double v = fabs((double)W[o * in + i]) / sc, a = fabs((double)x[m * in + i]) * sc;
-                const double d = qa.d[m * nblk + i / TCQ_FAST_QB];
+                const double d = dq ? dq[m * nblk + i / qb] : qa.d[m * nblk + i / TCQ_FAST_QB];
                 s1 += v * d / 2;
                 s2 += v * (a + d);
             }
             b_exact[m * out + o] = s1 * (1 + 1e-4) + (double)(nblk + 4) * 0x1p-24 * s2 + 1e-30;
             b_cpu[m * out + o] = 2.0 * (double)(nblk + 4) * 0x1p-24 * s2 + 1e-30;
         }
-    tcq_kq_free(&qa);
+    if (dq) free(dq);
+    else tcq_kq_free(&qa);
 }
 
 static tcq_kctx *cpu_fast_ctx(void)
@@ -337,7 +351,14 @@ static void check_fast(int L, int k, int T, int axis, int il, int64_t out, int64
     if (in >= 128)   /* an all-zero activation block: d = 0 */
         for (int64_t i = 64; i < 128; i++) x[i] = 0.0f;
     ref_linear(W, x, ref, M, out, in, REF_EXACT, NULL);
-    fast_bounds(&h, W, x, M, be, bc);
+    /* "fast" (dp4a): the CPU's blocks and integer sums, so also within bc of the CPU; "int8":
+     * its own blocks, checked against float64 only */
+    const char *kern = tcq_cuda_linear_kernel(ctx, &h.t, M, TCQ_PATH_FAST);
+    const int64_t qb = tcq_cuda_fast_block(ctx, &h.t, M);
+    const int cpu_blocks = qb == TCQ_FAST_QB;
+    CHECK(kern && (!strcmp(kern, "fast") || !strcmp(kern, "int8")) && qb > 0, "fast M=%lld runs %s, block %lld",
+          (long long)M, kern ? kern : "(null)", (long long)qb);
+    fast_bounds(&h, W, x, M, qb > 0 ? qb : TCQ_FAST_QB, be, bc);
     tcq_kctx *kc = cpu_fast_ctx();
     const tcq_weight wt = {.fmt = TCQ_WF_TRELLIS, .out = out, .in = in, .tr = h.t};
     CHECK_OK(tcq_linear(&wt, x, yc, M, kc));
@@ -362,25 +383,27 @@ static void check_fast(int L, int k, int T, int axis, int il, int64_t out, int64
     for (int64_t j = 0; j < n; j++) {
         const double re = fabs((double)y[j] - ref[j]) / be[j], rc = fabs((double)y[j] - (double)yc[j]) / bc[j];
         bad_e += !(re <= 1.0);
-        bad_c += !(rc <= 1.0);
         we = fmax(we, re);
+        if (!cpu_blocks) continue;
+        bad_c += !(rc <= 1.0);
         wc = fmax(wc, rc);
         same += memcmp(&y[j], &yc[j], 4) == 0;
     }
     CHECK(nf == 0 && bad_e == 0 && bad_c == 0 && e <= 0.02,
-          "fast L=%d k=%d T=%d axis=%d il=%d out=%lld in=%lld M=%lld: %d non-finite, %lld outside the float64 bound "
+          "fast (%s) L=%d k=%d T=%d axis=%d il=%d out=%lld in=%lld M=%lld: %d non-finite, %lld outside the float64 bound "
           "(worst %.3g of it), %lld outside the CPU bound (worst %.3g), rel err %.3g",
-          L, k, T, axis, il, (long long)out, (long long)in, (long long)M, nf, (long long)bad_e, we, (long long)bad_c, wc, e);
+          kern, L, k, T, axis, il, (long long)out, (long long)in, (long long)M, nf, (long long)bad_e, we, (long long)bad_c, wc, e);
     CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, (size_t)n * 4));
     CHECK_OK(tcq_cuda_linear(ctx, &dw, dx, dy, M, TCQ_PATH_FAST));
     CHECK_OK(tcq_cuda_copy_to_host(ctx, y2, dy, (size_t)n * 4));
     CHECK(memcmp(y, y2, (size_t)n * 4) == 0, "fast path not deterministic (L=%d k=%d axis=%d M=%lld)", L, k, axis, (long long)M);
-    fst.worst_rel = fmax(fst.worst_rel, e);
-    fst.worst_exact = fmax(fst.worst_exact, we);
-    fst.worst_cpu = fmax(fst.worst_cpu, wc);
-    fst.same += same;
-    fst.total += n;
-    fst.n++;
+    fast_stats *st = cpu_blocks ? &fst : &fst8;
+    st->worst_rel = fmax(st->worst_rel, e);
+    st->worst_exact = fmax(st->worst_exact, we);
+    st->worst_cpu = fmax(st->worst_cpu, wc);
+    st->same += same;
+    st->total += n;
+    st->n++;
     tcq_cuda_free(dwb);
     tcq_cuda_free(dx);
     tcq_cuda_free(dy);
@@ -441,8 +464,13 @@ static void check_swiglu_fast(int L, int k, int T, int64_t out, int64_t in, int6
     CHECK_OK(tcq_trellis_decode(&g.t, Wg));
     CHECK_OK(tcq_trellis_decode(&u.t, Wu));
     for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
-    fast_bounds(&g, Wg, x, M, be, bg);
-    fast_bounds(&u, Wu, x, M, be, bu);
+    /* "int8" (its own activation blocks): against float64 gate and up, each within its float64
+     * bound; "fast": against the CPU's, within the CPU bound */
+    const int64_t qb = tcq_cuda_fast_block(ctx, &g.t, M);
+    const int cpu_blocks = qb == TCQ_FAST_QB;
+    CHECK(qb > 0, "fast swiglu M=%lld: no fast kernel", (long long)M);
+    fast_bounds(&g, Wg, x, M, qb > 0 ? qb : TCQ_FAST_QB, cpu_blocks ? be : bg, cpu_blocks ? bg : be);
+    fast_bounds(&u, Wu, x, M, qb > 0 ? qb : TCQ_FAST_QB, cpu_blocks ? be : bu, cpu_blocks ? bu : be);
     tcq_kctx *kc = cpu_fast_ctx();
     const tcq_weight wg = {.fmt = TCQ_WF_TRELLIS, .out = out, .in = in, .tr = g.t};
     const tcq_weight wu = {.fmt = TCQ_WF_TRELLIS, .out = out, .in = in, .tr = u.t};
@@ -450,6 +478,18 @@ static void check_swiglu_fast(int L, int k, int T, int64_t out, int64_t in, int6
     CHECK_OK(tcq_linear(&wg, x, gc, M, kc));
     CHECK_OK(tcq_linear(&wu, x, uc, M, kc));
     tcq_kctx_free(kc);
+    if (!cpu_blocks) {
+        double *r = malloc((size_t)n * 8);
+        ref_linear(Wg, x, r, M, out, in, REF_EXACT, NULL);
+        for (int64_t j = 0; j < n; j++) gc[j] = (float)r[j];
+        ref_linear(Wu, x, r, M, out, in, REF_EXACT, NULL);
+        for (int64_t j = 0; j < n; j++) {
+            uc[j] = (float)r[j];
+            const double gv = gc[j];
+            yc[j] = (float)(gv / (1 + exp(-gv)) * r[j]);
+        }
+        free(r);
+    }
     const size_t wb = tcq_cuda_trellis_bytes(&g.t);
     void *dgb = dev_alloc(wb), *dub = dev_alloc(wb);
     float *dx = dev_alloc((size_t)(M * in) * 4), *dy = dev_alloc((size_t)n * 4);
@@ -464,13 +504,13 @@ static void check_swiglu_fast(int L, int k, int T, int64_t out, int64_t in, int6
     double worst = 0;
     for (int64_t j = 0; j < n; j++) {
         const double gv = gc[j], sg = gv / (1 + exp(-gv));
-        const double tol = 1.1 * bg[j] * fabs((double)uc[j]) + fabs(sg) * bu[j] + 1e-6 * fabs((double)yc[j]) + 1e-30;
+        const double tol = 1.1 * bg[j] * (fabs((double)uc[j]) + bu[j]) + fabs(sg) * bu[j] + 1e-6 * fabs((double)yc[j]) + 1e-30;
         const double r = fabs((double)y[j] - (double)yc[j]) / tol;
         bad += !(r <= 1.0);
         worst = fmax(worst, r);
     }
-    CHECK(bad == 0, "fast swiglu k=%d out=%lld in=%lld M=%lld: %lld outputs outside the bound (worst %.3g of it)", k,
-          (long long)out, (long long)in, (long long)M, (long long)bad, worst);
+    CHECK(bad == 0, "fast swiglu (%s) k=%d out=%lld in=%lld M=%lld: %lld outputs outside the bound (worst %.3g of it)",
+          cpu_blocks ? "fast" : "int8", k, (long long)out, (long long)in, (long long)M, (long long)bad, worst);
     tcq_cuda_free(dgb);
     tcq_cuda_free(dub);
     tcq_cuda_free(dx);
@@ -487,6 +527,20 @@ static void check_swiglu_fast(int L, int k, int T, int64_t out, int64_t in, int6
     free(bu);
     free_w(&g);
     free_w(&u);
+}
+
+static void fast_print(const char *what, const fast_stats *st)
+{
+    if (!st->n) return;
+    if (st == &fst8) {   /* its own activation blocks: nothing to compare with the CPU's */
+        fprintf(stderr, "%s: %d cases, worst relative error vs float64 %.3g; worst |gpu - f64| %.3g of the tcq.h bound\n",
+                what, st->n, st->worst_rel, st->worst_exact);
+        return;
+    }
+    fprintf(stderr,
+            "%s: %d cases, worst relative error vs float64 %.3g; worst |gpu - f64| %.3g of the tcq.h bound, "
+            "|gpu - cpu fast| %.3g of its bound; %.1f%% of outputs bit-identical to the CPU\n",
+            what, st->n, st->worst_rel, st->worst_exact, st->worst_cpu, 100.0 * (double)st->same / (double)(st->total ? st->total : 1));
 }
 
 static void fast_suite(int big)
@@ -521,10 +575,10 @@ static void fast_suite(int big)
         check_fast(12, 2, 256, 1, 0, 17408, 5120, 1);
         check_fast(12, 3, 256, 0, 1, 5120, 17408, 2);
     }
-    fprintf(stderr,
-            "fast: %d cases, worst relative error vs float64 %.3g; worst |gpu - f64| %.3g of the tcq.h bound, "
-            "|gpu - cpu fast| %.3g of its bound; %.1f%% of outputs bit-identical to the CPU\n",
-            fst.n, fst.worst_rel, fst.worst_exact, fst.worst_cpu, 100.0 * (double)fst.same / (double)(fst.total ? fst.total : 1));
+    fast_print("fast", &fst);
+    fast_print("fast int8", &fst8);
+    memset(&fst, 0, sizeof fst);
+    memset(&fst8, 0, sizeof fst8);
 }
 
 static tcq_pool *pool;   /* the CPU reference encoder's threads (the codes do not depend on them) */
@@ -714,6 +768,18 @@ int main(void)
         check_fast(12, 3, 256, 0, 1, 512, 200, 6);
         check_fast(8, 1, 64, 0, 0, 64, 70, 8);
         check_swiglu_fast(12, 2, 256, 64, 256, 2);
+        {   /* the dp4a kernels (int8 took the cases above where it runs) */
+            const char *env[] = {"TCQ_CUDA_FAST", "dp4a", NULL};
+            tcq_cuda_ctx *main_ctx = ctx, *c7 = ctx_with(env);
+            if (c7) {
+                ctx = c7;
+                check_fast(12, 2, 256, 1, 0, 100, 512, 3);
+                check_fast(12, 3, 256, 0, 1, 512, 200, 6);
+                check_swiglu_fast(12, 2, 256, 64, 256, 2);
+                ctx = main_ctx;
+                tcq_cuda_ctx_free(c7);
+            }
+        }
         check_encoder(8, 2, 64, 2, 128, 1);
         check_encoder(12, 2, 256, 1, 256, 0);
         check_encoder_ex(12, 4, 256, 7, 512, 1, 1);
@@ -766,6 +832,16 @@ int main(void)
     }
     fprintf(stderr, "linear: %d cases, worst relative error %.3g\n", n, worst);
     fast_suite(!big || strcmp(big, "0") != 0);
+    {   /* again with the dp4a kernels wherever they run (the int8 ones took most cases above) */
+        const char *env[] = {"TCQ_CUDA_FAST", "dp4a", NULL};
+        tcq_cuda_ctx *main_ctx = ctx, *c7 = ctx_with(env);
+        if (c7) {
+            ctx = c7;
+            fast_suite(0);
+            ctx = main_ctx;
+            tcq_cuda_ctx_free(c7);
+        }
+    }
     /* FAST above the fast kernels' M: the exact kernels (tcq.h) */
     check_linear_path(12, 2, 256, 1, 0, 100, 512, 13, TCQ_PATH_FAST);
 

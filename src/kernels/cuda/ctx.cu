@@ -55,6 +55,8 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     c->smem_optin = (int)prop.sharedMemPerBlockOptin;
     const char *pin = getenv("TCQ_CUDA_KERNEL");
     c->kernel_pin = pin && !strcmp(pin, "tc");
+    const char *fk = getenv("TCQ_CUDA_FAST");
+    c->fast_dp4a = fk && !strcmp(fk, "dp4a");
     const char *pdl = getenv("TCQ_CUDA_PDL");
     c->pdl = !(pdl && !strcmp(pdl, "0"));
     c->chunk_pin = env_int("TCQ_CUDA_CHUNK", 0);

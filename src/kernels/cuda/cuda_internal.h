@@ -28,6 +28,7 @@ struct tcq_cuda_ctx {
     int pdl;                 /* TCQ_CUDA_PDL (default 1): programmatic dependent launch of the int kernels, 0 off */
     int chunk_pin;           /* TCQ_CUDA_CHUNK: item length of the int kernels (0: built-in) */
     int kernel_pin;          /* TCQ_CUDA_KERNEL=tc: M <= 8 on the pair-table kernels (tests, benchmarks) */
+    int fast_dp4a;           /* TCQ_CUDA_FAST=dp4a: TCQ_PATH_FAST on the dp4a kernels (fast.cu), not int8 tensor cores */
     int gemm_chunk;          /* TCQ_CUDA_GEMM_CHUNK: outputs per decode + GEMM step (<= 0: the whole matrix) */
     int gemm_overlap;        /* TCQ_CUDA_GEMM_OVERLAP=1: decode step i+1 on `side` while step i multiplies */
     int decode_tr;           /* TCQ_CUDA_DECODE_TR=1: axis 0 decoded as W [out, in] (transposed stores), not W^T */
@@ -69,8 +70,11 @@ tcq_status tcq_cuda_finish_chunks(tcq_cuda_ctx *ctx, const float *part, int S, i
 /* The integer tensor-core kernels (imma.cu): whether they take (w, M), and the call (up: fused
  * SwiGLU with w the gate). */
 int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M);
+/* int8 = 0: the exact path (x' in three byte limbs); 1: the int8 path (TCQ_PATH_FAST, one limb). */
 tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
-                              int64_t M);
+                              int64_t M, int int8);
+/* The integer kernels' item length along the reduced dimension (= the int8 path's activation block). */
+int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int int8);
 
 /* The wgmma kernels (wgmma.cu): axis 1, T = 256, k = 2..4, sm_90a. */
 tcq_status tcq_cuda_wg_probe(tcq_cuda_ctx *ctx);

@@ -42,6 +42,11 @@ const char *tcq_cuda_linear_kernel(const tcq_cuda_ctx *c, const tcq_trellis *w, 
     (void)c; (void)w; (void)M; (void)p;
     return NULL;
 }
+int64_t tcq_cuda_fast_block(const tcq_cuda_ctx *c, const tcq_trellis *w, int64_t M)
+{
+    (void)c; (void)w; (void)M;
+    return 0;
+}
 tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *c, const tcq_trellis *g, const tcq_trellis *u, const float *x,
                                   float *y, int64_t M, tcq_kpath p)
 {
@@ -68,9 +73,9 @@ tcq_status tcq_cuda_time_linear(tcq_cuda_ctx *c, const tcq_trellis *const *w, in
     NO_CUDA;
 }
 tcq_status tcq_cuda_time_swiglu(tcq_cuda_ctx *c, const tcq_trellis *const *g, const tcq_trellis *const *u, int n,
-                                const float *x, float *y, int64_t M, int r, int t, double *us)
+                                const float *x, float *y, int64_t M, tcq_kpath p, int r, int t, double *us)
 {
-    (void)c; (void)g; (void)u; (void)n; (void)x; (void)y; (void)M; (void)r; (void)t; (void)us;
+    (void)c; (void)g; (void)u; (void)n; (void)x; (void)y; (void)M; (void)p; (void)r; (void)t; (void)us;
     NO_CUDA;
 }
 tcq_status tcq_cuda_time_dense_bf16(tcq_cuda_ctx *c, int64_t o, int64_t i, int64_t M, int n, int r, int t, double *us)

@@ -13,7 +13,7 @@ using namespace tcq_tc;
 tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
                               int64_t M);
 tcq_status tcq_cuda_swiglu_combine(tcq_cuda_ctx *ctx, const float *g, const float *u, float *y, int64_t n);
-/* TCQ_PATH_FAST, M <= 8 (fast.cu); larger M runs the exact kernels */
+/* TCQ_PATH_FAST, M <= 8 (imma.cu's int8 columns, or fast.cu); larger M runs the exact kernels */
 tcq_status tcq_cuda_linear_fast(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
                                 int64_t M);
 
@@ -201,7 +201,7 @@ tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w,
 }
 
 namespace {
-enum Kern { KERN_FAST, KERN_INT, KERN_PAIR, KERN_WG, KERN_WS, KERN_GEMM };
+enum Kern { KERN_FAST, KERN_INT8, KERN_INT, KERN_PAIR, KERN_WG, KERN_WS, KERN_GEMM };
 
 /* The dispatcher's one decision, shared by the call and tcq_cuda_linear_kernel.  Measured
  * crossovers (bench/NOTES.md, session 10): on sm_90 the wgmma kernels beat the pair-table ones
@@ -209,7 +209,13 @@ enum Kern { KERN_FAST, KERN_INT, KERN_PAIR, KERN_WG, KERN_WS, KERN_GEMM };
  * (69-71 vs 88-101 us), so the pair tables run only where wgmma does not. */
 Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path)
 {
-    if (path == TCQ_PATH_FAST && M <= kFastMaxM) return KERN_FAST;
+    /* FAST: the int8 tensor-core kernels, except the scatter at M <= 2, where the dp4a kernel is
+     * faster (session 11, 5120x17408: M=1 38.5 / 40.3 vs 44.2 / 46.9 us at k = 2 / 4; at k = 3 its
+     * M=1 takes 61 us against 42) */
+    if (path == TCQ_PATH_FAST && M <= kFastMaxM) {
+        const bool dp4a = ctx->fast_dp4a || (w->axis == 0 && M <= 2 && w->p.k != 3);
+        return !dp4a && tcq_cuda_im_supports(ctx, w, M) ? KERN_INT8 : KERN_FAST;
+    }
     if (ctx->kernel_pin == 1 && M <= tc_max_m(ctx, w)) return KERN_PAIR;   /* TCQ_CUDA_KERNEL=tc */
     if (ctx->ws_pin == 1 && M > 8 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
     if (w->axis == 0 && M == 8 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
@@ -224,8 +230,18 @@ Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath pa
 const char *tcq_cuda_linear_kernel(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path)
 {
     if (!ctx || !w) return NULL;
-    static const char *const names[] = {"fast", "int", "pair", "wgmma", "wgmma-ss", "bf16-gemm"};
+    static const char *const names[] = {"fast", "int8", "int", "pair", "wgmma", "wgmma-ss", "bf16-gemm"};
     return names[pick(ctx, w, M, path)];
+}
+
+int64_t tcq_cuda_fast_block(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M)
+{
+    if (!ctx || !w) return 0;
+    switch (pick(ctx, w, M, TCQ_PATH_FAST)) {
+    case KERN_FAST: return TCQ_FAST_QB;
+    case KERN_INT8: return tcq_cuda_im_chunk(ctx, w, M, 1);
+    default: return 0;
+    }
 }
 
 tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M, tcq_kpath path)
@@ -233,7 +249,8 @@ tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float 
     TCQ_TRY(check_call(ctx, w, x, y, M, path));
     switch (pick(ctx, w, M, path)) {
     case KERN_FAST: return tcq_cuda_linear_fast(ctx, w, NULL, x, y, M);
-    case KERN_INT: return tcq_cuda_linear_im(ctx, w, NULL, x, y, M);
+    case KERN_INT8: return tcq_cuda_linear_im(ctx, w, NULL, x, y, M, 1);
+    case KERN_INT: return tcq_cuda_linear_im(ctx, w, NULL, x, y, M, 0);
     case KERN_PAIR: return tcq_cuda_linear_tc(ctx, w, NULL, x, y, M);
     case KERN_WG: return tcq_cuda_linear_wg(ctx, w, x, y, M);
     case KERN_WS: return tcq_cuda_linear_ws(ctx, w, x, y, M);
@@ -255,7 +272,8 @@ tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, co
     /* the fast, integer and pair-table kernels take both matrices in one fused launch */
     switch (same ? pick(ctx, gate, M, path) : KERN_GEMM) {
     case KERN_FAST: return tcq_cuda_linear_fast(ctx, gate, up, x, y, M);
-    case KERN_INT: return tcq_cuda_linear_im(ctx, gate, up, x, y, M);
+    case KERN_INT8: return tcq_cuda_linear_im(ctx, gate, up, x, y, M, 1);
+    case KERN_INT: return tcq_cuda_linear_im(ctx, gate, up, x, y, M, 0);
     case KERN_PAIR: return tcq_cuda_linear_tc(ctx, gate, up, x, y, M);
     default: break;
     }
@@ -328,11 +346,12 @@ tcq_status tcq_cuda_time_linear(tcq_cuda_ctx *ctx, const tcq_trellis *const *w, 
 }
 
 tcq_status tcq_cuda_time_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *const *gate, const tcq_trellis *const *up,
-                                int n_w, const float *x, float *y, int64_t M, int reps, int trials, double *us)
+                                int n_w, const float *x, float *y, int64_t M, tcq_kpath path, int reps, int trials,
+                                double *us)
 {
     if (!ctx || !gate || !up || n_w < 1 || !us) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda time swiglu: bad arguments");
     return time_graph(ctx, reps, trials,
-                      [&](int i) { return tcq_cuda_linear_swiglu(ctx, gate[i % n_w], up[i % n_w], x, y, M, TCQ_PATH_AUTO); }, us);
+                      [&](int i) { return tcq_cuda_linear_swiglu(ctx, gate[i % n_w], up[i % n_w], x, y, M, path); }, us);
 }
 
 namespace {

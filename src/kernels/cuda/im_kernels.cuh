@@ -16,16 +16,17 @@ constexpr int kRedRows = 32;    /* reduce: coded rows of one warp item (two m16 
 constexpr int kRedChunk = 512;  /* reduce: positions of one item (whole T-blocks, T = 128 or 256), default */
 constexpr int kScOut = 128;     /* scatter: outputs of one warp item (8 lane groups x 16) */
 constexpr int kScChunk = 128;   /* scatter: inputs (coded rows) of one item: 16 k-steps, default */
-constexpr int kMaxM = 8;        /* 3 limbs x 8 rows = 24 columns = 3 n-tiles */
+constexpr int kMaxM = 8;        /* 3 limbs x 8 rows = 24 columns = 3 n-tiles (int8: 8 columns, 1 n-tile) */
 
 struct IOut {
     const uint4 *xf;     /* [n_kt/2][NT][32]: B fragments of two k-steps (uint2 each) */
     const double *xs;    /* [n_ch][M]: sum of the integers x' over the chunk */
-    const float *xe;     /* [n_ch][M]: 2^-e of the chunk (x = x' 2^-e) */
+    const float *xe;     /* [n_ch][M]: the chunk's step: 2^-e (exact, x = x' 2^-e) or amax/127 (int8) */
     float *y;            /* [M, out] */
     float *part;         /* [nmat][S][M][out] per-chunk partials (S > 1 or two matrices) */
     int *work;           /* [2]: item queue, warps gone; the last warp out zeroes both */
     int M, S, n_items, ntiles, nmat;
+    int limbs;           /* B columns per activation row: 3 (exact: x' < 2^22 in signed bytes) or 1 (int8) */
     int chunk;           /* reduced positions of one item (= the x prep's chunk, <= 1024) */
     float inv_ntiles, inv_per_s;   /* 1/ntiles, 1/(ntiles nmat) */
     int pdl;             /* launched as a programmatic dependent of the x prep (wait after the first
@@ -98,11 +99,13 @@ using tcq_tc::Dec;
 using tcq_tc::load_span;
 using tcq_tc::span_bits;
 
-/* The chunk partial of one output from its 3 limb columns (exact in double): 2^-e (sum_l 256^l
+/* The chunk partial of one output from its limb columns (exact in double): step (sum_l 256^l
  * acc_l - 510 sum x'), y = bytesum - 510 folded in once per chunk. */
 __device__ __forceinline__ float im_partial(const int *cols, const IOut &o, int s, int m)
 {
-    const double v = (double)cols[0] + 256.0 * (double)cols[1] + 65536.0 * (double)cols[2] - 510.0 * o.xs[s * o.M + m];
+    double v = (double)cols[0];
+    if (o.limbs == 3) v += 256.0 * (double)cols[1] + 65536.0 * (double)cols[2];
+    v -= 510.0 * o.xs[s * o.M + m];
     return (float)(v * (double)o.xe[s * o.M + m]);
 }
 
@@ -240,8 +243,8 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
                         for (int j = 0; j < W; j++) wc[mt][h][j] = wn[mt][h][j];
             }
         }
-        /* D fragment -> [32 rows][8 NT columns] in this warp's shared slice; column 3m + l is limb
-         * l of activation row m */
+        /* D fragment -> [32 rows][8 NT columns] in this warp's shared slice; column limbs m + l is
+         * limb l of activation row m */
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -256,7 +259,7 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
         float f = 0.0f;
         if (rok) f = __half2float(__ushort_as_half((cur.mat ? g1.scales : g0.scales)[row])) / tcq_tc::kD;
         for (int m = 0; m < o.M && rok; m++) {
-            const float v = im_partial(ep + lane * 8 * NT + 3 * m, o, cur.s, m);
+            const float v = im_partial(ep + lane * 8 * NT + o.limbs * m, o, cur.s, m);
             if (direct) o.y[(int64_t)m * o.out + row] = v * f;
             else o.part[(((int64_t)cur.mat * o.S + cur.s) * o.M + m) * o.out + row] = v;
         }
@@ -390,7 +393,7 @@ __global__ void __launch_bounds__(kThreads, NT == 3 ? 1 : 2) k_im_scatter(Geo g,
             const int lo = lane + 32 * t;
             const int64_t po = (int64_t)tile * kScOut + lo;
             for (int m = 0; m < o.M; m++) {
-                const float v = im_partial(ep + lo * 8 * NT + 3 * m, o, s, m);
+                const float v = im_partial(ep + lo * 8 * NT + o.limbs * m, o, s, m);
                 if (po >= g.C) continue;
                 if (o.S == 1) o.y[(int64_t)m * o.out + po] = v / tcq_tc::kD;
                 else o.part[((int64_t)s * o.M + m) * o.out + po] = v;

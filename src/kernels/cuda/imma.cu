@@ -55,11 +55,15 @@ __device__ __forceinline__ int im_exponent(float mx)
 }
 
 /* Block c (ch threads, one position each): chunk [c ch, (c+1) ch) of the reduced dimension for
- * every activation row: the exponent, sum x', and the B fragments of the chunk's k-steps.
+ * every activation row: the step, sum x', and the B fragments of the chunk's k-steps.  limbs = 3:
+ * x' = rint(x 2^e) < 2^22 (exact path); limbs = 1: the int8 path, x' = nearbyint(x 127 / amax)
+ * in [-127, 127] with step amax / 127 (the CPU fast path's arithmetic, over the chunk instead of
+ * TCQ_FAST_QB positions: a k-step here holds positions of four spans of a T-block, so only a
+ * whole chunk can share one step).
  * Position of (k-step kt, lane quad slot q, pi): axis 1 (sp = T/4): block kt/(sp/2), span q,
  * 2 (kt % (sp/2)) + pi; axis 0: 8 kt + 2q + pi.  One read of x, three barriers. */
 __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, int M, int64_t in,
-                                                 const uint16_t *__restrict__ cs, int axis, int T, int NT,
+                                                 const uint16_t *__restrict__ cs, int axis, int T, int NT, int limbs,
                                                  uint4 *__restrict__ xf, double *__restrict__ xs, float *__restrict__ xe)
 {
     pdl_launch_dependents();   /* the main kernel may start its weight loads now */
@@ -88,7 +92,8 @@ __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, 
         if (m >= M) break;
         float mx = 0.0f;
         for (int k = 0; k < nwarp; k++) mx = fmaxf(mx, rf[m][k]);
-        const int xi = __float2int_rn(v[m] * ldexpf(1.0f, im_exponent(mx)));
+        const int xi = limbs == 3 ? __float2int_rn(v[m] * ldexpf(1.0f, im_exponent(mx)))
+                       : mx > 0.0f ? __float2int_rn(v[m] * __fdiv_rn(127.0f, mx)) : 0;
         xq[m][tid] = xi;
         long long sum = xi;
         for (int d = 16; d; d >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, d);
@@ -101,14 +106,14 @@ __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, 
         int bad = 0;
         for (int k = 0; k < nwarp; k++) mx = fmaxf(mx, rf[tid][k]), t += rl[tid][k], bad |= rbad[tid][k];
         xs[(int64_t)c * M + tid] = bad ? (double)NAN : (double)t;   /* a NaN/inf input poisons its outputs */
-        xe[(int64_t)c * M + tid] = ldexpf(1.0f, -im_exponent(mx));
+        xe[(int64_t)c * M + tid] = limbs == 3 ? ldexpf(1.0f, -im_exponent(mx)) : __fdiv_rn(mx, 127.0f);
     }
     const int sp = T / 4, ks = sp / 2;
     const int n_ent = (ch / 16) * NT * 32;
     for (int id = tid; id < n_ent; id += ch) {
         const int64_t kp = p0 / 16 + id / (NT * 32);
         const int nt = id / 32 % NT, lane = id & 31, g = lane >> 2, q = lane & 3;
-        const int col = 8 * nt + g, m = col / 3, l = col % 3;
+        const int col = 8 * nt + g, m = col / limbs, l = col % limbs;
         uint32_t r[4];
 #pragma unroll
         for (int jh = 0; jh < 2; jh++) {
@@ -175,25 +180,34 @@ int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
     return 1;
 }
 
+/* Items' length along the reduced dimension (the s32 sums stay exact up to 1024 inputs:
+ * 1024 * 4 * 255 * 128 < 2^31); the int8 path's activation block.  Axis 0: 128 at small M, 256
+ * beyond, where fewer partials (S x M x out floats) outweigh the longer tail: exact M <= 3 (M=8:
+ * 96 vs 114 us; M=1: 55 vs 48 us), int8 M <= 4 (M=8: 59-70 vs 66-72 us; M=4: 51-58 vs 49-60;
+ * bench/NOTES.md).  TCQ_CUDA_CHUNK pins it for tuning. */
+int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int int8)
+{
+    if (ctx->chunk_pin) return ctx->chunk_pin;
+    if (w->axis) return kRedChunk;
+    return M <= (int8 ? 4 : 3) ? kScChunk : 2 * kScChunk;
+}
+
 /* up != NULL: fused SwiGLU, w the gate (both axis 1, same geometry: checked by the caller). */
 tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
-                              int64_t M)
+                              int64_t M, int int8)
 {
     const int64_t in = tcq_trellis_in(w), out = tcq_trellis_out(w);
-    const int NT = (int)((3 * M + 7) / 8);
+    const int limbs = int8 ? 1 : 3;
+    const int NT = (int)((limbs * M + 7) / 8);
     const Geo g = tcq_tc::geo_of(w);
     IOut o;
     o.M = (int)M;
     o.out = out;
     o.y = y;
     o.nmat = up ? 2 : 1;
-    /* Items' length along the reduced dimension (the s32 sums stay exact up to 1024 inputs:
-     * 1024 * 4 * 255 * 128 < 2^31).  Axis 0: 128 up to M = 3, 256 beyond, where fewer partials
-     * outweigh the longer tail (M=8: 96 vs 114 us; M=1: 55 vs 48 us; bench/NOTES.md).
-     * TCQ_CUDA_CHUNK pins it for tuning. */
-    int ch = w->axis ? kRedChunk : M <= 3 ? kScChunk : 2 * kScChunk;
-    if (ctx->chunk_pin) ch = ctx->chunk_pin;
+    int ch = tcq_cuda_im_chunk(ctx, w, M, int8);
     o.chunk = ch;
+    o.limbs = limbs;
     const int64_t n_ch = (in + ch - 1) / ch;
     o.S = (int)n_ch;
     o.n_kt = 2 * ((in + 15) / 16);
@@ -215,7 +229,7 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     o.pdl = ctx->pdl;
     o.inv_ntiles = 1.0f / (float)o.ntiles;
     o.inv_per_s = 1.0f / (float)(o.ntiles * o.nmat);
-    k_im_xprep<<<(int)n_ch, ch, 0, ctx->stream>>>(x, (int)M, in, w->axis ? NULL : w->scales, w->axis, w->p.T, NT,
+    k_im_xprep<<<(int)n_ch, ch, 0, ctx->stream>>>(x, (int)M, in, w->axis ? NULL : w->scales, w->axis, w->p.T, NT, limbs,
                                                   (uint4 *)o.xf, (double *)o.xs, (float *)o.xe);
     CU_LAUNCHED("cuda linear (int): activation prep");
     Geo gu = g;
