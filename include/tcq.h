@@ -976,7 +976,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     activation row (largest |x 2^e| in [2^14, 2^15)); f32 accumulation; y = acc * 2^-e *
  *     scale / 147.800537109375.  Relative error against float64 ~1e-4 (x's f16 rounding, finer
  *     than the bf16 contract below).
- *   8 <= M <= 256, axis 0, T = 256, k = 2..4, in (coded rows) a multiple of 64, on sm_90:
+ *   3 <= M <= 256, axis 0, T = 256, k = 2..4, in (coded rows) a multiple of 64, on sm_90:
  *     wgmma-ss kernel.  Producer warps decode 64-k stages of the weights (y exact in f16) into
  *     shared memory; consumer warpgroups multiply them with wgmma against x, also from shared
  *     memory: x times its per-input scale (one f32 product) in f16 after a power-of-two scale
@@ -986,22 +986,22 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *   larger M otherwise: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch (the
  *     whole matrix, in its coded layout: axis 0 as W^T), then a cuBLAS bf16 GEMM with f32
  *     accumulation (x rounded to bf16).  tcq_cuda_linear_kernel says which one runs.
- *   TCQ_PATH_FAST, M <= 8, where the integer kernels run, except axis 0 at M <= 2 and k != 3
- *     ("int8"): the exact path's integer tensor-core kernel with one signed-byte column per
+ *   TCQ_PATH_FAST, M <= 8 (axis 1: M <= 16), where the integer kernels run, except axis 0 at
+ *     M <= 2 and k != 3 ("int8"): the exact path's integer tensor-core kernel with one signed-byte column per
  *     activation row instead of three: the activation (axis 0: times its scale, one f32
  *     product) quantized per item-length block along the reduced dimension
  *     (tcq_cuda_fast_block: 512 on axis 1, 128 or 256 by M on axis 0) with the
  *     CPU fast path's arithmetic (d = amax/127, q = nearbyintf(a * (127/amax))); exact integer
  *     block sums, each turned into d (isum - 510 sum q) in double, rounded to f32 and added in
  *     block order; the tcq.h bound of the CPU fast path (TCQ_FAST_QB above) with these blocks.
- *     M = 1..8 cost the same: all rows fit one n8 tile.
+ *     M = 1..8 cost about the same: all rows fit one n8 tile (M = 9..16 two).
  *   TCQ_PATH_FAST, M <= 8, elsewhere ("fast"): the CPU's fast-path contract (TCQ_FAST_QB above): the activation
  *     quantized per 64 positions exactly as the CPU does, the decode folded into dp4a (the four
  *     bytes of s*34038481 + 76625530 against q replicated four times), exact integer block sums
  *     (the CPU's to the bit), blocks combined in f32 in a different fixed order; within the
  *     bound above of float64, and within 2 (nblk + 4) 2^-24 sum_i |v_i| (|a_i| + d_i) of the
  *     CPU's int8 fast path (its scalar reference; the AVX-512 axis-1 tile regime, M >= 5, uses
- *     int16 activations instead).  FAST with M > 8 runs the exact kernels; AUTO the exact ones. */
+ *     int16 activations instead).  FAST with M > 8 (axis 1: > 16) runs the exact kernels; AUTO the exact ones. */
 
 /* 1 if this build has CUDA and a device is present. */
 int tcq_cuda_available(void);

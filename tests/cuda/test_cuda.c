@@ -543,7 +543,8 @@ static void fast_print(const char *what, const fast_stats *st)
             what, st->n, st->worst_rel, st->worst_exact, st->worst_cpu, 100.0 * (double)st->same / (double)(st->total ? st->total : 1));
 }
 
-static void fast_suite(int big)
+/* int8: the context runs the int8 kernels (not TCQ_CUDA_FAST=dp4a), which take M <= 16 on axis 1 */
+static void fast_suite(int big, int int8)
 {
     /* every k, L in {8, 12, 16}, T, axis, M = 1..8; remainder shapes (axis 1: odd row counts;
      * axis 0: input rows not a multiple of 64, fewer output columns than a 128-column item) */
@@ -558,6 +559,10 @@ static void fast_suite(int big)
                     const int64_t in = axis ? T * (1 + (int64_t)(test_rand(&rng) % 5)) : 45 + (int64_t)(test_rand(&rng) % 300);
                     check_fast(L, k, T, axis, 0, out, in, 1 + (k + 3 * li + ti + axis) % 8);
                 }
+    for (int M = 9; M <= 16 && int8; M += 7) {   /* int8 on axis 1 to M = 16: two n-tiles, two x prep block rows */
+        check_fast(12, 2 + M % 3, 256, 1, 0, 300, 1024 + 512 * (M & 1), M);
+        check_swiglu_fast(12, 2 + M % 3, 256, 100, 512, M);
+    }
     for (int M = 1; M <= 8; M++) {   /* every M on both axes at the artifact geometry */
         const int k = 1 + M % 4;
         check_fast(12, k, 256, 1, 0, 300, 2048 + 256 * (M & 1), M);   /* > 32 blocks a row: lanes loop */
@@ -768,6 +773,7 @@ int main(void)
         check_fast(12, 3, 256, 0, 1, 512, 200, 6);
         check_fast(8, 1, 64, 0, 0, 64, 70, 8);
         check_swiglu_fast(12, 2, 256, 64, 256, 2);
+        check_fast(12, 3, 256, 1, 0, 40, 768, 12);   /* int8, two n-tiles */
         {   /* the dp4a kernels (int8 took the cases above where it runs) */
             const char *env[] = {"TCQ_CUDA_FAST", "dp4a", NULL};
             tcq_cuda_ctx *main_ctx = ctx, *c7 = ctx_with(env);
@@ -831,19 +837,20 @@ int main(void)
         n += 2;
     }
     fprintf(stderr, "linear: %d cases, worst relative error %.3g\n", n, worst);
-    fast_suite(!big || strcmp(big, "0") != 0);
+    fast_suite(!big || strcmp(big, "0") != 0, 1);
     {   /* again with the dp4a kernels wherever they run (the int8 ones took most cases above) */
         const char *env[] = {"TCQ_CUDA_FAST", "dp4a", NULL};
         tcq_cuda_ctx *main_ctx = ctx, *c7 = ctx_with(env);
         if (c7) {
             ctx = c7;
-            fast_suite(0);
+            fast_suite(0, 0);
             ctx = main_ctx;
             tcq_cuda_ctx_free(c7);
         }
     }
-    /* FAST above the fast kernels' M: the exact kernels (tcq.h) */
-    check_linear_path(12, 2, 256, 1, 0, 100, 512, 13, TCQ_PATH_FAST);
+    /* FAST above the fast kernels' M (8; int8 on axis 1: 16): the exact kernels (tcq.h) */
+    check_linear_path(12, 2, 256, 1, 0, 100, 512, 17, TCQ_PATH_FAST);
+    check_linear_path(12, 3, 256, 0, 0, 512, 300, 9, TCQ_PATH_FAST);
 
     for (int k = 1; k <= 4; k++) check_decode_bf16(12, k, 256, k & 1, 0, k & 1 ? 200 : 512, k & 1 ? 512 : 200);
     check_decode_bf16(12, 3, 256, 0, 1, 1024, 100);

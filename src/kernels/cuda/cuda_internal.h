@@ -69,7 +69,7 @@ tcq_status tcq_cuda_check_weight(const tcq_trellis *w);
 tcq_status tcq_cuda_finish_chunks(tcq_cuda_ctx *ctx, const float *part, int S, int64_t n, float *y);
 /* The integer tensor-core kernels (imma.cu): whether they take (w, M), and the call (up: fused
  * SwiGLU with w the gate). */
-int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M);
+int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int int8);
 /* int8 = 0: the exact path (x' in three byte limbs); 1: the int8 path (TCQ_PATH_FAST, one limb). */
 tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
                               int64_t M, int int8);

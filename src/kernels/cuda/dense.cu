@@ -204,9 +204,10 @@ namespace {
 enum Kern { KERN_FAST, KERN_INT8, KERN_INT, KERN_PAIR, KERN_WG, KERN_WS, KERN_GEMM };
 
 /* The dispatcher's one decision, shared by the call and tcq_cuda_linear_kernel.  Measured
- * crossovers (bench/NOTES.md, session 10): on sm_90 the wgmma kernels beat the pair-table ones
- * from M = 9 (axis 1: 58-64 vs 71-103 us at M = 9..16) and the scatter's integer kernel at M = 8
- * (69-71 vs 88-101 us), so the pair tables run only where wgmma does not. */
+ * crossovers (bench/NOTES.md, sessions 10 and 11): on sm_90 the wgmma kernels beat the pair-table
+ * ones from M = 9 (axis 1: 58-64 vs 71-103 us at M = 9..16) and the scatter's integer kernel from
+ * M = 3 (68.5-70.6 vs 72-82 us at M = 3, 69-71 vs 88-101 at M = 8), so the pair tables run only
+ * where wgmma does not. */
 Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path)
 {
     /* FAST: the int8 tensor-core kernels, except the scatter at M <= 2, where the dp4a kernel is
@@ -214,12 +215,14 @@ Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath pa
      * M=1 takes 61 us against 42) */
     if (path == TCQ_PATH_FAST && M <= kFastMaxM) {
         const bool dp4a = ctx->fast_dp4a || (w->axis == 0 && M <= 2 && w->p.k != 3);
-        return !dp4a && tcq_cuda_im_supports(ctx, w, M) ? KERN_INT8 : KERN_FAST;
+        return !dp4a && tcq_cuda_im_supports(ctx, w, M, 1) ? KERN_INT8 : KERN_FAST;
     }
+    /* int8 to M = 16 on axis 1 (two n-tiles), where wgmma (exact) would take 57-64 us */
+    if (path == TCQ_PATH_FAST && !ctx->fast_dp4a && tcq_cuda_im_supports(ctx, w, M, 1)) return KERN_INT8;
     if (ctx->kernel_pin == 1 && M <= tc_max_m(ctx, w)) return KERN_PAIR;   /* TCQ_CUDA_KERNEL=tc */
-    if (ctx->ws_pin == 1 && M > 8 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
-    if (w->axis == 0 && M == 8 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
-    if (tcq_cuda_im_supports(ctx, w, M)) return KERN_INT;
+    if (ctx->ws_pin == 1 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
+    if (w->axis == 0 && M >= 3 && M <= 8 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
+    if (tcq_cuda_im_supports(ctx, w, M, 0)) return KERN_INT;
     if (tcq_cuda_wg_supports(ctx, w, M)) return KERN_WG;
     if (tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
     if (M <= tc_max_m(ctx, w)) return KERN_PAIR;

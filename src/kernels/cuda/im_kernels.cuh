@@ -16,7 +16,8 @@ constexpr int kRedRows = 32;    /* reduce: coded rows of one warp item (two m16 
 constexpr int kRedChunk = 512;  /* reduce: positions of one item (whole T-blocks, T = 128 or 256), default */
 constexpr int kScOut = 128;     /* scatter: outputs of one warp item (8 lane groups x 16) */
 constexpr int kScChunk = 128;   /* scatter: inputs (coded rows) of one item: 16 k-steps, default */
-constexpr int kMaxM = 8;        /* 3 limbs x 8 rows = 24 columns = 3 n-tiles (int8: 8 columns, 1 n-tile) */
+constexpr int kMaxM = 8;        /* exact: 3 limbs x 8 rows = 24 columns = 3 n-tiles */
+constexpr int kMaxM8 = 16;      /* int8 (axis 1): one column a row, 2 n-tiles */
 
 struct IOut {
     const uint4 *xf;     /* [n_kt/2][NT][32]: B fragments of two k-steps (uint2 each) */

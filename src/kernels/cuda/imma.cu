@@ -54,66 +54,59 @@ __device__ __forceinline__ int im_exponent(float mx)
     return max(-126, min(126, 22 - ex));
 }
 
-/* Block c (ch threads, one position each): chunk [c ch, (c+1) ch) of the reduced dimension for
- * every activation row: the step, sum x', and the B fragments of the chunk's k-steps.  limbs = 3:
- * x' = rint(x 2^e) < 2^22 (exact path); limbs = 1: the int8 path, x' = nearbyint(x 127 / amax)
- * in [-127, 127] with step amax / 127 (the CPU fast path's arithmetic, over the chunk instead of
- * TCQ_FAST_QB positions: a k-step here holds positions of four spans of a T-block, so only a
- * whole chunk can share one step).
+/* Block (c, m) (ch threads, one position each): chunk [c ch, (c+1) ch) of the reduced dimension
+ * for activation row m: the step, sum x', and row m's columns of the B fragments of the chunk's
+ * k-steps (an entry's four words hold one column: lane g's).  limbs = 3: x' = rint(x 2^e) < 2^22
+ * (exact path); limbs = 1: the int8 path, x' = nearbyint(x 127 / amax) in [-127, 127] with step
+ * amax / 127 (the CPU fast path's arithmetic, over the chunk instead of TCQ_FAST_QB positions: a
+ * k-step here holds positions of four spans of a T-block, so only a whole chunk can share one
+ * step).  One block a row, not all rows a block: the rows' reductions then run side by side
+ * instead of one after another in one block per chunk (10 blocks for a 5120-input reduce).
  * Position of (k-step kt, lane quad slot q, pi): axis 1 (sp = T/4): block kt/(sp/2), span q,
- * 2 (kt % (sp/2)) + pi; axis 0: 8 kt + 2q + pi.  One read of x, three barriers. */
+ * 2 (kt % (sp/2)) + pi; axis 0: 8 kt + 2q + pi.  One read of x, two barriers.  The last row's
+ * block also zeroes the columns past limbs M. */
 __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, int M, int64_t in,
                                                  const uint16_t *__restrict__ cs, int axis, int T, int NT, int limbs,
                                                  uint4 *__restrict__ xf, double *__restrict__ xs, float *__restrict__ xe)
 {
     pdl_launch_dependents();   /* the main kernel may start its weight loads now */
-    const int c = blockIdx.x, ch = blockDim.x, tid = threadIdx.x, wid = tid >> 5, nwarp = ch >> 5;
+    const int c = blockIdx.x, m = blockIdx.y, ch = blockDim.x, tid = threadIdx.x, wid = tid >> 5, nwarp = ch >> 5;
     const int64_t p0 = (int64_t)c * ch;
-    __shared__ int xq[kMaxM][1024];
-    __shared__ float rf[kMaxM][32];
-    __shared__ int rbad[kMaxM][32];
-    __shared__ long long rl[kMaxM][32];
-    float v[kMaxM];
-#pragma unroll
-    for (int m = 0; m < kMaxM; m++) {
-        if (m >= M) break;
-        v[m] = im_xval(x, in, cs, m, p0 + tid);
-        float mx = fabsf(v[m]);
-        int bad = !isfinite(v[m]);
-        for (int d = 16; d; d >>= 1) {
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
-            bad |= __shfl_xor_sync(0xffffffffu, bad, d);
-        }
-        if ((tid & 31) == 0) rf[m][wid] = mx, rbad[m][wid] = bad;
+    __shared__ int xq[1024];
+    __shared__ float rf[32];
+    __shared__ int rbad[32];
+    __shared__ long long rl[32];
+    const float v = im_xval(x, in, cs, m, p0 + tid);
+    float mx = fabsf(v);
+    int bad = !isfinite(v);
+    for (int d = 16; d; d >>= 1) {
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+        bad |= __shfl_xor_sync(0xffffffffu, bad, d);
     }
+    if ((tid & 31) == 0) rf[wid] = mx, rbad[wid] = bad;
     __syncthreads();
-#pragma unroll
-    for (int m = 0; m < kMaxM; m++) {
-        if (m >= M) break;
-        float mx = 0.0f;
-        for (int k = 0; k < nwarp; k++) mx = fmaxf(mx, rf[m][k]);
-        const int xi = limbs == 3 ? __float2int_rn(v[m] * ldexpf(1.0f, im_exponent(mx)))
-                       : mx > 0.0f ? __float2int_rn(v[m] * __fdiv_rn(127.0f, mx)) : 0;
-        xq[m][tid] = xi;
-        long long sum = xi;
-        for (int d = 16; d; d >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, d);
-        if ((tid & 31) == 0) rl[m][wid] = sum;
-    }
+    mx = 0.0f;
+    for (int k = 0; k < nwarp; k++) mx = fmaxf(mx, rf[k]);
+    const int xi = limbs == 3 ? __float2int_rn(v * ldexpf(1.0f, im_exponent(mx)))
+                   : mx > 0.0f ? __float2int_rn(v * __fdiv_rn(127.0f, mx)) : 0;
+    xq[tid] = xi;
+    long long sum = xi;
+    for (int d = 16; d; d >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, d);
+    if ((tid & 31) == 0) rl[wid] = sum;
     __syncthreads();
-    if (tid < M) {
-        float mx = 0.0f;
+    if (tid == 0) {
         long long t = 0;
-        int bad = 0;
-        for (int k = 0; k < nwarp; k++) mx = fmaxf(mx, rf[tid][k]), t += rl[tid][k], bad |= rbad[tid][k];
-        xs[(int64_t)c * M + tid] = bad ? (double)NAN : (double)t;   /* a NaN/inf input poisons its outputs */
-        xe[(int64_t)c * M + tid] = limbs == 3 ? ldexpf(1.0f, -im_exponent(mx)) : __fdiv_rn(mx, 127.0f);
+        bad = 0;
+        for (int k = 0; k < nwarp; k++) t += rl[k], bad |= rbad[k];
+        xs[(int64_t)c * M + m] = bad ? (double)NAN : (double)t;   /* a NaN/inf input poisons its outputs */
+        xe[(int64_t)c * M + m] = limbs == 3 ? ldexpf(1.0f, -im_exponent(mx)) : __fdiv_rn(mx, 127.0f);
     }
     const int sp = T / 4, ks = sp / 2;
-    const int n_ent = (ch / 16) * NT * 32;
+    const int col0 = limbs * m, ncol = (m == M - 1 ? 8 * NT : limbs * (m + 1)) - col0;
+    const int n_ent = (ch / 16) * ncol * 4;
     for (int id = tid; id < n_ent; id += ch) {
-        const int64_t kp = p0 / 16 + id / (NT * 32);
-        const int nt = id / 32 % NT, lane = id & 31, g = lane >> 2, q = lane & 3;
-        const int col = 8 * nt + g, m = col / limbs, l = col % limbs;
+        const int64_t kp = p0 / 16 + id / (ncol * 4);
+        const int col = col0 + id / 4 % ncol, q = id & 3, nt = col >> 3, lane = 4 * (col & 7) + q, l = col - col0;
         uint32_t r[4];
 #pragma unroll
         for (int jh = 0; jh < 2; jh++) {
@@ -121,7 +114,7 @@ __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, 
 #pragma unroll
             for (int pi = 0; pi < 2; pi++) {
                 const int64_t p = axis ? (kt / ks) * T + q * sp + 2 * (kt % ks) + pi : 8 * kt + 2 * q + pi;
-                r[2 * jh + pi] = m < M ? limb4(xq[m][p - p0], l) : 0u;   /* p - p0 < ch: xq is 0 past in */
+                r[2 * jh + pi] = l < limbs ? limb4(xq[p - p0], l) : 0u;   /* p - p0 < ch: xq is 0 past in */
             }
         }
         xf[(kp * NT + nt) * 32 + lane] = make_uint4(r[0], r[1], r[2], r[3]);
@@ -170,10 +163,10 @@ __global__ void __launch_bounds__(32 * kFinWarps) k_im_finish(const float *__res
 
 }  // namespace
 
-/* 1 if the integer kernels take this call (else the pair-table kernels of linear.cu do). */
-int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M)
+/* 1 if the integer kernels take this call on the exact (int8 = 0) or int8 path. */
+int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int int8)
 {
-    if (ctx->kernel_pin == 1 || M > kMaxM) return 0;
+    if (ctx->kernel_pin == 1 || M > (int8 && w->axis == 1 ? kMaxM8 : kMaxM)) return 0;
     /* 32-bit byte offsets inside the tensor and item indices below 2^24 (div_small) */
     if (w->rows * tcq_trellis_row_words(w) >= ((int64_t)1 << 29) || w->rows * w->cols / 4096 >= ((int64_t)1 << 23)) return 0;
     if (w->axis == 1) return !w->interleaved && (w->p.T == 128 || w->p.T == 256);
@@ -229,7 +222,7 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     o.pdl = ctx->pdl;
     o.inv_ntiles = 1.0f / (float)o.ntiles;
     o.inv_per_s = 1.0f / (float)(o.ntiles * o.nmat);
-    k_im_xprep<<<(int)n_ch, ch, 0, ctx->stream>>>(x, (int)M, in, w->axis ? NULL : w->scales, w->axis, w->p.T, NT, limbs,
+    k_im_xprep<<<dim3((unsigned)n_ch, (unsigned)M), ch, 0, ctx->stream>>>(x, (int)M, in, w->axis ? NULL : w->scales, w->axis, w->p.T, NT, limbs,
                                                   (uint4 *)o.xf, (double *)o.xs, (float *)o.xe);
     CU_LAUNCHED("cuda linear (int): activation prep");
     Geo gu = g;
