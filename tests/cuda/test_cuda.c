@@ -570,6 +570,7 @@ static void fast_suite(int big, int int8)
         check_fast(12, 3, 256, 0, 1, 1024, 77 + 50 * M, M);           /* two-block interleave */
     }
     check_fast(12, 2, 256, 0, 0, 256, 64 * 300 + 5, 2);   /* many activation blocks: S > 1 partials */
+    check_fast(12, 4, 256, 1, 0, 50, 9216, 5);            /* axis 1, 18 chunk sums */
     check_fast(12, 2, 64, 0, 0, 64, 1000, 8);             /* one column block, half an item */
     check_fast_nonfinite(0);
     check_fast_nonfinite(1);
@@ -824,7 +825,8 @@ int main(void)
     worst = fmax(worst, check_linear(12, 3, 256, 0, 1, 1536, 77, 6));
     worst = fmax(worst, check_linear(12, 3, 256, 0, 1, 512, 100, 40));
     worst = fmax(worst, check_linear(12, 2, 256, 1, 0, 100, 512, 100));
-    n += 4;
+    worst = fmax(worst, check_linear(12, 3, 256, 1, 0, 70, 9216, 3));   /* 18 chunk sums: the 8-warp finish */
+    n += 5;
     const char *big = getenv("TCQ_CUDA_TEST_BIG");
     if (!big || strcmp(big, "0") != 0) {
         for (int k = 2; k <= 4; k++) {

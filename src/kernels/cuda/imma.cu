@@ -142,6 +142,19 @@ __device__ __forceinline__ float fin_sum(const float *__restrict__ part, int S, 
     return t;
 }
 
+/* y[i] from output i's chunk sums a (and up's u): the row factor, then silu(a) u */
+__device__ __forceinline__ float fin_out(float a, float u, int64_t i, int64_t out, const uint16_t *__restrict__ sg,
+                                         const uint16_t *__restrict__ su)
+{
+    const int64_t r = i % out;
+    a *= sg ? __half2float(__ushort_as_half(sg[r])) / tcq_tc::kD : 1.0f / tcq_tc::kD;
+    if (su) {
+        u *= __half2float(__ushort_as_half(su[r])) / tcq_tc::kD;
+        a = __fdiv_rn(a, __fadd_rn(1.0f, expf(-a))) * u;
+    }
+    return a;
+}
+
 __global__ void __launch_bounds__(32 * kFinWarps) k_im_finish(const float *__restrict__ part, int S, int M, int64_t out,
                                                               const uint16_t *__restrict__ sg,
                                                               const uint16_t *__restrict__ su, float *__restrict__ y)
@@ -152,13 +165,37 @@ __global__ void __launch_bounds__(32 * kFinWarps) k_im_finish(const float *__res
     float a = fin_sum(part, S, n, i, red);
     float u = su ? fin_sum(part + (int64_t)S * n, S, n, i, red) : 0.0f;
     if (threadIdx.x >= 32 || i >= n) return;
-    const int64_t r = i % out;
-    a *= sg ? __half2float(__ushort_as_half(sg[r])) / tcq_tc::kD : 1.0f / tcq_tc::kD;
-    if (su) {
-        u *= __half2float(__ushort_as_half(su[r])) / tcq_tc::kD;
-        a = __fdiv_rn(a, __fadd_rn(1.0f, expf(-a))) * u;
-    }
-    y[i] = a;
+    y[i] = fin_out(a, u, i, out, sg, su);
+}
+
+/* S <= kFinRowS and M >= 2 (the reduce of up to 8192 inputs): one thread an output, its S loads
+ * in flight at once, added in chunk order.  The 8-warp blocks above are for the scatter's long S;
+ * on the reduce's S = 10 they ran ~4 waves of tiny latency-bound blocks at M = 8 (ncu: 9.6 us for
+ * 5.6 MB).  At M = 1 (68 blocks for 17408 outputs) this kernel measured 0.5-0.9 us slower than
+ * those, so M = 1 keeps them (bench/NOTES.md, session 11). */
+constexpr int kFinRowS = 16;
+__device__ __forceinline__ float fin_row(const float *__restrict__ part, int S, int64_t n, int64_t i)
+{
+    float v[kFinRowS];
+#pragma unroll
+    for (int s = 0; s < kFinRowS; s++) v[s] = s < S ? __ldg(&part[(int64_t)s * n + i]) : 0.0f;
+    float a = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kFinRowS; s++)
+        if (s < S) a += v[s];
+    return a;
+}
+
+__global__ void __launch_bounds__(256) k_im_finish_row(const float *__restrict__ part, int S, int M, int64_t out,
+                                                       const uint16_t *__restrict__ sg, const uint16_t *__restrict__ su,
+                                                       float *__restrict__ y)
+{
+    pdl_wait();
+    const int64_t n = (int64_t)M * out, i = blockIdx.x * (int64_t)256 + threadIdx.x;
+    if (i >= n) return;
+    const float a = fin_row(part, S, n, i);
+    const float u = su ? fin_row(part + (int64_t)S * n, S, n, i) : 0.0f;
+    y[i] = fin_out(a, u, i, out, sg, su);
 }
 
 }  // namespace
@@ -240,7 +277,10 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     if (st != TCQ_OK || !parts) return st;
     /* launched as a dependent: its blocks are in place when the main kernel ends */
     const int64_t n = M * out;
+    const uint16_t *sg = w->axis ? w->scales : NULL, *su = up ? up->scales : NULL;
+    if (o.S <= kFinRowS && M >= 2)
+        return pdl_launch(ctx, ctx->pdl, k_im_finish_row, dim3((unsigned)((n + 255) / 256)), dim3(256), 0,
+                          "cuda linear (int): chunk sums", (const float *)o.part, o.S, (int)M, out, sg, su, y);
     return pdl_launch(ctx, ctx->pdl, k_im_finish, dim3((unsigned)((n + 31) / 32)), dim3(32 * kFinWarps), 0,
-                      "cuda linear (int): chunk sums", (const float *)o.part, o.S, (int)M, out,
-                      (const uint16_t *)(w->axis ? w->scales : NULL), (const uint16_t *)(up ? up->scales : NULL), y);
+                      "cuda linear (int): chunk sums", (const float *)o.part, o.S, (int)M, out, sg, su, y);
 }
