@@ -1,7 +1,8 @@
 /* CUDA backend against the CPU: every kernel vs a float64 reference computed from the decoded
  * weights (tcq_trellis_decode), remainder shapes, poisoned outputs, determinism, and the GPU
- * encoder bit for bit against tcq_encode_rows.  The fast (int8) path against the CPU's fast path
- * (the scalar reference kernels) and against float64 within tcq.h's bound.  Needs a GPU (exit 77
+ * encoder bit for bit against tcq_encode_rows.  The fast path against float64 within tcq.h's
+ * bound over the blocks its kernel uses (tcq_cuda_fast_block), and where those are the CPU's (the
+ * dp4a kernels) also against the CPU's fast path (the scalar reference kernels).  Needs a GPU (exit 77
  * = skipped without one).  TCQ_CUDA_TEST_BIG=0 skips the full Qwen3-14B MLP shapes. */
 #include "test.h"
 
@@ -276,9 +277,10 @@ static void check_swiglu(int L, int k, int T, int64_t out, int64_t in, int64_t M
 /* ---- fast path ---------------------------------------------------------------------------
  * Bounds, per output (m, o), with v_i the weight without the activation-side factor (axis 1:
  * W[o, i]; axis 0: W[o, i] / scale_i = value), a_i the activation (axis 1: x; axis 0: x * scale)
- * and d_i the step of i's activation block (tcq_kq_prepare, the CPU's quantization):
+ * and d_i the step of i's activation block (tcq_kq_prepare, the CPU's quantization; on the int8
+ * kernels the same arithmetic over their own, longer blocks):
  *   vs float64 (tcq.h):  sum |v_i| d_i / 2 (1 + 1e-4) + (nblk + 4) 2^-24 sum |v_i| (|a_i| + d_i)
- *   vs the CPU fast path: 2 (nblk + 4) 2^-24 sum |v_i| (|a_i| + d_i).
+ *   vs the CPU fast path (dp4a kernels only): 2 (nblk + 4) 2^-24 sum |v_i| (|a_i| + d_i).
  * The second because both sides add the same exact integer block sums isum_b times the same d_b,
  * only in a different order (GPU: lanes then a butterfly, or items then their partials; CPU: one
  * chain, or four partitions): each side is within (nblk + 4) roundings of the exact sum of
