@@ -135,6 +135,24 @@ static tcq_cuda_ctx *ctx_with(const char *const *env)
     return c;
 }
 
+/* The cases between ctx_push(env) (1 if that context was made) and ctx_pop() run on a context
+ * made with the knobs env (ctx_with); ctx_pop() frees it and returns to the main one. */
+static tcq_cuda_ctx *ctx_main;
+static int ctx_push(const char *const *env)
+{
+    tcq_cuda_ctx *c = ctx_with(env);
+    if (!c) return 0;
+    ctx_main = ctx;
+    ctx = c;
+    return 1;
+}
+
+static void ctx_pop(void)
+{
+    tcq_cuda_ctx_free(ctx);
+    ctx = ctx_main;
+}
+
 static double rel_err(const float *y, const double *ref, int64_t n, int *nonfinite)
 {
     double num = 0, den = 0;
@@ -761,13 +779,10 @@ int main(void)
         check_linear(12, 3, 256, 0, 0, 512, 128, 20);   /* wgmma-ss on sm_90 */
         {   /* the pair-table kernels (on sm_90 the wgmma ones take M > 8) */
             const char *env[] = {"TCQ_CUDA_KERNEL", "tc", NULL};
-            tcq_cuda_ctx *main_ctx = ctx, *c6 = ctx_with(env);
-            if (c6) {
-                ctx = c6;
+            if (ctx_push(env)) {
                 check_linear(12, 4, 256, 1, 0, 40, 256, 5);
                 check_linear(12, 2, 256, 0, 0, 256, 100, 3);
-                ctx = main_ctx;
-                tcq_cuda_ctx_free(c6);
+                ctx_pop();
             }
         }
         check_decode_bf16(12, 3, 256, 0, 1, 512, 30);
@@ -779,14 +794,11 @@ int main(void)
         check_fast(12, 3, 256, 1, 0, 40, 768, 12);   /* int8, two n-tiles */
         {   /* the dp4a kernels (int8 took the cases above where it runs) */
             const char *env[] = {"TCQ_CUDA_FAST", "dp4a", NULL};
-            tcq_cuda_ctx *main_ctx = ctx, *c7 = ctx_with(env);
-            if (c7) {
-                ctx = c7;
+            if (ctx_push(env)) {
                 check_fast(12, 2, 256, 1, 0, 100, 512, 3);
                 check_fast(12, 3, 256, 0, 1, 512, 200, 6);
                 check_swiglu_fast(12, 2, 256, 64, 256, 2);
-                ctx = main_ctx;
-                tcq_cuda_ctx_free(c7);
+                ctx_pop();
             }
         }
         check_encoder(8, 2, 64, 2, 128, 1);
@@ -844,12 +856,9 @@ int main(void)
     fast_suite(!big || strcmp(big, "0") != 0, 1);
     {   /* again with the dp4a kernels wherever they run (the int8 ones took most cases above) */
         const char *env[] = {"TCQ_CUDA_FAST", "dp4a", NULL};
-        tcq_cuda_ctx *main_ctx = ctx, *c7 = ctx_with(env);
-        if (c7) {
-            ctx = c7;
+        if (ctx_push(env)) {
             fast_suite(0, 0);
-            ctx = main_ctx;
-            tcq_cuda_ctx_free(c7);
+            ctx_pop();
         }
     }
     /* FAST above the fast kernels' M (8; int8 on axis 1: 16): the exact kernels (tcq.h) */
@@ -864,29 +873,23 @@ int main(void)
     check_swiglu(12, 4, 256, 64, 256, 50);
     {   /* M > 32 in parts (TCQ_CUDA_GEMM_CHUNK) with and without the overlapped decode: parts that
          * do not divide the outputs, both axes, the interleave, fused gate/up */
-        tcq_cuda_ctx *main_ctx = ctx;
         for (int ov = 0; ov <= 1; ov++) {
             /* TCQ_CUDA_WG=0: axis 1 on this path too, not on the wgmma kernels */
             const char *env[] = {"TCQ_CUDA_GEMM_CHUNK", "48", "TCQ_CUDA_GEMM_OVERLAP", ov ? "1" : "0", "TCQ_CUDA_WG", "0", NULL};
-            tcq_cuda_ctx *c2 = ctx_with(env);
-            if (!c2) break;
-            ctx = c2;
+            if (!ctx_push(env)) break;
             double e = check_linear(12, 2, 256, 1, 0, 300, 512, 40);
             e = fmax(e, check_linear(12, 3, 256, 0, 0, 512, 200, 33));
             e = fmax(e, check_linear(12, 3, 256, 0, 1, 1024, 100, 64));
             e = fmax(e, check_linear(8, 1, 64, 1, 0, 37, 128, 100));
             check_swiglu(12, 3, 256, 200, 768, 35);
             fprintf(stderr, "large M in parts of 48 outputs (overlap %d): worst relative error %.3g\n", ov, e);
-            ctx = main_ctx;
-            tcq_cuda_ctx_free(c2);
+            ctx_pop();
         }
         /* the wgmma kernels at every M they take, on odd block counts (segments cut tiles
          * anywhere: partial sums) and on the default count */
         for (int gi = 0; gi < 2; gi++) {
             const char *env[] = {"TCQ_CUDA_WG", "1", gi == 0 ? "TCQ_CUDA_WG_GRID" : NULL, "7", NULL};
-            tcq_cuda_ctx *c4 = ctx_with(env);
-            if (!c4) break;
-            ctx = c4;
+            if (!ctx_push(env)) break;
             double e = check_linear(12, 2, 256, 1, 0, 300, 1024, 17);
             e = fmax(e, check_linear(12, 3, 256, 1, 0, 129, 768, 64));
             e = fmax(e, check_linear(12, 4, 256, 1, 0, 200, 2560, 100));
@@ -896,16 +899,13 @@ int main(void)
             e = fmax(e, check_linear(12, 2, 256, 1, 0, 1000, 512, 17));
             check_swiglu(12, 3, 256, 256, 512, 40);
             fprintf(stderr, "wgmma kernels (grid %s): worst relative error %.3g\n", gi ? "default" : "7", e);
-            ctx = main_ctx;
-            tcq_cuda_ctx_free(c4);
+            ctx_pop();
         }
         /* the shared-memory wgmma kernel on both axes, odd and default block counts, M > 128 in
          * 256-row tiles and (vi & 1) in 128-row ones; axis 0 with and without the interleave */
         for (int vi = 0; vi < 4; vi++) {
             const char *env[] = {"TCQ_CUDA_WS", "1", "TCQ_CUDA_WS_MT", vi & 1 ? "1" : "0", vi < 2 ? "TCQ_CUDA_WG_GRID" : NULL, "7", NULL};
-            tcq_cuda_ctx *c5 = ctx_with(env);
-            if (!c5) break;
-            ctx = c5;
+            if (!ctx_push(env)) break;
             double e = check_linear(12, 2, 256, 0, 0, 512, 320, 17);
             e = fmax(e, check_linear(12, 3, 256, 0, 1, 1024, 192, 64));
             e = fmax(e, check_linear(12, 4, 256, 0, 0, 256, 640, 100));
@@ -921,22 +921,18 @@ int main(void)
             check_swiglu(12, 3, 256, 256, 512, 40);
             fprintf(stderr, "wgmma-ss (x tiles of %s rows past M = 128, grid %s): worst relative error %.3g\n", vi & 1 ? "128" : "256",
                     vi < 2 ? "7" : "default", e);
-            ctx = main_ctx;
-            tcq_cuda_ctx_free(c5);
+            ctx_pop();
         }
         /* the pair-table kernels up to their limit (on sm_90 the wgmma kernels take M > 8 from
          * them, so those are off here) */
         const char *env[] = {"TCQ_CUDA_TC_MAX_M", "32", "TCQ_CUDA_WG", "0", "TCQ_CUDA_WS", "0", NULL};
-        tcq_cuda_ctx *c3 = ctx_with(env);
-        if (c3) {
-            ctx = c3;
+        if (ctx_push(env)) {
             double e = check_linear(12, 2, 256, 1, 0, 300, 1024, 24);
             e = fmax(e, check_linear(12, 3, 256, 0, 0, 512, 333, 32));
             e = fmax(e, check_linear(12, 4, 256, 0, 0, 256, 100, 12));
             check_swiglu(12, 2, 256, 200, 512, 20);
             fprintf(stderr, "pair-table kernels at M = 12..32: worst relative error %.3g\n", e);
-            ctx = main_ctx;
-            tcq_cuda_ctx_free(c3);
+            ctx_pop();
         }
     }
 
