@@ -1053,7 +1053,7 @@ tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float 
 const char *tcq_cuda_linear_kernel(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path);
 /* The activation block (positions along the reduced dimension that share one int8 step) of
  * TCQ_PATH_FAST for (w, M): TCQ_FAST_QB on "fast", the item length on "int8", 0 where FAST runs
- * an exact kernel. */
+ * an exact kernel (and for M < 1 or a NULL argument). */
 int64_t tcq_cuda_fast_block(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M);
 /* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T); gate and up axis 1, same shape (FAST,
  * M <= 8: one int8 kernel computes both and combines). */

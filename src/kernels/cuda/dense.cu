@@ -239,7 +239,7 @@ const char *tcq_cuda_linear_kernel(const tcq_cuda_ctx *ctx, const tcq_trellis *w
 
 int64_t tcq_cuda_fast_block(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M)
 {
-    if (!ctx || !w) return 0;
+    if (!ctx || !w || M < 1) return 0;
     switch (pick(ctx, w, M, TCQ_PATH_FAST)) {
     case KERN_FAST: return TCQ_FAST_QB;
     case KERN_INT8: return tcq_cuda_im_chunk(ctx, w, M, 1);
