@@ -149,12 +149,13 @@ int bench_kernels_cuda(int argc, char **argv)
                 free(hx);
                 if (s != TCQ_OK) return cli_fail(s, "cuda-bench: activations");
                 /* op 0: linear, exact path; op 1: fused swiglu, exact; op 2 / 3: the same on the
-                 * fast (int8) path (M <= 8: the int8 kernels) */
+                 * fast (int8) path, where a fast kernel runs (tcq_cuda_fast_block: the dispatcher's
+                 * own answer) */
                 for (int op = 0; op < 4; op++) {
                     const int two = op & 1, fast = op >= 2;
                     if (!two && !((a == 1 && do_reduce) || (a == 0 && do_scatter))) continue;
                     if (two && !(a == 1 && do_swiglu)) continue;
-                    if (fast && (!do_fast || M > (a ? 16 : 8))) continue;   /* the fast kernels' M */
+                    if (fast && (!do_fast || tcq_cuda_fast_block(ctx, wp[0], M) == 0)) continue;
                     double us = 0;
                     const int r = M >= 256 ? 10 : reps;
                     const tcq_kpath path = fast ? TCQ_PATH_FAST : TCQ_PATH_EXACT;

@@ -210,15 +210,15 @@ enum Kern { KERN_FAST, KERN_INT8, KERN_INT, KERN_PAIR, KERN_WG, KERN_WS, KERN_GE
  * where wgmma does not. */
 Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path)
 {
-    /* FAST: the int8 tensor-core kernels, except the scatter at M <= 2, where the dp4a kernel is
-     * faster (session 11, 5120x17408: M=1 38.5 / 40.3 vs 44.2 / 46.9 us at k = 2 / 4; at k = 3 its
-     * M=1 takes 61 us against 42) */
-    if (path == TCQ_PATH_FAST && M <= kFastMaxM) {
+    /* FAST: the int8 tensor-core kernels where they run (M <= 8; axis 1 to 16, where wgmma, exact,
+     * would take 57-64 us), except the scatter at M <= 2, where the dp4a kernel is faster (session
+     * 11, 5120x17408: M=1 38.5 / 40.3 vs 44.2 / 46.9 us at k = 2 / 4; at k = 3 its M=1 takes 61 us
+     * against 42); the dp4a kernels up to their M elsewhere */
+    if (path == TCQ_PATH_FAST) {
         const bool dp4a = ctx->fast_dp4a || (w->axis == 0 && M <= 2 && w->p.k != 3);
-        return !dp4a && tcq_cuda_im_supports(ctx, w, M, 1) ? KERN_INT8 : KERN_FAST;
+        if (!dp4a && tcq_cuda_im_supports(ctx, w, M, 1)) return KERN_INT8;
+        if (M <= kFastMaxM) return KERN_FAST;
     }
-    /* int8 to M = 16 on axis 1 (two n-tiles), where wgmma (exact) would take 57-64 us */
-    if (path == TCQ_PATH_FAST && !ctx->fast_dp4a && tcq_cuda_im_supports(ctx, w, M, 1)) return KERN_INT8;
     if (ctx->kernel_pin == 1 && M <= tc_max_m(ctx, w)) return KERN_PAIR;   /* TCQ_CUDA_KERNEL=tc */
     if (ctx->ws_pin == 1 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
     if (w->axis == 0 && M >= 3 && M <= 8 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
