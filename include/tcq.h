@@ -957,12 +957,12 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  * raised by an earlier asynchronous launch surfaces at the next tcq_cuda_sync().
  *
  * Kernels (docs in bench/NOTES.md, "CUDA (H200)"), in the dispatcher's order:
- *   M <= 8 (axis 1 with T = 128 or 256; axis 0 any T; on sm_90 axis 0 M = 8 runs wgmma-ss,
+ *   M <= 8 (axis 1 with T = 128 or 256; axis 0 any T; on sm_90 axis 0 M = 6..8 runs wgmma-ss,
  *     below): integer tensor-core kernels.  The four
  *     bytes of x = s*34038481 + 76625530 (one IMAD per weight) are the u8 A operand of
  *     mma.m16n8k32 against the activation replicated four times: the tensor core forms
- *     byte sum x activation.  x is an exact integer x' = rint(x 2^e) per 512 (axis 1) or 128
- *     (axis 0) inputs, |x'| < 2^22, split in three signed byte limbs (B columns), so the s32
+ *     byte sum x activation.  x is an exact integer x' = rint(x 2^e) per 512 (axis 1) or
+ *     128..1024 (axis 0, by the shape and SM count) inputs, |x'| < 2^22, split in three signed byte limbs (B columns), so the s32
  *     sums are exact; each chunk's sum is finished in double and kept in f32, chunks added in
  *     order.  Relative error against float64 ~5e-7 (x's quantization, 2^-23 of its chunk max).
  *   where no wgmma kernel below runs, M <= 16 on axis 1 (M <= 8 on axis 0): pair-table kernel.  Pairs of states are
@@ -976,7 +976,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     activation row (largest |x 2^e| in [2^14, 2^15)); f32 accumulation; y = acc * 2^-e *
  *     scale / 147.800537109375.  Relative error against float64 ~1e-4 (x's f16 rounding, finer
  *     than the bf16 contract below).
- *   3 <= M <= 256, axis 0, T = 256, k = 2..4, in (coded rows) a multiple of 64, on sm_90:
+ *   6 <= M <= 256, axis 0, T = 256, k = 2..4, in (coded rows) a multiple of 64, on sm_90:
  *     wgmma-ss kernel.  Producer warps decode 64-k stages of the weights (y exact in f16) into
  *     shared memory; consumer warpgroups multiply them with wgmma against x, also from shared
  *     memory: x times its per-input scale (one f32 product) in f16 after a power-of-two scale
@@ -990,7 +990,8 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     M <= 2 and k != 3 ("int8"): the exact path's integer tensor-core kernel with one signed-byte column per
  *     activation row instead of three: the activation (axis 0: times its scale, one f32
  *     product) quantized per item-length block along the reduced dimension
- *     (tcq_cuda_fast_block: 512 on axis 1, 128 or 256 by M on axis 0) with the
+ *     (tcq_cuda_fast_block: 512 on axis 1; on axis 0 128..1024, chosen from the shape and the
+ *     device's SM count so the work items fill the SMs in whole rounds) with the
  *     CPU fast path's arithmetic (d = amax/127, q = nearbyintf(a * (127/amax))); exact integer
  *     block sums, each turned into d (isum - 510 sum q) in double, rounded to f32 and added in
  *     block order; the tcq.h bound of the CPU fast path (TCQ_FAST_QB above) with these blocks.
@@ -1008,9 +1009,10 @@ int tcq_cuda_available(void);
 
 /* A context: device, stream, cuBLAS handle, scratch (grown on demand, owned by the context).
  * One context per host thread / stream.  Read once here, for tests and benchmarks:
- * TCQ_CUDA_KERNEL=tc (M <= 8 on the pair-table kernels), TCQ_CUDA_FAST=dp4a (TCQ_PATH_FAST on
- * the "fast" dp4a kernels wherever they run, not "int8"), TCQ_CUDA_PDL=0 (no programmatic
- * dependent launches), TCQ_CUDA_CHUNK=256|512|1024 (item length of the integer kernels),
+ * TCQ_CUDA_KERNEL=tc (M <= 8 on the pair-table kernels), TCQ_CUDA_FAST=dp4a|int8 (TCQ_PATH_FAST on
+ * the "fast" dp4a kernels wherever they run, not "int8" / on "int8" wherever it runs),
+ * TCQ_CUDA_PDL=0 (no programmatic dependent launches), TCQ_CUDA_CHUNK=N (item length of the
+ * integer kernels, a multiple of 32 in [64, 1024]; axis 1 takes it only where T divides it),
  * TCQ_CUDA_TC_MAX_M=N (largest M on the pair-table kernels, <= 32), TCQ_CUDA_WG=0|1 (the wgmma
  * kernels off / at every M they take), TCQ_CUDA_WG_GRID=G and TCQ_CUDA_WG_DEPTH=1|2 (their block
  * count and wgmmas in flight), TCQ_CUDA_WS=0|1 (the wgmma-ss kernel off / first wherever it

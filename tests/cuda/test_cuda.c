@@ -600,6 +600,7 @@ static void fast_suite(int big, int int8)
     if (big) {
         check_fast(12, 2, 256, 1, 0, 17408, 5120, 1);
         check_fast(12, 3, 256, 0, 1, 5120, 17408, 2);
+        check_fast(12, 4, 256, 0, 0, 5120, 17408, 8);   /* the scatter's chunk by the SM count */
     }
     fast_print("fast", &fst);
     fast_print("fast int8", &fst8);
@@ -801,6 +802,14 @@ int main(void)
                 ctx_pop();
             }
         }
+        {   /* a pinned item length that is not a power of two, int8 at M = 1 */
+            const char *env[] = {"TCQ_CUDA_CHUNK", "352", "TCQ_CUDA_FAST", "int8", NULL};
+            if (ctx_push(env)) {
+                check_fast(12, 3, 256, 0, 0, 512, 777, 1);
+                check_linear(12, 2, 256, 0, 0, 512, 1000, 2);
+                ctx_pop();
+            }
+        }
         check_encoder(8, 2, 64, 2, 128, 1);
         check_encoder(12, 2, 256, 1, 256, 0);
         check_encoder_ex(12, 4, 256, 7, 512, 1, 1);
@@ -860,6 +869,22 @@ int main(void)
             fast_suite(0, 0);
             ctx_pop();
         }
+    }
+    /* pinned item lengths (TCQ_CUDA_CHUNK) with int8 wherever it runs: 352 (axis 0 only, not a
+     * power of two, the chunk the scatter picks at 5120x17408 on an H200) and 384 (also axis 1 at
+     * T = 128: three blocks an item); the last chunk of every case is a partial one */
+    for (int ci = 0; ci < 2; ci++) {
+        const char *env[] = {"TCQ_CUDA_CHUNK", ci ? "384" : "352", "TCQ_CUDA_FAST", "int8", NULL};
+        if (!ctx_push(env)) break;
+        double e = check_linear(12, 2, 256, 0, 0, 512, 1000, 1);
+        e = fmax(e, check_linear(12, 3, 256, 0, 1, 1024, 900, 2));   /* two-block interleave */
+        e = fmax(e, check_linear(12, 4, 128, 1, 0, 100, 1152 + 128 * ci, 2));
+        check_fast(12, 2, 256, 0, 0, 768, 1000, 8);
+        check_fast(12, 3, 256, 0, 0, 512, 777, 1);
+        check_fast(12, 4, 128, 1, 0, 100, 1152 + 128 * ci, 5);
+        check_swiglu_fast(12, 2, 128, 64, 1152, 3);
+        fprintf(stderr, "pinned chunk %s: worst relative error %.3g\n", env[1], e);
+        ctx_pop();
     }
     /* FAST above the fast kernels' M (8; int8 on axis 1: 16): the exact kernels (tcq.h) */
     check_linear_path(12, 2, 256, 1, 0, 100, 512, 17, TCQ_PATH_FAST);

@@ -56,11 +56,11 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     const char *pin = getenv("TCQ_CUDA_KERNEL");
     c->kernel_pin = pin && !strcmp(pin, "tc");
     const char *fk = getenv("TCQ_CUDA_FAST");
-    c->fast_dp4a = fk && !strcmp(fk, "dp4a");
+    c->fast_dp4a = fk && !strcmp(fk, "dp4a") ? 1 : fk && !strcmp(fk, "int8") ? -1 : 0;
     const char *pdl = getenv("TCQ_CUDA_PDL");
     c->pdl = !(pdl && !strcmp(pdl, "0"));
     c->chunk_pin = env_int("TCQ_CUDA_CHUNK", 0);
-    if (c->chunk_pin != 256 && c->chunk_pin != 512 && c->chunk_pin != 1024) c->chunk_pin = 0;
+    if (c->chunk_pin < 64 || c->chunk_pin > 1024 || c->chunk_pin % 32) c->chunk_pin = 0;   /* tcq_cuda_im_chunk */
     c->gemm_chunk = env_int("TCQ_CUDA_GEMM_CHUNK", 0);
     c->gemm_overlap = env_int("TCQ_CUDA_GEMM_OVERLAP", 0) != 0;
     c->decode_tr = env_int("TCQ_CUDA_DECODE_TR", 0) == 1;

@@ -204,24 +204,25 @@ namespace {
 enum Kern { KERN_FAST, KERN_INT8, KERN_INT, KERN_PAIR, KERN_WG, KERN_WS, KERN_GEMM };
 
 /* The dispatcher's one decision, shared by the call and tcq_cuda_linear_kernel.  Measured
- * crossovers (bench/NOTES.md, sessions 10 and 11): on sm_90 the wgmma kernels beat the pair-table
- * ones from M = 9 (axis 1: 58-64 vs 71-103 us at M = 9..16) and the scatter's integer kernel from
- * M = 3 (68.5-70.6 vs 72-82 us at M = 3, 69-71 vs 88-101 at M = 8), so the pair tables run only
- * where wgmma does not. */
+ * crossovers (bench/NOTES.md, sessions 10 to 12): on sm_90 the wgmma kernels beat the pair-table
+ * ones from M = 9 (axis 1: 58-64 vs 71-103 us at M = 9..16), so the pair tables run only where
+ * wgmma does not.  The scatter (5120x17408, since its items fill the SMs in one round): the
+ * integer kernel up to M = 5 (M = 3..4: 48-58 vs wgmma-ss 68-70 us), wgmma-ss from M = 6, where
+ * the integer kernel's three n-tiles halve its occupancy (66-78 vs 69-71 us). */
 Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path)
 {
     /* FAST: the int8 tensor-core kernels where they run (M <= 8; axis 1 to 16, where wgmma, exact,
      * would take 57-64 us), except the scatter at M <= 2, where the dp4a kernel is faster (session
-     * 11, 5120x17408: M=1 38.5 / 40.3 vs 44.2 / 46.9 us at k = 2 / 4; at k = 3 its M=1 takes 61 us
-     * against 42); the dp4a kernels up to their M elsewhere */
+     * 12, 5120x17408: M=1 38.6 / 40.3 vs 41.0 / 42.7 us at k = 2 / 4; at k = 3 its M=1 takes 61 us
+     * against 37); the dp4a kernels up to their M elsewhere */
     if (path == TCQ_PATH_FAST) {
-        const bool dp4a = ctx->fast_dp4a || (w->axis == 0 && M <= 2 && w->p.k != 3);
+        const bool dp4a = ctx->fast_dp4a > 0 || (!ctx->fast_dp4a && w->axis == 0 && M <= 2 && w->p.k != 3);
         if (!dp4a && tcq_cuda_im_supports(ctx, w, M, 1)) return KERN_INT8;
         if (M <= kFastMaxM) return KERN_FAST;
     }
     if (ctx->kernel_pin == 1 && M <= tc_max_m(ctx, w)) return KERN_PAIR;   /* TCQ_CUDA_KERNEL=tc */
     if (ctx->ws_pin == 1 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
-    if (w->axis == 0 && M >= 3 && M <= 8 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
+    if (w->axis == 0 && M >= 6 && M <= 8 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
     if (tcq_cuda_im_supports(ctx, w, M, 0)) return KERN_INT;
     if (tcq_cuda_wg_supports(ctx, w, M)) return KERN_WG;
     if (tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;

@@ -11,7 +11,8 @@
  * AND (the state), the IMAD, a quarter of an IMMA per n-tile: ~3.3 instructions, no shared memory
  * in the inner loop.
  *
- * Exactness: x is quantized per chunk (512 inputs on axis 1, 128 on axis 0) and activation row to an integer
+ * Exactness: x is quantized per chunk (512 inputs on axis 1, 128..1024 on axis 0: tcq_cuda_im_chunk) and
+ * activation row to an integer
  * x' = rint(x 2^e) with |x'| < 2^22, and split into three signed byte limbs (columns 3m..3m+2 of
  * B), so s32 accumulation is exact inside a chunk (chunk * 4 * 255 * 128 < 2^31); the chunk sum
  * sum_l 256^l acc_l - 510 sum x' is formed in double, scaled by 2^-e and kept as an f32 partial.
@@ -211,15 +212,31 @@ int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
 }
 
 /* Items' length along the reduced dimension (the s32 sums stay exact up to 1024 inputs:
- * 1024 * 4 * 255 * 128 < 2^31); the int8 path's activation block.  Axis 0: 128 at small M, 256
- * beyond, where fewer partials (S x M x out floats) outweigh the longer tail: exact M <= 3 (M=8:
- * 96 vs 114 us; M=1: 55 vs 48 us), int8 M <= 4 (M=8: 59-70 vs 66-72 us; M=4: 51-58 vs 49-60;
- * bench/NOTES.md).  TCQ_CUDA_CHUNK pins it for tuning. */
+ * 1024 * 4 * 255 * 128 < 2^31); the int8 path's activation block.  Axis 1: 512 (whole T-blocks).
+ * Axis 0: the item queue's tail decides.  A warp item is 128 outputs x ch inputs; with n items on
+ * W resident warps the call lasts about ceil(n / W) items of ch inputs, so ch is the multiple of
+ * 32 in [128, 1024] with the least ceil(n / W) ch (the larger on a tie: fewer partials, S x M x out
+ * floats).  5120x17408 on an H200 (W = 132 SMs x 2 blocks x 8 warps = 2112): 352, 50 chunks x 40
+ * tiles = 2000 items, one round; 128 made 5440 items (2.6 rounds, the last a partial one) and 256
+ * 2720 (1.3).  W: the scatter kernel's occupancy, 2 blocks of 8 warps an SM (1 at NT = 3, the
+ * exact path's M = 6..8).  Depends on the SM count, so the int8
+ * block of a shape is the device's (tcq_cuda_fast_block says which).  TCQ_CUDA_CHUNK pins it for
+ * tuning (axis 1: only a multiple of T). */
 int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int int8)
 {
+    if (w->axis) return ctx->chunk_pin && ctx->chunk_pin % w->p.T == 0 ? ctx->chunk_pin : kRedChunk;
     if (ctx->chunk_pin) return ctx->chunk_pin;
-    if (w->axis) return kRedChunk;
-    return M <= (int8 ? 4 : 3) ? kScChunk : 2 * kScChunk;
+    const int64_t in = tcq_trellis_in(w), ntiles = (tcq_trellis_out(w) + kScOut - 1) / kScOut;
+    const int NT = (int)(((int8 ? 1 : 3) * M + 7) / 8);   /* k_im_scatter: 2 blocks an SM, 1 at NT = 3 */
+    const int64_t warps = (int64_t)ctx->n_sm * (NT == 3 ? 1 : 2) * (kThreads / 32);
+    int best = kScChunk;
+    int64_t best_cost = INT64_MAX;
+    for (int ch = kScChunk; ch <= 1024; ch += 32) {
+        const int64_t items = ntiles * ((in + ch - 1) / ch);
+        const int64_t cost = (items + warps - 1) / warps * ch;
+        if (cost <= best_cost) best = ch, best_cost = cost;
+    }
+    return best;
 }
 
 /* up != NULL: fused SwiGLU, w the gate (both axis 1, same geometry: checked by the caller). */

@@ -450,8 +450,8 @@ int tcq_cuda_ws_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
     if (w->axis == 1 ? w->interleaved : w->rows % kSK != 0) return 0;   /* axis 0: whole 64-k stages */
     if (M < 1 || M > (1 << 16)) return 0;
     if (ctx->ws_pin == 1) return 1;
-    /* built-in: the scatter from M = 3 to 256: faster than the integer kernel from M = 3 (68.5-70.6
-     * vs 72-82 us at M = 3, 1.3-1.4x at M = 8; its own time hardly depends on M below 64), 1.7x
+    /* built-in: the scatter from M = 3 to 256 (the dispatcher prefers the integer kernel at M =
+     * 3..5 where that runs: dense.cu, pick(); its own time hardly depends on M below 64), 1.7x
      * faster than decode + cuBLAS at M = 9..64, 1.3x at 128, equal at 160-192, 1.1x at 256,
      * slower at 512 (bench/NOTES.md, sessions 10 and 11) */
     return w->axis == 0 && M >= 3 && M <= 256;
