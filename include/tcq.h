@@ -961,8 +961,8 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     below): integer tensor-core kernels.  The four
  *     bytes of x = s*34038481 + 76625530 (one IMAD per weight) are the u8 A operand of
  *     mma.m16n8k32 against the activation replicated four times: the tensor core forms
- *     byte sum x activation.  x is an exact integer x' = rint(x 2^e) per 512 (axis 1) or
- *     128..1024 (axis 0, by the shape and SM count) inputs, |x'| < 2^22, split in three signed byte limbs (B columns), so the s32
+ *     byte sum x activation.  x is an exact integer x' = rint(x 2^e) per 512 or 768 (axis 1)
+ *     or 128..1024 (axis 0) inputs (by the shape and SM count), |x'| < 2^22, split in three signed byte limbs (B columns), so the s32
  *     sums are exact; each chunk's sum is finished in double and kept in f32, chunks added in
  *     order.  Relative error against float64 ~5e-7 (x's quantization, 2^-23 of its chunk max).
  *   where no wgmma kernel below runs, M <= 16 on axis 1 (M <= 8 on axis 0): pair-table kernel.  Pairs of states are
@@ -990,8 +990,8 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     M <= 2 and k != 3 ("int8"): the exact path's integer tensor-core kernel with one signed-byte column per
  *     activation row instead of three: the activation (axis 0: times its scale, one f32
  *     product) quantized per item-length block along the reduced dimension
- *     (tcq_cuda_fast_block: 512 on axis 1; on axis 0 128..1024, chosen from the shape and the
- *     device's SM count so the work items fill the SMs in whole rounds) with the
+ *     (tcq_cuda_fast_block: 512 or 768 on axis 1, 128..1024 on axis 0, chosen from the shape,
+ *     M and the device's SM count so the work items fill the SMs in whole rounds) with the
  *     CPU fast path's arithmetic (d = amax/127, q = nearbyintf(a * (127/amax))); exact integer
  *     block sums, each turned into d (isum - 510 sum q) in double, rounded to f32 and added in
  *     block order; the tcq.h bound of the CPU fast path (TCQ_FAST_QB above) with these blocks.

@@ -601,6 +601,7 @@ static void fast_suite(int big, int int8)
         check_fast(12, 2, 256, 1, 0, 17408, 5120, 1);
         check_fast(12, 3, 256, 0, 1, 5120, 17408, 2);
         check_fast(12, 4, 256, 0, 0, 5120, 17408, 8);   /* the scatter's chunk by the SM count */
+        check_fast(12, 3, 256, 1, 0, 17408, 5120, 4);   /* axis 1 on 768-position chunks */
     }
     fast_print("fast", &fst);
     fast_print("fast int8", &fst8);

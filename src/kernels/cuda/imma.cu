@@ -11,13 +11,13 @@
  * AND (the state), the IMAD, a quarter of an IMMA per n-tile: ~3.3 instructions, no shared memory
  * in the inner loop.
  *
- * Exactness: x is quantized per chunk (512 inputs on axis 1, 128..1024 on axis 0: tcq_cuda_im_chunk) and
- * activation row to an integer
- * x' = rint(x 2^e) with |x'| < 2^22, and split into three signed byte limbs (columns 3m..3m+2 of
- * B), so s32 accumulation is exact inside a chunk (chunk * 4 * 255 * 128 < 2^31); the chunk sum
- * sum_l 256^l acc_l - 510 sum x' is formed in double, scaled by 2^-e and kept as an f32 partial.
- * The only rounding besides f32 partial sums is x's own quantization, 2^-23 of the chunk's
- * largest |x| per element: relative error ~1e-7, the exact path's test tolerance is 1e-5.
+ * Exactness: x is quantized per chunk (512 or 768 inputs on axis 1, 128..1024 on axis 0:
+ * tcq_cuda_im_chunk) and activation row to an integer x' = rint(x 2^e) with |x'| < 2^22, and
+ * split into three signed byte limbs (columns 3m..3m+2 of B), so s32 accumulation is exact
+ * inside a chunk (chunk * 4 * 255 * 128 < 2^31); the chunk sum sum_l 256^l acc_l - 510 sum x'
+ * is formed in double, scaled by 2^-e and kept as an f32 partial.  The only rounding besides
+ * f32 partial sums is x's own quantization, 2^-23 of the chunk's largest |x| per element:
+ * relative error ~1e-7, the exact path's test tolerance is 1e-5.
  *
  * Work: fixed (output tile, chunk) items taken from an atomic queue; per-chunk partials summed in
  * chunk order by a second small kernel: deterministic, and no fences in the main loop. */
@@ -212,8 +212,8 @@ int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
 }
 
 /* Items' length along the reduced dimension (the s32 sums stay exact up to 1024 inputs:
- * 1024 * 4 * 255 * 128 < 2^31); the int8 path's activation block.  Axis 1: 512 (whole T-blocks).
- * Axis 0: the item queue's tail decides.  A warp item is 128 outputs x ch inputs; with n items on
+ * 1024 * 4 * 255 * 128 < 2^31); the int8 path's activation block.  Axis 1: 512 or 768 (whole
+ * T-blocks; below).  Axis 0: the item queue's tail decides.  A warp item is 128 outputs x ch inputs; with n items on
  * W resident warps the call lasts about ceil(n / W) items of ch inputs, so ch is the multiple of
  * 32 in [128, 1024] with the least ceil(n / W) ch (the larger on a tie: fewer partials, S x M x out
  * floats).  5120x17408 on an H200 (W = 132 SMs x 2 blocks x 8 warps = 2112): 352, 50 chunks x 40
@@ -224,9 +224,21 @@ int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
  * tuning (axis 1: only a multiple of T). */
 int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int int8)
 {
-    if (w->axis) return ctx->chunk_pin && ctx->chunk_pin % w->p.T == 0 ? ctx->chunk_pin : kRedChunk;
+    const int64_t in = tcq_trellis_in(w);
+    if (w->axis) {
+        if (ctx->chunk_pin && ctx->chunk_pin % w->p.T == 0) return ctx->chunk_pin;
+        /* 512 or 768 by the same round count (2 blocks an SM); on a tie 768 from M = 2, where its
+         * fewer partials and x-prep blocks pay (17408x5120: reduce M=8 45.9 -> 44.6 us, fused
+         * SwiGLU M=8 80.1 -> 77.4, fast M=16 43.6 -> 41.8 at k = 2) and 512 at M = 1 (31.5 vs 32.0) */
+        const int64_t ntiles = (tcq_trellis_out(w) + kRedRows - 1) / kRedRows;
+        const int64_t warps = (int64_t)ctx->n_sm * 2 * (kThreads / 32);
+        auto cost = [&](int ch) { return (ntiles * ((in + ch - 1) / ch) + warps - 1) / warps * ch; };
+        const int alt = 3 * kRedChunk / 2;
+        if (alt % w->p.T == 0 && (cost(alt) < cost(kRedChunk) || (cost(alt) == cost(kRedChunk) && M > 1))) return alt;
+        return kRedChunk;
+    }
     if (ctx->chunk_pin) return ctx->chunk_pin;
-    const int64_t in = tcq_trellis_in(w), ntiles = (tcq_trellis_out(w) + kScOut - 1) / kScOut;
+    const int64_t ntiles = (tcq_trellis_out(w) + kScOut - 1) / kScOut;
     const int NT = (int)(((int8 ? 1 : 3) * M + 7) / 8);   /* k_im_scatter: 2 blocks an SM, 1 at NT = 3 */
     const int64_t warps = (int64_t)ctx->n_sm * (NT == 3 ? 1 : 2) * (kThreads / 32);
     int best = kScChunk;
