@@ -957,14 +957,16 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  * raised by an earlier asynchronous launch surfaces at the next tcq_cuda_sync().
  *
  * Kernels (docs in bench/NOTES.md, "CUDA (H200)"), in the dispatcher's order:
- *   M <= 8 (axis 1 with T = 128 or 256; axis 0 any T; on sm_90 axis 0 M = 6..8 runs wgmma-ss,
- *     below): integer tensor-core kernels.  The four
+ *   M <= 8 (axis 1 with T = 128 or 256; axis 0 any T): integer tensor-core kernels.  The four
  *     bytes of x = s*34038481 + 76625530 (one IMAD per weight) are the u8 A operand of
  *     mma.m16n8k32 against the activation replicated four times: the tensor core forms
  *     byte sum x activation.  x is an exact integer x' = rint(x 2^e) per 512 or 768 (axis 1)
  *     or 128..1024 (axis 0) inputs (by the shape and SM count), |x'| < 2^22, split in three signed byte limbs (B columns), so the s32
  *     sums are exact; each chunk's sum is finished in double and kept in f32, chunks added in
  *     order.  Relative error against float64 ~5e-7 (x's quantization, 2^-23 of its chunk max).
+ *     Axis 0 at M = 6..8 ("int16"): x' < 2^14 in two limbs, so the 16 columns of 8 rows fit two
+ *     n-tiles instead of three; relative error against float64 ~1e-4 (2^-15 of the chunk max per
+ *     element), the wgmma kernels' order (their f16 x).
  *   where no wgmma kernel below runs, M <= 16 on axis 1 (M <= 8 on axis 0): pair-table kernel.  Pairs of states are
  *     looked up in a shared-memory table of (y_t, y_t+1) as two exact f16 integers (y the 1MAD byte sum minus 510), fed to
  *     mma.m16n8k16 against the activations split into f16 hi + lo parts (x' = x*2^e, e per row
@@ -976,7 +978,8 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     activation row (largest |x 2^e| in [2^14, 2^15)); f32 accumulation; y = acc * 2^-e *
  *     scale / 147.800537109375.  Relative error against float64 ~1e-4 (x's f16 rounding, finer
  *     than the bf16 contract below).
- *   6 <= M <= 256, axis 0, T = 256, k = 2..4, in (coded rows) a multiple of 64, on sm_90:
+ *   9 <= M <= 256 (3 where the integer kernel does not run), axis 0, T = 256, k = 2..4, in
+ *     (coded rows) a multiple of 64, on sm_90:
  *     wgmma-ss kernel.  Producer warps decode 64-k stages of the weights (y exact in f16) into
  *     shared memory; consumer warpgroups multiply them with wgmma against x, also from shared
  *     memory: x times its per-input scale (one f32 product) in f16 after a power-of-two scale

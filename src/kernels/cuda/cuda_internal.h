@@ -71,11 +71,12 @@ tcq_status tcq_cuda_finish_chunks(tcq_cuda_ctx *ctx, const float *part, int S, i
 /* The integer tensor-core kernels (imma.cu): whether they take (w, M), and the call (up: fused
  * SwiGLU with w the gate). */
 int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int int8);
-/* int8 = 0: the exact path (x' in three byte limbs); 1: the int8 path (TCQ_PATH_FAST, one limb). */
+/* limbs: B columns an activation row: 3 the exact path (x' < 2^22 in three signed bytes), 2 its
+ * 16-bit variant (x' < 2^14: "int16", the scatter at M = 6..8), 1 the int8 path (TCQ_PATH_FAST). */
 tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
-                              int64_t M, int int8);
+                              int64_t M, int limbs);
 /* The integer kernels' item length along the reduced dimension (= the int8 path's activation block). */
-int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int int8);
+int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int limbs);
 
 /* The wgmma kernels (wgmma.cu): axis 1, T = 256, k = 2..4, sm_90a. */
 tcq_status tcq_cuda_wg_probe(tcq_cuda_ctx *ctx);

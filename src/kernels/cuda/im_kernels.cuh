@@ -27,7 +27,7 @@ struct IOut {
     float *part;         /* [nmat][S][M][out] per-chunk partials (S > 1 or two matrices) */
     int *work;           /* [2]: item queue, warps gone; the last warp out zeroes both */
     int M, S, n_items, ntiles, nmat;
-    int limbs;           /* B columns per activation row: 3 (exact: x' < 2^22 in signed bytes) or 1 (int8) */
+    int limbs;           /* B columns per activation row: 3 (exact: x' < 2^22 in signed bytes), 2 (x' < 2^14), 1 (int8) */
     int chunk;           /* reduced positions of one item (= the x prep's chunk, <= 1024) */
     float inv_ntiles, inv_per_s;   /* 1/ntiles, 1/(ntiles nmat) */
     int pdl;             /* launched as a programmatic dependent of the x prep (wait after the first
@@ -106,6 +106,7 @@ __device__ __forceinline__ float im_partial(const int *cols, const IOut &o, int 
 {
     double v = (double)cols[0];
     if (o.limbs == 3) v += 256.0 * (double)cols[1] + 65536.0 * (double)cols[2];
+    else if (o.limbs == 2) v += 256.0 * (double)cols[1];
     v -= 510.0 * o.xs[s * o.M + m];
     return (float)(v * (double)o.xe[s * o.M + m]);
 }

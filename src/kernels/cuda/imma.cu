@@ -47,18 +47,19 @@ __device__ __forceinline__ uint32_t limb4(int v, int l)
     return (uint32_t)(uint8_t)(int8_t)d * 0x01010101u;
 }
 
-__device__ __forceinline__ int im_exponent(float mx)
+/* e with |x 2^e| < 2^bits for |x| <= mx: bits 22 (three limbs) or 14 (two) */
+__device__ __forceinline__ int im_exponent(float mx, int bits)
 {
     if (!(mx > 0.0f) || !(mx <= 3.4e38f)) return 0;
     int ex;
-    frexpf(mx, &ex);   /* mx in [2^(ex-1), 2^ex): |x 2^e| < 2^22 */
-    return max(-126, min(126, 22 - ex));
+    frexpf(mx, &ex);   /* mx in [2^(ex-1), 2^ex) */
+    return max(-126, min(126, bits - ex));
 }
 
 /* Block (c, m) (ch threads, one position each): chunk [c ch, (c+1) ch) of the reduced dimension
  * for activation row m: the step, sum x', and row m's columns of the B fragments of the chunk's
  * k-steps (an entry's four words hold one column: lane g's).  limbs = 3: x' = rint(x 2^e) < 2^22
- * (exact path); limbs = 1: the int8 path, x' = nearbyint(x 127 / amax) in [-127, 127] with step
+ * (exact path; limbs = 2: < 2^14); limbs = 1: the int8 path, x' = nearbyint(x 127 / amax) in [-127, 127] with step
  * amax / 127 (the CPU fast path's arithmetic, over the chunk instead of TCQ_FAST_QB positions: a
  * k-step here holds positions of four spans of a T-block, so only a whole chunk can share one
  * step).  One block a row, not all rows a block: the rows' reductions then run side by side
@@ -88,7 +89,8 @@ __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, 
     __syncthreads();
     mx = 0.0f;
     for (int k = 0; k < nwarp; k++) mx = fmaxf(mx, rf[k]);
-    const int xi = limbs == 3 ? __float2int_rn(v * ldexpf(1.0f, im_exponent(mx)))
+    const int bits = limbs == 3 ? 22 : 14;
+    const int xi = limbs >= 2 ? __float2int_rn(v * ldexpf(1.0f, im_exponent(mx, bits)))
                    : mx > 0.0f ? __float2int_rn(v * __fdiv_rn(127.0f, mx)) : 0;
     xq[tid] = xi;
     long long sum = xi;
@@ -100,7 +102,7 @@ __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, 
         bad = 0;
         for (int k = 0; k < nwarp; k++) t += rl[k], bad |= rbad[k];
         xs[(int64_t)c * M + m] = bad ? (double)NAN : (double)t;   /* a NaN/inf input poisons its outputs */
-        xe[(int64_t)c * M + m] = limbs == 3 ? ldexpf(1.0f, -im_exponent(mx)) : __fdiv_rn(mx, 127.0f);
+        xe[(int64_t)c * M + m] = limbs >= 2 ? ldexpf(1.0f, -im_exponent(mx, bits)) : __fdiv_rn(mx, 127.0f);
     }
     const int sp = T / 4, ks = sp / 2;
     const int col0 = limbs * m, ncol = (m == M - 1 ? 8 * NT : limbs * (m + 1)) - col0;
@@ -222,7 +224,7 @@ int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
  * exact path's M = 6..8).  Depends on the SM count, so the int8
  * block of a shape is the device's (tcq_cuda_fast_block says which).  TCQ_CUDA_CHUNK pins it for
  * tuning (axis 1: only a multiple of T). */
-int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int int8)
+int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int limbs)
 {
     const int64_t in = tcq_trellis_in(w);
     if (w->axis) {
@@ -239,7 +241,7 @@ int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, 
     }
     if (ctx->chunk_pin) return ctx->chunk_pin;
     const int64_t ntiles = (tcq_trellis_out(w) + kScOut - 1) / kScOut;
-    const int NT = (int)(((int8 ? 1 : 3) * M + 7) / 8);   /* k_im_scatter: 2 blocks an SM, 1 at NT = 3 */
+    const int NT = (int)((limbs * M + 7) / 8);   /* k_im_scatter: 2 blocks an SM, 1 at NT = 3 */
     const int64_t warps = (int64_t)ctx->n_sm * (NT == 3 ? 1 : 2) * (kThreads / 32);
     int best = kScChunk;
     int64_t best_cost = INT64_MAX;
@@ -253,10 +255,9 @@ int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, 
 
 /* up != NULL: fused SwiGLU, w the gate (both axis 1, same geometry: checked by the caller). */
 tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
-                              int64_t M, int int8)
+                              int64_t M, int limbs)
 {
     const int64_t in = tcq_trellis_in(w), out = tcq_trellis_out(w);
-    const int limbs = int8 ? 1 : 3;
     const int NT = (int)((limbs * M + 7) / 8);
     const Geo g = tcq_tc::geo_of(w);
     IOut o;
@@ -264,7 +265,7 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     o.out = out;
     o.y = y;
     o.nmat = up ? 2 : 1;
-    int ch = tcq_cuda_im_chunk(ctx, w, M, int8);
+    int ch = tcq_cuda_im_chunk(ctx, w, M, limbs);
     o.chunk = ch;
     o.limbs = limbs;
     const int64_t n_ch = (in + ch - 1) / ch;
