@@ -201,7 +201,7 @@ static double check_linear_path(int L, int k, int T, int axis, int il, int64_t o
     CHECK_OK(tcq_cuda_copy_to_host(ctx, y, dy, (size_t)(M * out) * 4));
     int nf;
     const double e = rel_err(y, ref, M * out, &nf);
-    /* "int16" (the scatter's exact path at M = 6..8): x' = rint(x 2^e) < 2^14 per chunk, so |x' 2^-e -
+    /* "int16" (the exact path at M = 6..8): x' = rint(x 2^e) < 2^14 per chunk, so |x' 2^-e -
      * x| <= 2^-(e+1) <= chunk max 2^-14 and the relative RMS error is at most 2^-13 / sqrt(12) x
      * (chunk max / RMS of x), ~1.6e-4 for Gaussian chunks of <= 1024 (max / RMS <= 4.5) */
     const double tol = big ? 2e-5 : !strcmp(kern, "int16") ? 3e-4 : 1e-5;
@@ -263,7 +263,8 @@ static void check_swiglu(int L, int k, int T, int64_t out, int64_t in, int64_t M
     CHECK_OK(tcq_trellis_decode(&g.t, Wg));
     CHECK_OK(tcq_trellis_decode(&u.t, Wu));
     for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
-    const int mode = ref_mode(tcq_cuda_linear_kernel(ctx, &g.t, M, TCQ_PATH_AUTO), 1);
+    const char *kern = tcq_cuda_linear_kernel(ctx, &g.t, M, TCQ_PATH_AUTO);
+    const int mode = ref_mode(kern, 1);
     ref_linear(Wg, x, rg, M, out, in, mode, NULL);
     ref_linear(Wu, x, ru, M, out, in, mode, NULL);
     for (int64_t i = 0; i < M * out; i++) rg[i] = rg[i] / (1.0 + exp(-rg[i])) * ru[i];
@@ -279,8 +280,11 @@ static void check_swiglu(int L, int k, int T, int64_t out, int64_t in, int64_t M
     CHECK_OK(tcq_cuda_copy_to_host(ctx, y, dy, (size_t)(M * out) * 4));
     int nf;
     const double e = rel_err(y, rg, M * out, &nf);
-    CHECK(nf == 0 && e <= 3e-5, "swiglu k=%d out=%lld in=%lld M=%lld: rel err %.3g, %d non-finite", k, (long long)out,
-          (long long)in, (long long)M, e, nf);
+    /* "int16": gate's and up's x errors (check_linear_path) both reach silu(g) u, scaled by at most
+     * 1 + |g silu'(g) / silu(g)| < 2.3: 2.3 x 1.6e-4 */
+    const double tol = kern && !strcmp(kern, "int16") ? 6e-4 : 3e-5;
+    CHECK(nf == 0 && e <= tol, "swiglu k=%d out=%lld in=%lld M=%lld (%s): rel err %.3g (tol %g), %d non-finite", k,
+          (long long)out, (long long)in, (long long)M, kern ? kern : "?", e, tol, nf);
     tcq_cuda_free(dgb);
     tcq_cuda_free(dub);
     tcq_cuda_free(dx);

@@ -206,10 +206,10 @@ enum Kern { KERN_FAST, KERN_INT8, KERN_INT, KERN_INT16, KERN_PAIR, KERN_WG, KERN
 /* The dispatcher's one decision, shared by the call and tcq_cuda_linear_kernel.  Measured
  * crossovers (bench/NOTES.md, sessions 10 to 12): on sm_90 the wgmma kernels beat the pair-table
  * ones from M = 9 (axis 1: 58-64 vs 71-103 us at M = 9..16), so the pair tables run only where
- * wgmma does not.  The scatter (5120x17408, since its items fill the SMs in one round): the
- * integer kernel up to M = 5 (M = 3..4: 48-58 vs wgmma-ss 68-70 us); at M = 6..8 its three
- * limbs would need three n-tiles (one block an SM: 66-78 us), so x' goes in two ("int16", the
- * wgmma kernels' precision: 51-63 us against wgmma-ss's 69-71). */
+ * wgmma does not.  The integer kernels' three limbs of x' need a third n-tile from M = 6, so M =
+ * 6..8 put x' in two ("int16", the wgmma kernels' precision): the scatter 51-63 us against
+ * wgmma-ss's 69-71 and three limbs' 66-78, the reduce 38-42 against 44-49.  The scatter (since its
+ * items fill the SMs in one round) takes the integer kernel at M = 3..5 too (48-58 vs 68-70). */
 Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path)
 {
     /* FAST: the int8 tensor-core kernels where they run (M <= 8; axis 1 to 16, where wgmma, exact,
@@ -223,7 +223,7 @@ Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath pa
     }
     if (ctx->kernel_pin == 1 && M <= tc_max_m(ctx, w)) return KERN_PAIR;   /* TCQ_CUDA_KERNEL=tc */
     if (ctx->ws_pin == 1 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
-    if (w->axis == 0 && M >= 6 && tcq_cuda_im_supports(ctx, w, M, 0)) return KERN_INT16;
+    if (M >= 6 && tcq_cuda_im_supports(ctx, w, M, 0)) return KERN_INT16;
     if (w->axis == 0 && M >= 6 && M <= 8 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
     if (tcq_cuda_im_supports(ctx, w, M, 0)) return KERN_INT;
     if (tcq_cuda_wg_supports(ctx, w, M)) return KERN_WG;
@@ -281,6 +281,7 @@ tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, co
     case KERN_FAST: return tcq_cuda_linear_fast(ctx, gate, up, x, y, M);
     case KERN_INT8: return tcq_cuda_linear_im(ctx, gate, up, x, y, M, 1);
     case KERN_INT: return tcq_cuda_linear_im(ctx, gate, up, x, y, M, 3);
+    case KERN_INT16: return tcq_cuda_linear_im(ctx, gate, up, x, y, M, 2);
     case KERN_PAIR: return tcq_cuda_linear_tc(ctx, gate, up, x, y, M);
     default: break;
     }
