@@ -961,10 +961,10 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     bytes of x = s*34038481 + 76625530 (one IMAD per weight) are the u8 A operand of
  *     mma.m16n8k32 against the activation replicated four times: the tensor core forms
  *     byte sum x activation.  x is an exact integer x' = rint(x 2^e) per 512 or 768 (axis 1)
- *     or 128..1024 (axis 0) inputs (by the shape and SM count), |x'| < 2^22, split in three signed byte limbs (B columns), so the s32
- *     sums are exact; each chunk's sum is finished in double and kept in f32, chunks added in
- *     order.  Relative error against float64 ~5e-7 (x's quantization, 2^-23 of its chunk max).
- *     M = 6..8 ("int16"): x' < 2^14 in two limbs, so the 16 columns of 8 rows fit two
+ *     or 128..1024 (axis 0) inputs (by the shape and SM count), |x'| < 2^22, split in three
+ *     signed byte limbs (B columns), so the s32 sums are exact; each chunk's sum is finished in
+ *     double and kept in f32, chunks added in order.  Relative error against float64 ~5e-7
+ *     (x's quantization, 2^-23 of its chunk max).  M = 6..8 ("int16"): x' < 2^14 in two limbs, so the 16 columns of 8 rows fit two
  *     n-tiles instead of three; relative error against float64 ~1e-4 (2^-15 of the chunk max per
  *     element), the wgmma kernels' order (their f16 x).
  *   where no wgmma kernel below runs, M <= 16 on axis 1 (M <= 8 on axis 0): pair-table kernel.  Pairs of states are

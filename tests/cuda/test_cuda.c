@@ -204,7 +204,7 @@ static double check_linear_path(int L, int k, int T, int axis, int il, int64_t o
     /* "int16" (the exact path at M = 6..8): x' = rint(x 2^e) < 2^14 per chunk, so |x' 2^-e -
      * x| <= 2^-(e+1) <= chunk max 2^-14 and the relative RMS error is at most 2^-13 / sqrt(12) x
      * (chunk max / RMS of x), ~1.6e-4 for Gaussian chunks of <= 1024 (max / RMS <= 4.5) */
-    const double tol = big ? 2e-5 : !strcmp(kern, "int16") ? 3e-4 : 1e-5;
+    const double tol = big ? 2e-5 : kern && !strcmp(kern, "int16") ? 3e-4 : 1e-5;
     CHECK(nf == 0 && e <= tol, "linear L=%d k=%d T=%d axis=%d il=%d out=%lld in=%lld M=%lld (%s): rel err %.3g (tol %g), %d unwritten/non-finite",
           L, k, T, axis, il, (long long)out, (long long)in, (long long)M, kern ? kern : "?", e, tol, nf);
     /* determinism: a second call gives the same bits */

@@ -16,7 +16,7 @@ constexpr int kRedRows = 32;    /* reduce: coded rows of one warp item (two m16 
 constexpr int kRedChunk = 512;  /* reduce: positions of one item (whole T-blocks, T = 128 or 256), default */
 constexpr int kScOut = 128;     /* scatter: outputs of one warp item (8 lane groups x 16) */
 constexpr int kScChunk = 128;   /* scatter: inputs (coded rows) of one item: 16 k-steps, default */
-constexpr int kMaxM = 8;        /* exact: 3 limbs x 8 rows = 24 columns = 3 n-tiles */
+constexpr int kMaxM = 8;        /* exact: 2 limbs x 8 rows (M = 6..8; 3 limbs to M = 5) = 16 columns = 2 n-tiles */
 constexpr int kMaxM8 = 16;      /* int8 (axis 1): one column a row, 2 n-tiles */
 
 struct IOut {
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
  * 4q..) and 8kt+2q+1 (16+4q..).  A depth-4 ring of k-steps' words in registers keeps ~4 KB per
  * warp in flight. */
 template <int K, int NT>
-__global__ void __launch_bounds__(kThreads, NT == 3 ? 1 : 2) k_im_scatter(Geo g, Geo unused, IOut o)
+__global__ void __launch_bounds__(kThreads, 2) k_im_scatter(Geo g, Geo unused, IOut o)
 {
     (void)unused;
     constexpr int MT = 8, NL = Dec<K>::NL, NR = Dec<K>::NR, D = 4;
@@ -437,8 +437,7 @@ tcq_status tcq_im::TCQ_IM_CAT(launch_im, TCQ_IM_K)(tcq_cuda_ctx *ctx, int axis, 
 {
     switch (NT) {
     case 1: return im_launch_nt<TCQ_IM_K, 1>(ctx, axis, g, gu, o);
-    case 2: return im_launch_nt<TCQ_IM_K, 2>(ctx, axis, g, gu, o);
-    default: return im_launch_nt<TCQ_IM_K, 3>(ctx, axis, g, gu, o);
+    default: return im_launch_nt<TCQ_IM_K, 2>(ctx, axis, g, gu, o);
     }
 }
 #endif

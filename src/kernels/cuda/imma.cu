@@ -59,10 +59,10 @@ __device__ __forceinline__ int im_exponent(float mx, int bits)
 /* Block (c, m) (ch threads, one position each): chunk [c ch, (c+1) ch) of the reduced dimension
  * for activation row m: the step, sum x', and row m's columns of the B fragments of the chunk's
  * k-steps (an entry's four words hold one column: lane g's).  limbs = 3: x' = rint(x 2^e) < 2^22
- * (exact path; limbs = 2: < 2^14); limbs = 1: the int8 path, x' = nearbyint(x 127 / amax) in [-127, 127] with step
- * amax / 127 (the CPU fast path's arithmetic, over the chunk instead of TCQ_FAST_QB positions: a
- * k-step here holds positions of four spans of a T-block, so only a whole chunk can share one
- * step).  One block a row, not all rows a block: the rows' reductions then run side by side
+ * (exact path; limbs = 2: < 2^14); limbs = 1: the int8 path, x' = nearbyint(x 127 / amax) in
+ * [-127, 127] with step amax / 127 (the CPU fast path's arithmetic, over the chunk instead of
+ * TCQ_FAST_QB positions: a k-step here holds positions of four spans of a T-block, so only a
+ * whole chunk can share one step).  One block a row, not all rows a block: the rows' reductions then run side by side
  * instead of one after another in one block per chunk (10 blocks for a 5120-input reduce).
  * Position of (k-step kt, lane quad slot q, pi): axis 1 (sp = T/4): block kt/(sp/2), span q,
  * 2 (kt % (sp/2)) + pi; axis 0: 8 kt + 2q + pi.  One read of x, two barriers.  The last row's
@@ -215,15 +215,14 @@ int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
 
 /* Items' length along the reduced dimension (the s32 sums stay exact up to 1024 inputs:
  * 1024 * 4 * 255 * 128 < 2^31); the int8 path's activation block.  Axis 1: 512 or 768 (whole
- * T-blocks; below).  Axis 0: the item queue's tail decides.  A warp item is 128 outputs x ch inputs; with n items on
- * W resident warps the call lasts about ceil(n / W) items of ch inputs, so ch is the multiple of
- * 32 in [128, 1024] with the least ceil(n / W) ch (the larger on a tie: fewer partials, S x M x out
- * floats).  5120x17408 on an H200 (W = 132 SMs x 2 blocks x 8 warps = 2112): 352, 50 chunks x 40
- * tiles = 2000 items, one round; 128 made 5440 items (2.6 rounds, the last a partial one) and 256
- * 2720 (1.3).  W: the scatter kernel's occupancy, 2 blocks of 8 warps an SM (1 at NT = 3, the
- * exact path's M = 6..8).  Depends on the SM count, so the int8
- * block of a shape is the device's (tcq_cuda_fast_block says which).  TCQ_CUDA_CHUNK pins it for
- * tuning (axis 1: only a multiple of T). */
+ * T-blocks; below).  Axis 0: the item queue's tail decides.  A warp item is 128 outputs x ch
+ * inputs; with n items on W resident warps (the kernel's occupancy, 2 blocks of 8 warps an SM)
+ * the call lasts about ceil(n / W) items of ch inputs, so ch is the multiple of 32 in [128, 1024]
+ * with the least ceil(n / W) ch (the larger on a tie: fewer partials, S x M x out floats).
+ * 5120x17408 on an H200 (W = 2112): 352, 50 chunks x 40 tiles = 2000 items, one round; 128 made
+ * 5440 items (2.6 rounds, the last a partial one) and 256 2720 (1.3).  It depends on the SM
+ * count, so the int8 block of a shape is the device's (tcq_cuda_fast_block says which).
+ * TCQ_CUDA_CHUNK pins it for tuning (axis 1: only a multiple of T). */
 int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int limbs)
 {
     const int64_t in = tcq_trellis_in(w);
@@ -241,8 +240,8 @@ int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, 
     }
     if (ctx->chunk_pin) return ctx->chunk_pin;
     const int64_t ntiles = (tcq_trellis_out(w) + kScOut - 1) / kScOut;
-    const int NT = (int)((limbs * M + 7) / 8);   /* k_im_scatter: 2 blocks an SM, 1 at NT = 3 */
-    const int64_t warps = (int64_t)ctx->n_sm * (NT == 3 ? 1 : 2) * (kThreads / 32);
+    (void)M, (void)limbs;
+    const int64_t warps = (int64_t)ctx->n_sm * 2 * (kThreads / 32);   /* k_im_scatter: 2 blocks an SM */
     int best = kScChunk;
     int64_t best_cost = INT64_MAX;
     for (int ch = kScChunk; ch <= 1024; ch += 32) {
@@ -259,6 +258,9 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
 {
     const int64_t in = tcq_trellis_in(w), out = tcq_trellis_out(w);
     const int NT = (int)((limbs * M + 7) / 8);
+    if (NT > 2)   /* the dispatcher sends M = 6..8 as two limbs */
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda linear (int): %d limbs x M=%lld need more than two n-tiles", limbs,
+                        (long long)M);
     const Geo g = tcq_tc::geo_of(w);
     IOut o;
     o.M = (int)M;
