@@ -277,13 +277,19 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
  * Item: kScOut outputs (positions of the coded rows) x kScChunk inputs (coded rows).  A rows are
  * outputs: lane (g, q) owns positions [16g, 16g+16) of the tile; m-tile mt's rows g / g+8 are
  * positions 16g+2mt / +1.  k-step kt covers inputs 8kt..8kt+7, lane q the inputs 8kt+2q (k-slots
- * 4q..) and 8kt+2q+1 (16+4q..).  A depth-4 ring of k-steps' words in registers keeps ~4 KB per
+ * 4q..) and 8kt+2q+1 (16+4q..).  A depth-D ring of k-steps' words in registers keeps ~4 KB per
  * warp in flight. */
 template <int K, int NT>
 __global__ void __launch_bounds__(kThreads, 2) k_im_scatter(Geo g, Geo unused, IOut o)
 {
     (void)unused;
-    constexpr int MT = 8, NL = Dec<K>::NL, NR = Dec<K>::NR, D = 4;
+    /* D: k-steps of code words in flight.  NT = 2 (two n-tiles' accumulators) at D = 4 spilled
+     * 20-56 bytes at the 128-register cap; D = 2 spills none.  Kept as measured side by side with
+     * D = 4 everywhere (bench/NOTES.md, session 12): exact M = 3..8 3-4 % faster at k = 2, 9-12 %
+     * at k = 3, 1-2 % at k = 4.  These kernels sit at the register cap, and small code changes
+     * move them by up to 10 % (a build with D = 2 at every k ran k = 4 12 % faster, k = 3 1 %
+     * slower), so re-measure after touching this loop. */
+    constexpr int MT = 8, NL = Dec<K>::NL, NR = Dec<K>::NR, D = NT == 2 && K != 3 ? 2 : 4;
     extern __shared__ __align__(16) int ep_all[];
     pdl_launch_dependents();
     const int lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
@@ -370,7 +376,7 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_scatter(Geo g, Geo unused, I
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
                     const uint4 bb = RING ? bq[sl][nt] : __ldg(o.xf + ((k >> 1) * NT + nt) * 32 + lane);
-                    bf[nt] = (u & 1) ? make_uint2(bb.z, bb.w) : make_uint2(bb.x, bb.y);
+                    bf[nt] = (k & 1) ? make_uint2(bb.z, bb.w) : make_uint2(bb.x, bb.y);
                 }
                 if (RING && (u & 1) && k + 3 < kt1) {
 #pragma unroll
