@@ -11,7 +11,8 @@
 /* Crossovers, measured by `tcq bench kernels` (bench/NOTES.md, "## CPU kernels"). */
 enum {
     SHARED_MAX_M = 4,      /* M in 2..4: one decode shared by every row, in registers */
-    REDUCE_ROWS = 16,      /* axis-1 outputs per work item */
+    REDUCE_ROWS = 16,      /* axis-1 outputs per work item: at least, and the granule (reduce_rows) */
+    REDUCE_ROWS_MAX = 256, /* ... and at most */
     PARTITIONS = 4,        /* axis-0 input-row partitions, summed in order */
     SCATTER_COLS = 4,      /* axis-0 column blocks per work item */
     GEMM_TILE_BYTES = 4 << 20,   /* f32 weight tile decoded per sgemm call (per thread) */
@@ -248,15 +249,28 @@ typedef struct run_ctx {
     kd_fn df;
     int64_t nparts, part_rows, nb;
     int sf_nbc;
+    int64_t rpi;               /* axis 1: outputs per work item (reduce_rows) */
     const tcq_weight *up;      /* swiglu */
     kr_fn rf_up;
     const tcq_trellis *wu;
 } run_ctx;
 
+/* Axis-1 outputs per work item.  At M = 1, long runs of consecutive coded rows per thread: with 2
+ * threads, 16-row items alternating between the threads cost 6-10 % on the reduce and 12-17 % on
+ * the fused SwiGLU against 256-row ones (each item restarts a hardware prefetch stream; bench/NOTES.md,
+ * "Zen 5", session 12), but still about 8 items a thread for the balance.  M >= 2 measured mixed
+ * (-13 .. +7 %), so it keeps 16.  Rows are independent: any split gives the same bits. */
+static int64_t reduce_rows(const tcq_kctx *c, int64_t rows, int64_t M)
+{
+    if (M > 1) return REDUCE_ROWS;
+    const int64_t per = rows / (8 * (int64_t)tcq_pool_size(c->pool)) / REDUCE_ROWS * REDUCE_ROWS;
+    return TCQ_MAX((int64_t)REDUCE_ROWS, TCQ_MIN((int64_t)REDUCE_ROWS_MAX, per));
+}
+
 static void reduce_item(void *arg, int64_t item, int thread)
 {
     const run_ctx *r = arg;
-    const int64_t r0 = item * REDUCE_ROWS, r1 = TCQ_MIN(r->w->rows, r0 + REDUCE_ROWS);
+    const int64_t r0 = item * r->rpi, r1 = TCQ_MIN(r->w->rows, r0 + r->rpi);
     kr_args a = {.w = r->w, .M = r->M, .x = r->x, .qa = &r->c->qa, .r0 = r0, .r1 = r1,
                  .y = r->y, .ldy = r->ldy, .scratch = r->c->scratch[thread]};
     r->rf(&a);
@@ -365,7 +379,8 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
         snprintf(c->last, sizeof c->last, "trellis.reduce.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
                  tab->reduce[kp][rc] ? tab->isa : "scalar", tab->reduce[kp][rc] && tab->tag[kp][rc] ? "." : "",
                  tab->reduce[kp][rc] && tab->tag[kp][rc] ? tab->tag[kp][rc] : "");
-        tcq_pool_run(c->pool, (w->rows + REDUCE_ROWS - 1) / REDUCE_ROWS, reduce_item, &r);
+        r.rpi = reduce_rows(c, w->rows, M);
+        tcq_pool_run(c->pool, (w->rows + r.rpi - 1) / r.rpi, reduce_item, &r);
         return TCQ_OK;
     }
     r.sf = tab->scatter[kp][rg] ? tab->scatter[kp][rg] : tcq_tr_ref.scatter[kp][rg];
@@ -431,20 +446,20 @@ static inline float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * 
 static void swiglu_item(void *arg, int64_t item, int thread)
 {
     const run_ctx *r = arg;
-    const int64_t r0 = item * REDUCE_ROWS, r1 = TCQ_MIN(r->w->rows, r0 + REDUCE_ROWS), M = r->M;
+    const int64_t rpi = r->rpi, r0 = item * rpi, r1 = TCQ_MIN(r->w->rows, r0 + rpi), M = r->M;
     float *g = (float *)((char *)r->c->scratch[thread] +
                          TCQ_MAX(kernel_private_bytes(r->w), kernel_private_bytes(r->wu)));
-    float *u = g + M * REDUCE_ROWS;
+    float *u = g + M * rpi;
     /* y[m * ldy + r] addressing with r absolute: shift the base so row r0 lands at column 0 */
     kr_args a = {.w = r->w, .M = M, .x = r->x, .qa = &r->c->qa, .r0 = r0, .r1 = r1,
-                 .y = g - r0, .ldy = REDUCE_ROWS, .scratch = r->c->scratch[thread]};
+                 .y = g - r0, .ldy = rpi, .scratch = r->c->scratch[thread]};
     r->rf(&a);
     a.w = r->wu;
     a.y = u - r0;
     r->rf_up(&a);
     for (int64_t m = 0; m < M; m++)
         for (int64_t o = r0; o < r1; o++)
-            r->y[m * r->ldy + o] = silu_mul(g[m * REDUCE_ROWS + o - r0], u[m * REDUCE_ROWS + o - r0]);
+            r->y[m * r->ldy + o] = silu_mul(g[m * rpi + o - r0], u[m * rpi + o - r0]);
 }
 
 tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const float *x, float *y, int64_t M,
@@ -474,16 +489,17 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
     const int kp = kpath_of(c);
     const tcq_kregime reg = pick_regime(c, M, 1, 1, kp == KP_EXACT);
     const int rg = reduce_col(tab, kp, reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE, M);
+    const int64_t rpi = reduce_rows(c, out, M);
     TCQ_TRY(ensure_scratch(c, TCQ_MAX(kernel_private_bytes(&gate->tr), kernel_private_bytes(&up->tr)) +
-                                  (size_t)(2 * M * REDUCE_ROWS) * 4));
+                                  (size_t)(2 * M * rpi) * 4));
     if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, gate->in, NULL));
     if (kp == KP_FAST && tab->qt && rg != KRG_M1) TCQ_TRY(tcq_kq_transpose(&c->qa, M));
-    run_ctx r = {.c = c, .w = &gate->tr, .wu = &up->tr, .M = M, .x = x, .y = y, .ldy = out};
+    run_ctx r = {.c = c, .w = &gate->tr, .wu = &up->tr, .M = M, .x = x, .y = y, .ldy = out, .rpi = rpi};
     r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
     r.rf_up = r.rf;
     snprintf(c->last, sizeof c->last, "swiglu.fused.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
              tab->reduce[kp][rg] ? tab->isa : "scalar", tab->reduce[kp][rg] && tab->tag[kp][rg] ? "." : "",
              tab->reduce[kp][rg] && tab->tag[kp][rg] ? tab->tag[kp][rg] : "");
-    tcq_pool_run(c->pool, (out + REDUCE_ROWS - 1) / REDUCE_ROWS, swiglu_item, &r);
+    tcq_pool_run(c->pool, (out + rpi - 1) / rpi, swiglu_item, &r);
     return TCQ_OK;
 }
