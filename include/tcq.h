@@ -1052,8 +1052,8 @@ tcq_status tcq_cuda_trellis_upload(tcq_cuda_ctx *ctx, const tcq_trellis *host, v
 tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x /* [M, in] */,
                            float *y /* [M, out] */, int64_t M, tcq_kpath path);
 /* Which kernel tcq_cuda_linear runs for (w, M, path): "fast" (the int8 dp4a kernels), "int8"
- * (TCQ_PATH_FAST on the integer tensor cores), "int" (integer tensor cores, exact), "pair" (the
- * pair-table kernels), "wgmma", "wgmma-ss" or "bf16-gemm" (decode to bf16 + cuBLAS: the bf16
+ * (TCQ_PATH_FAST on the integer tensor cores), "int" (integer tensor cores, exact), "int16" (the
+ * same at M = 6..8 with x in two limbs: ~1e-4), "pair" (the pair-table kernels), "wgmma", "wgmma-ss" or "bf16-gemm" (decode to bf16 + cuBLAS: the bf16
  * contract).  NULL on a NULL argument.  Static strings. */
 const char *tcq_cuda_linear_kernel(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path);
 /* The activation block (positions along the reduced dimension that share one int8 step) of
