@@ -256,10 +256,11 @@ typedef struct run_ctx {
 } run_ctx;
 
 /* Axis-1 outputs per work item.  At M = 1, long runs of consecutive coded rows per thread: with 2
- * threads, 16-row items alternating between the threads cost 6-10 % on the reduce and 12-17 % on
- * the fused SwiGLU against 256-row ones (each item restarts a hardware prefetch stream; bench/NOTES.md,
- * "Zen 5", session 12), but still about 8 items a thread for the balance.  M >= 2 measured mixed
- * (-13 .. +7 %), so it keeps 16.  Rows are independent: any split gives the same bits. */
+ * threads, 16-row items alternating between the threads cost 4-10 % on the reduce and ~14 % on
+ * the fused SwiGLU against 256-row ones (each item restarts a hardware prefetch stream;
+ * bench/NOTES.md, "Zen 5, session 12"), but still about 8 items a thread for the balance.  M >= 2
+ * measured mixed (-13 .. +7 %), so it keeps 16.  Rows are independent: any split gives the same
+ * bits. */
 static int64_t reduce_rows(const tcq_kctx *c, int64_t rows, int64_t M)
 {
     if (M > 1) return REDUCE_ROWS;
