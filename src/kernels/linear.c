@@ -280,8 +280,11 @@ static void reduce_item(void *arg, int64_t item, int thread)
 static void scatter_item(void *arg, int64_t item, int thread)
 {
     const run_ctx *r = arg;
-    const int64_t ncg = (r->nb + SCATTER_COLS - 1) / SCATTER_COLS;
-    const int64_t p = item / ncg, b0 = (item % ncg) * SCATTER_COLS, T = r->w->p.T, out = r->w->cols;
+    /* partition-minor: the threads' items in flight read different input-row ranges of the same
+     * output columns, not neighbouring columns of the same rows (2-7 % faster at M = 1..4 with 2
+     * threads, bench/NOTES.md "Zen 5, session 12"); each item owns its partials, so the order
+     * does not change the bits */
+    const int64_t p = item % r->nparts, b0 = (item / r->nparts) * SCATTER_COLS, T = r->w->p.T, out = r->w->cols;
     const int64_t nbc = TCQ_MIN(SCATTER_COLS, r->nb - b0);
     const int64_t i0 = p * r->part_rows, i1 = TCQ_MIN(r->w->rows, i0 + r->part_rows);
     float *acc = (float *)((char *)r->c->scratch[thread] + kernel_private_bytes(r->w));
