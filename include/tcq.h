@@ -964,8 +964,8 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     or 128..1024 (axis 0) inputs (by the shape and SM count), |x'| < 2^22, split in three
  *     signed byte limbs (B columns), so the s32 sums are exact; each chunk's sum is finished in
  *     double and kept in f32, chunks added in order.  Relative error against float64 ~5e-7
- *     (x's quantization, 2^-23 of its chunk max).  M = 6..8 ("int16"): x' < 2^14 in two limbs, so the 16 columns of 8 rows fit two
- *     n-tiles instead of three; relative error against float64 ~1e-4 (2^-15 of the chunk max per
+ *     (x's quantization, 2^-23 of its chunk max).  M = 6..8 ("int16"): x' < 2^14 in two
+ *     limbs, so the 16 columns of 8 rows fit two n-tiles instead of three; relative error against float64 ~1e-4 (2^-15 of the chunk max per
  *     element), the wgmma kernels' order (their f16 x).
  *   where no wgmma kernel below runs, M <= 16 on axis 1 (M <= 8 on axis 0): pair-table kernel.  Pairs of states are
  *     looked up in a shared-memory table of (y_t, y_t+1) as two exact f16 integers (y the 1MAD byte sum minus 510), fed to
@@ -1053,8 +1053,9 @@ tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float 
                            float *y /* [M, out] */, int64_t M, tcq_kpath path);
 /* Which kernel tcq_cuda_linear runs for (w, M, path): "fast" (the int8 dp4a kernels), "int8"
  * (TCQ_PATH_FAST on the integer tensor cores), "int" (integer tensor cores, exact), "int16" (the
- * same at M = 6..8 with x in two limbs: ~1e-4), "pair" (the pair-table kernels), "wgmma", "wgmma-ss" or "bf16-gemm" (decode to bf16 + cuBLAS: the bf16
- * contract).  NULL on a NULL argument.  Static strings. */
+ * same at M = 6..8 with x in two limbs: ~1e-4), "pair" (the pair-table kernels), "wgmma",
+ * "wgmma-ss" or "bf16-gemm" (decode to bf16 + cuBLAS: the bf16 contract).  NULL on a NULL
+ * argument.  Static strings. */
 const char *tcq_cuda_linear_kernel(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path);
 /* The activation block (positions along the reduced dimension that share one int8 step) of
  * TCQ_PATH_FAST for (w, M): TCQ_FAST_QB on "fast", the item length on "int8", 0 where FAST runs

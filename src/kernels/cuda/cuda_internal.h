@@ -72,11 +72,11 @@ tcq_status tcq_cuda_finish_chunks(tcq_cuda_ctx *ctx, const float *part, int S, i
  * SwiGLU with w the gate). */
 int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int int8);
 /* limbs: B columns an activation row: 3 the exact path (x' < 2^22 in three signed bytes), 2 its
- * 16-bit variant (x' < 2^14: "int16", the scatter at M = 6..8), 1 the int8 path (TCQ_PATH_FAST). */
+ * 16-bit variant (x' < 2^14: "int16", M = 6..8), 1 the int8 path (TCQ_PATH_FAST). */
 tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
                               int64_t M, int limbs);
 /* The integer kernels' item length along the reduced dimension (= the int8 path's activation block). */
-int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int limbs);
+int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M);
 
 /* The wgmma kernels (wgmma.cu): axis 1, T = 256, k = 2..4, sm_90a. */
 tcq_status tcq_cuda_wg_probe(tcq_cuda_ctx *ctx);

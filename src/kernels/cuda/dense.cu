@@ -224,7 +224,6 @@ Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath pa
     if (ctx->kernel_pin == 1 && M <= tc_max_m(ctx, w)) return KERN_PAIR;   /* TCQ_CUDA_KERNEL=tc */
     if (ctx->ws_pin == 1 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
     if (M >= 6 && tcq_cuda_im_supports(ctx, w, M, 0)) return KERN_INT16;
-    if (w->axis == 0 && M >= 6 && M <= 8 && tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
     if (tcq_cuda_im_supports(ctx, w, M, 0)) return KERN_INT;
     if (tcq_cuda_wg_supports(ctx, w, M)) return KERN_WG;
     if (tcq_cuda_ws_supports(ctx, w, M)) return KERN_WS;
@@ -245,7 +244,7 @@ int64_t tcq_cuda_fast_block(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64
     if (!ctx || !w || M < 1) return 0;
     switch (pick(ctx, w, M, TCQ_PATH_FAST)) {
     case KERN_FAST: return TCQ_FAST_QB;
-    case KERN_INT8: return tcq_cuda_im_chunk(ctx, w, M, 1);
+    case KERN_INT8: return tcq_cuda_im_chunk(ctx, w, M);
     default: return 0;
     }
 }

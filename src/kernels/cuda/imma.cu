@@ -62,8 +62,9 @@ __device__ __forceinline__ int im_exponent(float mx, int bits)
  * (exact path; limbs = 2: < 2^14); limbs = 1: the int8 path, x' = nearbyint(x 127 / amax) in
  * [-127, 127] with step amax / 127 (the CPU fast path's arithmetic, over the chunk instead of
  * TCQ_FAST_QB positions: a k-step here holds positions of four spans of a T-block, so only a
- * whole chunk can share one step).  One block a row, not all rows a block: the rows' reductions then run side by side
- * instead of one after another in one block per chunk (10 blocks for a 5120-input reduce).
+ * whole chunk can share one step).  One block a row, not all rows a block: the rows' reductions
+ * then run side by side instead of one after another in one block per chunk (10 blocks for a
+ * 5120-input reduce).
  * Position of (k-step kt, lane quad slot q, pi): axis 1 (sp = T/4): block kt/(sp/2), span q,
  * 2 (kt % (sp/2)) + pi; axis 0: 8 kt + 2q + pi.  One read of x, two barriers.  The last row's
  * block also zeroes the columns past limbs M. */
@@ -223,32 +224,27 @@ int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
  * 5440 items (2.6 rounds, the last a partial one) and 256 2720 (1.3).  It depends on the SM
  * count, so the int8 block of a shape is the device's (tcq_cuda_fast_block says which).
  * TCQ_CUDA_CHUNK pins it for tuning (axis 1: only a multiple of T). */
-int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int limbs)
+int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M)
 {
     const int64_t in = tcq_trellis_in(w);
+    const int64_t ntiles = (tcq_trellis_out(w) + (w->axis ? kRedRows : kScOut) - 1) / (w->axis ? kRedRows : kScOut);
+    const int64_t warps = (int64_t)ctx->n_sm * 2 * (kThreads / 32);   /* both kernels: 2 blocks an SM */
+    /* inputs a warp works through: ceil(items / warps) items of ch */
+    auto cost = [&](int ch) { return (ntiles * ((in + ch - 1) / ch) + warps - 1) / warps * ch; };
     if (w->axis) {
         if (ctx->chunk_pin && ctx->chunk_pin % w->p.T == 0) return ctx->chunk_pin;
-        /* 512 or 768 by the same round count (2 blocks an SM); on a tie 768 from M = 2, where its
-         * fewer partials and x-prep blocks pay (17408x5120: reduce M=8 45.9 -> 44.6 us, fused
-         * SwiGLU M=8 80.1 -> 77.4, fast M=16 43.6 -> 41.8 at k = 2) and 512 at M = 1 (31.5 vs 32.0) */
-        const int64_t ntiles = (tcq_trellis_out(w) + kRedRows - 1) / kRedRows;
-        const int64_t warps = (int64_t)ctx->n_sm * 2 * (kThreads / 32);
-        auto cost = [&](int ch) { return (ntiles * ((in + ch - 1) / ch) + warps - 1) / warps * ch; };
+        /* 512 or 768 by the same round count; on a tie 768 from M = 2, where its fewer partials
+         * and x-prep blocks pay (17408x5120: reduce M=8 45.9 -> 44.6 us, fused SwiGLU M=8 80.1 ->
+         * 77.4, fast M=16 43.6 -> 41.8 at k = 2) and 512 at M = 1 (31.5 vs 32.0) */
         const int alt = 3 * kRedChunk / 2;
         if (alt % w->p.T == 0 && (cost(alt) < cost(kRedChunk) || (cost(alt) == cost(kRedChunk) && M > 1))) return alt;
         return kRedChunk;
     }
     if (ctx->chunk_pin) return ctx->chunk_pin;
-    const int64_t ntiles = (tcq_trellis_out(w) + kScOut - 1) / kScOut;
-    (void)M, (void)limbs;
-    const int64_t warps = (int64_t)ctx->n_sm * 2 * (kThreads / 32);   /* k_im_scatter: 2 blocks an SM */
     int best = kScChunk;
     int64_t best_cost = INT64_MAX;
-    for (int ch = kScChunk; ch <= 1024; ch += 32) {
-        const int64_t items = ntiles * ((in + ch - 1) / ch);
-        const int64_t cost = (items + warps - 1) / warps * ch;
-        if (cost <= best_cost) best = ch, best_cost = cost;
-    }
+    for (int ch = kScChunk; ch <= 1024; ch += 32)
+        if (cost(ch) <= best_cost) best = ch, best_cost = cost(ch);
     return best;
 }
 
@@ -267,7 +263,7 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     o.out = out;
     o.y = y;
     o.nmat = up ? 2 : 1;
-    int ch = tcq_cuda_im_chunk(ctx, w, M, limbs);
+    int ch = tcq_cuda_im_chunk(ctx, w, M);
     o.chunk = ch;
     o.limbs = limbs;
     const int64_t n_ch = (in + ch - 1) / ch;
