@@ -105,22 +105,28 @@ __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, 
         xs[(int64_t)c * M + m] = bad ? (double)NAN : (double)t;   /* a NaN/inf input poisons its outputs */
         xe[(int64_t)c * M + m] = limbs >= 2 ? ldexpf(1.0f, -im_exponent(mx, bits)) : __fdiv_rn(mx, 127.0f);
     }
-    const int sp = T / 4, ks = sp / 2;
-    const int col0 = limbs * m, ncol = (m == M - 1 ? 8 * NT : limbs * (m + 1)) - col0;
-    const int n_ent = (ch / 16) * ncol * 4;
+    /* 32-bit arithmetic on chunk-local positions, shifts for the power-of-two span sizes: with
+     * int64 division and modulo per position this loop was ~1000 instructions a warp and the
+     * kernel ~5 us on 10 SMs, which the main kernel waits for (bench/NOTES.md, session 13) */
+    const int lsp = __ffs(T) - 3, lks = lsp - 1;   /* log2(T / 4), log2(T / 8) */
+    const int col0 = limbs * m, ncol = (m == M - 1 ? 8 * NT : limbs * (m + 1)) - col0, per = ncol * 4;
+    const int n_ent = (ch / 16) * per;
+    const int64_t kp0 = p0 / 16;
     for (int id = tid; id < n_ent; id += ch) {
-        const int64_t kp = p0 / 16 + id / (ncol * 4);
-        const int col = col0 + id / 4 % ncol, q = id & 3, nt = col >> 3, lane = 4 * (col & 7) + q, l = col - col0;
+        const int kpl = id / per, rem = id - kpl * per;
+        const int col = col0 + (rem >> 2), q = id & 3, nt = col >> 3, lane = 4 * (col & 7) + q, l = col - col0;
         uint32_t r[4];
 #pragma unroll
         for (int jh = 0; jh < 2; jh++) {
-            const int64_t kt = 2 * kp + jh;
+            const int kt = 2 * kpl + jh;   /* the chunk's k-steps: p0 is a multiple of T */
 #pragma unroll
             for (int pi = 0; pi < 2; pi++) {
-                const int64_t p = axis ? (kt / ks) * T + q * sp + 2 * (kt % ks) + pi : 8 * kt + 2 * q + pi;
-                r[2 * jh + pi] = l < limbs ? limb4(xq[p - p0], l) : 0u;   /* p - p0 < ch: xq is 0 past in */
+                const int p = axis ? ((kt >> lks) << (lsp + 2)) + (q << lsp) + 2 * (kt & ((1 << lks) - 1)) + pi
+                                   : 8 * kt + 2 * q + pi;
+                r[2 * jh + pi] = l < limbs ? limb4(xq[p], l) : 0u;   /* p < ch: xq is 0 past in */
             }
         }
+        const int64_t kp = kp0 + kpl;
         xf[(kp * NT + nt) * 32 + lane] = make_uint4(r[0], r[1], r[2], r[3]);
     }
 }
