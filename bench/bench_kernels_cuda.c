@@ -60,12 +60,14 @@ static void free_copies(cw *w, int n)
 int bench_kernels_cuda(int argc, char **argv)
 {
     int ks[4] = {2, 3, 4}, nk = 3, Ms[16] = {1, 2, 4, 8, 16, 32, 512}, nM = 7, json = 0, reps = 50, trials = 7;
+    int64_t big = 17408, small = 5120;
     int do_reduce = 1, do_scatter = 1, do_swiglu = 1, do_dense = 1, do_encode = 1, do_fast = 1;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             printf("usage: tcq cuda-bench [--k 2,3,4] [--M 1,2,4,8,16,32,512] [--ops reduce,scatter,swiglu,dense,encode]\n"
-                   "                      [--path exact,fast] [--reps N] [--trials N] [--json]\n"
+                   "                      [--path exact,fast] [--reps N] [--trials N] [--shape OUTxIN] [--json]\n"
                    "  reduce/scatter run the exact path, and the fast (int8) path for M <= 8 unless --path exact\n"
+                   "  --shape: gate/up's [out, in] (default 17408x5120, Qwen3-14B's MLP); down is [in, out]\n"
                    "  TCQ_BENCH_NCOPY=N: N weight copies (default: enough to exceed 3x the L2; 1: L2-resident)\n");
             return 0;
         } else if (!strcmp(argv[i], "--json")) json = 1;
@@ -83,6 +85,14 @@ int bench_kernels_cuda(int argc, char **argv)
             do_swiglu = strstr(o, "swiglu") != NULL;
             do_dense = strstr(o, "dense") != NULL;
             do_encode = strstr(o, "encode") != NULL;
+        } else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
+            long long o = 0, n = 0;
+            char xc = 0, tail = 0;
+            if (sscanf(argv[++i], "%lld%c%lld%c", &o, &xc, &n, &tail) != 3 || xc != 'x' || o <= 0 || n <= 0 || o % 256 || n % 256) {
+                fprintf(stderr, "tcq cuda-bench: --shape OUTxIN, both positive multiples of 256, got '%s'\n", argv[i]);
+                return 2;
+            }
+            big = o, small = n;
         } else if (!strcmp(argv[i], "--path") && i + 1 < argc) {
             do_fast = strstr(argv[++i], "fast") != NULL;   /* exact always runs (the reference line) */
         } else {
@@ -106,7 +116,6 @@ int bench_kernels_cuda(int argc, char **argv)
     if (json) printf("{\"op\":\"bandwidth\",\"gbps\":%.1f,\"device\":\"%s\"}\n", bw, desc);
     else printf("device: %s\ncopy bandwidth (read+write): %.0f GB/s\n\n%-8s %4s %2s %4s %5s %10s %10s %8s %10s %9s\n", desc, bw,
                 "op", "axis", "k", "M", "path", "us", "GB/s", "frac_bw", "cuBLAS us", "speedup");
-    const int64_t big = 17408, small = 5120;
     /* dense baselines first, so every trellis line can print its ratio */
     double dense_us[2][16] = {{0}};
     if (do_dense)
@@ -169,8 +178,9 @@ int bench_kernels_cuda(int argc, char **argv)
                     if (json)
                         printf("{\"op\":\"%s\",\"axis\":%d,\"k\":%d,\"M\":%d,\"path\":\"%s\",\"isa\":\"cuda\",\"threads\":%d,"
                                "\"us\":%.2f,\"weight_gbps\":%.1f,\"frac_bw\":%.3f,\"frac_floor\":%.3f,\"gflops\":%.1f,"
-                               "\"cublas_bf16_us\":%.2f}\n",
-                               name, a, k, M, fast ? "fast" : "exact", n_sm, us, gbps, gbps / bw, gbps / bw, flops, d);
+                               "\"cublas_bf16_us\":%.2f,\"out\":%lld,\"in\":%lld}\n",
+                               name, a, k, M, fast ? "fast" : "exact", n_sm, us, gbps, gbps / bw, gbps / bw, flops, d,
+                               (long long)out, (long long)in);
                     else
                         printf("%-8s %4d %2d %4d %5s %10.2f %10.0f %8.3f %10.2f %9.2f\n", name, a, k, M, fast ? "fast" : "exact",
                                us, gbps, gbps / bw, d, d > 0 ? d / us : 0.0);

@@ -989,8 +989,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *   larger M otherwise: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch (the
  *     whole matrix, in its coded layout: axis 0 as W^T), then a cuBLAS bf16 GEMM with f32
  *     accumulation (x rounded to bf16).  tcq_cuda_linear_kernel says which one runs.
- *   TCQ_PATH_FAST, M <= 8 (axis 1: M <= 16), where the integer kernels run, except axis 0 at
- *     M <= 2 and k != 3 ("int8"): the exact path's integer tensor-core kernel with one signed-byte column per
+ *   TCQ_PATH_FAST, M <= 8 (axis 1: M <= 16), where the integer kernels run ("int8"): the exact path's integer tensor-core kernel with one signed-byte column per
  *     activation row instead of three: the activation (axis 0: times its scale, one f32
  *     product) quantized per item-length block along the reduced dimension
  *     (tcq_cuda_fast_block: 512 or 768 on axis 1, 128..1024 on axis 0, chosen from the shape,
@@ -1014,7 +1013,8 @@ int tcq_cuda_available(void);
  * One context per host thread / stream.  Read once here, for tests and benchmarks:
  * TCQ_CUDA_KERNEL=tc (M <= 8 on the pair-table kernels), TCQ_CUDA_FAST=dp4a|int8 (TCQ_PATH_FAST on
  * the "fast" dp4a kernels wherever they run, not "int8" / on "int8" wherever it runs),
- * TCQ_CUDA_PDL=0 (no programmatic dependent launches), TCQ_CUDA_CHUNK=N (item length of the
+ * TCQ_CUDA_PDL=0 (no programmatic dependent launches), TCQ_CUDA_PF=N (the integer scatter's L2
+ * prefetch N k-steps ahead, 0 off; built-in 8 at k = 2 and 4), TCQ_CUDA_CHUNK=N (item length of the
  * integer kernels, a multiple of 32 in [64, 1024]; axis 1 takes it only where T divides it),
  * TCQ_CUDA_TC_MAX_M=N (largest M on the pair-table kernels, <= 32), TCQ_CUDA_WG=0|1 (the wgmma
  * kernels off / at every M they take), TCQ_CUDA_WG_GRID=G and TCQ_CUDA_WG_DEPTH=1|2 (their block

@@ -61,6 +61,7 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     c->pdl = !(pdl && !strcmp(pdl, "0"));
     c->chunk_pin = env_int("TCQ_CUDA_CHUNK", 0);
     if (c->chunk_pin < 64 || c->chunk_pin > 1024 || c->chunk_pin % 32) c->chunk_pin = 0;   /* tcq_cuda_im_chunk */
+    c->sc_pf = env_int("TCQ_CUDA_PF", -1);
     c->gemm_chunk = env_int("TCQ_CUDA_GEMM_CHUNK", 0);
     c->gemm_overlap = env_int("TCQ_CUDA_GEMM_OVERLAP", 0) != 0;
     c->decode_tr = env_int("TCQ_CUDA_DECODE_TR", 0) == 1;

@@ -212,12 +212,12 @@ enum Kern { KERN_FAST, KERN_INT8, KERN_INT, KERN_INT16, KERN_PAIR, KERN_WG, KERN
  * items fill the SMs in one round) takes the integer kernel at M = 3..5 too (48-58 vs 68-70). */
 Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path)
 {
-    /* FAST: the int8 tensor-core kernels where they run (M <= 8; axis 1 to 16, where wgmma, exact,
-     * would take 57-64 us), except the scatter at M <= 2, where the dp4a kernel is faster (session
-     * 12, 5120x17408: M=1 38.6 / 40.3 vs 41.0 / 42.7 us at k = 2 / 4; at k = 3 its M=1 takes 61 us
-     * against 37); the dp4a kernels up to their M elsewhere */
+    /* FAST: the int8 tensor-core kernels wherever they run (M <= 8; axis 1 to 16, where wgmma,
+     * exact, would take 57-64 us); the dp4a kernels up to their M elsewhere.  The scatter at M <= 2
+     * ran dp4a until the int8 scatter's L2 prefetch (session 13, 5120x17408, k = 2 / 4: M=1 35.3 /
+     * 36.4 against dp4a's 38.6 / 40.3 us, M=2 35.9 / 37.2 against 42.7 / 43.6) */
     if (path == TCQ_PATH_FAST) {
-        const bool dp4a = ctx->fast_dp4a > 0 || (!ctx->fast_dp4a && w->axis == 0 && M <= 2 && w->p.k != 3);
+        const bool dp4a = ctx->fast_dp4a > 0;
         if (!dp4a && tcq_cuda_im_supports(ctx, w, M, 1)) return KERN_INT8;
         if (M <= kFastMaxM) return KERN_FAST;
     }

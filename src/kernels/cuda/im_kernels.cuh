@@ -32,6 +32,8 @@ struct IOut {
     float inv_ntiles, inv_per_s;   /* 1/ntiles, 1/(ntiles nmat) */
     int pdl;             /* launched as a programmatic dependent of the x prep (wait after the first
                           * weight loads); 0 an ordinary launch */
+    int pf;              /* scatter: k-steps ahead of the decode whose code rows are prefetched to L2
+                          * (beyond the register ring; 0 none) */
     int64_t out;
     int64_t n_kt;        /* k-steps (8 inputs each) along the reduced dimension, even */
 };
@@ -371,6 +373,17 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_scatter(Geo g, Geo unused, I
                     for (int t = 0; t < 16; t++) x[d][t] = mad1(tcq_tc::bits_at<NR>(r, (15 - t) * K) & lm);
                 }
                 if (k + D < kt1) issue(w[u], k + D);
+                /* The register ring covers D k-steps (~1 us at M = 1), short of HBM's latency under
+                 * load: the loads' waits were 42 % of the warps' stall samples (ncu, session 13).
+                 * One L2 prefetch per lane and row pf k-steps ahead needs no registers; the eight
+                 * lanes of a row fall in one or two sectors. */
+                if (o.pf && k + o.pf < kt1) {
+#pragma unroll
+                    for (int d = 0; d < 2; d++) {
+                        const uint32_t roff = (uint32_t)min(8 * (k + o.pf) + 2 * q + d, rmax) * stride_b;
+                        asm volatile("prefetch.global.L2 [%0];" ::"l"(base_b + (roff + ofsb[0])));
+                    }
+                }
                 uint2 bf[NT];
                 const int sl = u >> 1;   /* kt is a multiple of D = 4: pair k >> 1 sits in slot u >> 1 */
 #pragma unroll
