@@ -292,8 +292,8 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     o.work = cnt;
     o.pdl = ctx->pdl;
     /* the scatter's L2 prefetch: 8 k-steps ahead at k = 2 and 4, 8-12 % faster at M = 1..8 on
-     * 5120x17408 (16: a little less; 4: nothing); at k = 3 it measured 0-3 % slower, so off
-     * there, and at k = 1 (not measured) off too (bench/NOTES.md, session 13) */
+     * 5120x17408 (16: a little less; 4: nothing); at k = 1 and 3 (unaligned words, whose scatter
+     * was already as fast) it measured 0-4 % slower, so off there (bench/NOTES.md, session 13) */
     o.pf = ctx->sc_pf >= 0 ? ctx->sc_pf : (w->p.k == 2 || w->p.k == 4) ? 8 : 0;
     o.inv_ntiles = 1.0f / (float)o.ntiles;
     o.inv_per_s = 1.0f / (float)(o.ntiles * o.nmat);
