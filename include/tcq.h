@@ -989,9 +989,10 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *   larger M otherwise: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch (the
  *     whole matrix, in its coded layout: axis 0 as W^T), then a cuBLAS bf16 GEMM with f32
  *     accumulation (x rounded to bf16).  tcq_cuda_linear_kernel says which one runs.
- *   TCQ_PATH_FAST, M <= 8 (axis 1: M <= 16), where the integer kernels run ("int8"): the exact path's integer tensor-core kernel with one signed-byte column per
- *     activation row instead of three: the activation (axis 0: times its scale, one f32
- *     product) quantized per item-length block along the reduced dimension
+ *   TCQ_PATH_FAST, M <= 8 (axis 1: M <= 16), where the integer kernels run ("int8"): the exact
+ *     path's integer tensor-core kernel with one signed-byte column per activation row instead
+ *     of three: the activation (axis 0: times its scale, one f32 product) quantized per
+ *     item-length block along the reduced dimension
  *     (tcq_cuda_fast_block: 512 or 768 on axis 1, 128..1024 on axis 0, chosen from the shape,
  *     M and the device's SM count so the work items fill the SMs in whole rounds) with the
  *     CPU fast path's arithmetic (d = amax/127, q = nearbyintf(a * (127/amax))); exact integer
