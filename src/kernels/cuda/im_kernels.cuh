@@ -137,9 +137,11 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
     const int per_s = o.ntiles * o.nmat;
     /* an item's chunk s, matrix, row tile, blocks [b0, b1) and the word offsets of its lane's four
      * row spans (32-bit: tcq_cuda_im_supports keeps the tensor under 2^29 words, 2^31 bytes) */
+    constexpr bool kPreScale = NT == 1 && K != 4;
     struct Place {
         int s, mat, tile, b0, b1;
         uint32_t ro[MT][2];
+        float f;   /* the epilogue's row factor scale / 147.8 of row tile 32 + lane (0 past R) */
     };
     auto locate = [&](int item, Place &p) {
         int rem;
@@ -156,6 +158,14 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
             }
         p.b0 = p.s * bpc;
         p.b1 = min(p.b0 + bpc, nblk);
+        /* loaded here, a whole item before the epilogue needs it (there it was a dependent global
+         * load per item): 2-4 % at M = 1 for k = 2, 3.  Not where the kernel sits at the register
+         * cap (k = 4, two n-tiles): the extra live register spilled there, 3-13 % slower
+         * (bench/NOTES.md, session 13) */
+        if constexpr (kPreScale) {
+            const int64_t row = (int64_t)p.tile * kRedRows + lane;
+            p.f = row < g.R ? __half2float(__ushort_as_half((p.mat ? g1.scales : g0.scales)[row])) / tcq_tc::kD : 0.0f;
+        }
     };
     auto load = [&](const Place &p, int b, uint32_t (&w)[MT][2][W]) {
         /* fields, not a reference to one of two parameters (that puts both in local memory) */
@@ -261,7 +271,8 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
         const bool rok = lane < kRedRows && row < g.R;
         const bool direct = o.nmat == 1 && o.S == 1;
         float f = 0.0f;
-        if (rok) f = __half2float(__ushort_as_half((cur.mat ? g1.scales : g0.scales)[row])) / tcq_tc::kD;
+        if constexpr (kPreScale) f = cur.f;
+        else if (rok) f = __half2float(__ushort_as_half((cur.mat ? g1.scales : g0.scales)[row])) / tcq_tc::kD;
         for (int m = 0; m < o.M && rok; m++) {
             const float v = im_partial(ep + lane * 8 * NT + o.limbs * m, o, cur.s, m);
             if (direct) o.y[(int64_t)m * o.out + row] = v * f;
