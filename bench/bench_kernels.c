@@ -418,8 +418,7 @@ static int parse(int argc, char **argv, bk_opts *o)
             i++;
         } else if (!strcmp(a, "--shape")) {
             long long r, c;
-            if (sscanf(v, "%lldx%lld", &r, &c) != 2 || r <= 0 || c <= 0 || r % 256 || c % 256)
-                return fprintf(stderr, "tcq bench kernels: --shape OUTxIN, both multiples of 256\n"), 2;
+            if (cli_parse_shape(a, v, &r, &c)) return 2;
             o->out = r, o->in = c;
             i++;
         } else {

@@ -86,13 +86,10 @@ int bench_kernels_cuda(int argc, char **argv)
             do_dense = strstr(o, "dense") != NULL;
             do_encode = strstr(o, "encode") != NULL;
         } else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
-            long long o = 0, n = 0;
-            char xc = 0, tail = 0;
-            if (sscanf(argv[++i], "%lld%c%lld%c", &o, &xc, &n, &tail) != 3 || xc != 'x' || o <= 0 || n <= 0 || o % 256 || n % 256) {
-                fprintf(stderr, "tcq cuda-bench: --shape OUTxIN, both positive multiples of 256, got '%s'\n", argv[i]);
-                return 2;
-            }
+            long long o, n;
+            if (cli_parse_shape(argv[i], argv[i + 1], &o, &n)) return 2;
             big = o, small = n;
+            i++;
         } else if (!strcmp(argv[i], "--path") && i + 1 < argc) {
             do_fast = strstr(argv[++i], "fast") != NULL;   /* exact always runs (the reference line) */
         } else {

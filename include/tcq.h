@@ -1013,7 +1013,7 @@ int tcq_cuda_available(void);
 /* A context: device, stream, cuBLAS handle, scratch (grown on demand, owned by the context).
  * One context per host thread / stream.  Read once here, for tests and benchmarks:
  * TCQ_CUDA_KERNEL=tc (M <= 8 on the pair-table kernels), TCQ_CUDA_FAST=dp4a|int8 (TCQ_PATH_FAST on
- * the "fast" dp4a kernels wherever they run, not "int8" / on "int8" wherever it runs),
+ * the "fast" dp4a kernels wherever they run, not "int8" / on "int8" wherever it runs: the built-in),
  * TCQ_CUDA_PDL=0 (no programmatic dependent launches), TCQ_CUDA_PF=N (the integer scatter's L2
  * prefetch N k-steps ahead, 0 off; built-in 8 at k = 2 and 4), TCQ_CUDA_CHUNK=N (item length of the
  * integer kernels, a multiple of 32 in [64, 1024]; axis 1 takes it only where T divides it),

@@ -21,6 +21,9 @@ int cli_parse_int_list(const char *s, int *out, int max);
 /* Strict integer / float parse of a flag's value; prints an error naming the flag on failure. */
 int cli_parse_long(const char *flag, const char *s, long long *out);
 int cli_parse_double(const char *flag, const char *s, double *out);
+/* A benchmark's matrix shape "OUTxIN", both positive multiples of 256 (whole T-blocks); prints an
+ * error naming the flag on failure. */
+int cli_parse_shape(const char *flag, const char *s, long long *out, long long *in);
 /* Wall clock in seconds (monotonic). */
 double cli_now(void);
 

@@ -67,6 +67,18 @@ int cli_parse_double(const char *flag, const char *s, double *out)
     return 0;
 }
 
+int cli_parse_shape(const char *flag, const char *s, long long *out, long long *in)
+{
+    long long o = 0, n = 0;
+    char x = 0, tail = 0;
+    if (!s || sscanf(s, "%lld%c%lld%c", &o, &x, &n, &tail) != 3 || x != 'x' || o <= 0 || n <= 0 || o % 256 || n % 256) {
+        fprintf(stderr, "tcq: %s needs OUTxIN, both positive multiples of 256, got '%s'\n", flag, s ? s : "");
+        return -1;
+    }
+    *out = o, *in = n;
+    return 0;
+}
+
 int cli_parse_int_list(const char *s, int *out, int max)
 {
     int n = 0;

@@ -56,7 +56,7 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     const char *pin = getenv("TCQ_CUDA_KERNEL");
     c->kernel_pin = pin && !strcmp(pin, "tc");
     const char *fk = getenv("TCQ_CUDA_FAST");
-    c->fast_dp4a = fk && !strcmp(fk, "dp4a") ? 1 : fk && !strcmp(fk, "int8") ? -1 : 0;
+    c->fast_dp4a = fk && !strcmp(fk, "dp4a");   /* =int8 is the built-in choice (tcq.h) */
     const char *pdl = getenv("TCQ_CUDA_PDL");
     c->pdl = !(pdl && !strcmp(pdl, "0"));
     c->chunk_pin = env_int("TCQ_CUDA_CHUNK", 0);

@@ -29,8 +29,7 @@ struct tcq_cuda_ctx {
     int chunk_pin;           /* TCQ_CUDA_CHUNK: item length of the int kernels (0: built-in) */
     int sc_pf;               /* TCQ_CUDA_PF: the int scatter's L2 prefetch distance in k-steps (-1: built-in, 0 off) */
     int kernel_pin;          /* TCQ_CUDA_KERNEL=tc: M <= 8 on the pair-table kernels (tests, benchmarks) */
-    int fast_dp4a;           /* TCQ_CUDA_FAST=dp4a (1): TCQ_PATH_FAST on the dp4a kernels (fast.cu), not int8 tensor
-                              * cores; =int8 (-1): int8 wherever it runs (the built-in choice since session 13) */
+    int fast_dp4a;           /* TCQ_CUDA_FAST=dp4a: TCQ_PATH_FAST on the dp4a kernels (fast.cu), not int8 tensor cores */
     int gemm_chunk;          /* TCQ_CUDA_GEMM_CHUNK: outputs per decode + GEMM step (<= 0: the whole matrix) */
     int gemm_overlap;        /* TCQ_CUDA_GEMM_OVERLAP=1: decode step i+1 on `side` while step i multiplies */
     int decode_tr;           /* TCQ_CUDA_DECODE_TR=1: axis 0 decoded as W [out, in] (transposed stores), not W^T */

@@ -217,8 +217,7 @@ Kern pick(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath pa
      * ran dp4a until the int8 scatter's L2 prefetch (session 13, 5120x17408, k = 2 / 4: M=1 35.3 /
      * 36.4 against dp4a's 38.6 / 40.3 us, M=2 35.9 / 37.2 against 42.7 / 43.6) */
     if (path == TCQ_PATH_FAST) {
-        const bool dp4a = ctx->fast_dp4a > 0;
-        if (!dp4a && tcq_cuda_im_supports(ctx, w, M, 1)) return KERN_INT8;
+        if (!ctx->fast_dp4a && tcq_cuda_im_supports(ctx, w, M, 1)) return KERN_INT8;
         if (M <= kFastMaxM) return KERN_FAST;
     }
     if (ctx->kernel_pin == 1 && M <= tc_max_m(ctx, w)) return KERN_PAIR;   /* TCQ_CUDA_KERNEL=tc */

@@ -138,6 +138,10 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
     /* an item's chunk s, matrix, row tile, blocks [b0, b1) and the word offsets of its lane's four
      * row spans (32-bit: tcq_cuda_im_supports keeps the tensor under 2^29 words, 2^31 bytes) */
     constexpr bool kPreScale = NT == 1 && K != 4;
+    /* the epilogue's factor of a row: its fp16 scale / 147.8 */
+    auto row_factor = [&](int mat, int64_t row) {
+        return __half2float(__ushort_as_half((mat ? g1.scales : g0.scales)[row])) / tcq_tc::kD;
+    };
     struct Place {
         int s, mat, tile, b0, b1;
         uint32_t ro[MT][2];
@@ -164,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
          * (bench/NOTES.md, session 13) */
         if constexpr (kPreScale) {
             const int64_t row = (int64_t)p.tile * kRedRows + lane;
-            p.f = row < g.R ? __half2float(__ushort_as_half((p.mat ? g1.scales : g0.scales)[row])) / tcq_tc::kD : 0.0f;
+            p.f = row < g.R ? row_factor(p.mat, row) : 0.0f;
         }
     };
     auto load = [&](const Place &p, int b, uint32_t (&w)[MT][2][W]) {
@@ -272,7 +276,7 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
         const bool direct = o.nmat == 1 && o.S == 1;
         float f = 0.0f;
         if constexpr (kPreScale) f = cur.f;
-        else if (rok) f = __half2float(__ushort_as_half((cur.mat ? g1.scales : g0.scales)[row])) / tcq_tc::kD;
+        else if (rok) f = row_factor(cur.mat, row);
         for (int m = 0; m < o.M && rok; m++) {
             const float v = im_partial(ep + lane * 8 * NT + o.limbs * m, o, cur.s, m);
             if (direct) o.y[(int64_t)m * o.out + row] = v * f;
@@ -396,7 +400,7 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_scatter(Geo g, Geo unused, I
                     }
                 }
                 uint2 bf[NT];
-                const int sl = u >> 1;   /* kt is a multiple of D = 4: pair k >> 1 sits in slot u >> 1 */
+                const int sl = u >> 1;   /* the ring runs at NT = 1, where D = 4 and kt is a multiple of 4: pair k >> 1 sits in slot u >> 1 */
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
                     const uint4 bb = RING ? bq[sl][nt] : __ldg(o.xf + ((k >> 1) * NT + nt) * 32 + lane);
