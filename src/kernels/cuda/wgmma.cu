@@ -167,22 +167,37 @@ __global__ void __launch_bounds__(kThreads, OCC) k_wg_reduce(Geo g, WgArgs a, Sp
         fence_acc(acc);
         cp_async_wait<0>();
         __syncthreads();   /* the ring is free for the next segment */
-        /* acc[4i + 2h + cc]: row g + 8h, activation row 8i + 2q + cc of the tile's NB */
+        /* acc[4i + 2h + cc]: row g + 8h, activation row 8i + 2q + cc of the tile's NB.  The
+         * activation rows' factors are read 8 pairs at a time ahead of their stores, through the
+         * read-only path: read between the stores (which may alias them, as far as the compiler
+         * knows), each store waited for its own load, 17 % of the stall samples of the M = 512
+         * kernel (bench/NOTES.md, session 14). */
         const bool whole = kb0 == 0 && kb1 == sp.nblk;
         float *pp = whole ? NULL : part_at<NB>(part, c, first ? 0 : 1);
+        float f[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int64_t r = r0 + 8 * h;
-            const int rl = (int)(r - (int64_t)rt * kRows);
-            const float f = r < g.R ? __half2float(__ushort_as_half(g.scales[r])) / kD : 0.0f;
+            f[h] = r < g.R ? __half2float(__ushort_as_half(__ldg(g.scales + r))) / kD : 0.0f;
+        }
 #pragma unroll
-            for (int i = 0; i < NB / 8; i++)
+        for (int i0 = 0; i0 < NB / 8; i0 += 8) {
+            float2 xv[8];
 #pragma unroll
-                for (int cc = 0; cc < 2; cc++) {
-                    const int ml = 8 * i + 2 * q + cc, m = mt * NB + ml;
-                    const float v = acc[4 * i + 2 * h + cc] * a.xe[m] * f;
-                    if (pp) pp[ml * kRows + rl] = v;
-                    else if (r < g.R && m < a.M) a.y[(int64_t)m * a.out + r] = v;
+            for (int ii = 0; ii < 8; ii++) xv[ii] = __ldg((const float2 *)(a.xe + mt * NB + 8 * (i0 + ii) + 2 * q));
+#pragma unroll
+            for (int ii = 0; ii < 8; ii++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int64_t r = r0 + 8 * h;
+                    const int rl = (int)(r - (int64_t)rt * kRows);
+#pragma unroll
+                    for (int cc = 0; cc < 2; cc++) {
+                        const int ml = 8 * (i0 + ii) + 2 * q + cc, m = mt * NB + ml;
+                        const float v = acc[4 * (i0 + ii) + 2 * h + cc] * (cc ? xv[ii].y : xv[ii].x) * f[h];
+                        if (pp) pp[ml * kRows + rl] = v;
+                        else if (r < g.R && m < a.M) a.y[(int64_t)m * a.out + r] = v;
+                    }
                 }
         }
     }
