@@ -972,7 +972,8 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     mma.m16n8k16 against the activations split into f16 hi + lo parts (x' = x*2^e, e per row
  *     so x' fits f16), accumulated in f32; y = acc * 2^-e * scale / 147.800537109375.  The
  *     factored contract of FORMAT.md; relative error against float64 ~1e-6.
- *   9 <= M <= 192, axis 1, T = 256, k = 2..4, on sm_90 (compute capability 9.0): wgmma kernel.
+ *   9 <= M <= 256 (k = 2: also to 768 where the last 256-row tile is over half full), axis 1,
+ *     T = 256, k = 2..4, on sm_90 (compute capability 9.0): wgmma kernel.
  *     Each thread decodes (y_t, y_t+1) of its rows in f16 (exact) straight into the A registers
  *     of wgmma.m64nNk16; x (B, from shared memory) in f16 after a power-of-two scale per
  *     activation row (largest |x 2^e| in [2^14, 2^15)); f32 accumulation; y = acc * 2^-e *

@@ -857,8 +857,9 @@ int main(void)
     worst = fmax(worst, check_linear(12, 3, 256, 0, 1, 1536, 77, 6));
     worst = fmax(worst, check_linear(12, 3, 256, 0, 1, 512, 100, 40));
     worst = fmax(worst, check_linear(12, 2, 256, 1, 0, 100, 512, 100));
+    worst = fmax(worst, check_linear(12, 2, 256, 1, 0, 300, 512, 700));   /* k = 2 past M = 256: wgmma, 3 tiles of x */
     worst = fmax(worst, check_linear(12, 3, 256, 1, 0, 70, 9216, 3));   /* 18 chunk sums: the 8-warp finish */
-    n += 5;
+    n += 6;
     const char *big = getenv("TCQ_CUDA_TEST_BIG");
     if (!big || strcmp(big, "0") != 0) {
         for (int k = 2; k <= 4; k++) {

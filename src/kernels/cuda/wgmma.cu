@@ -295,8 +295,14 @@ int tcq_cuda_wg_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
     if (!ctx->wg_ok || ctx->wg_pin == 0) return 0;
     if (w->axis != 1 || w->interleaved || w->p.T != kT || w->p.k < 2 || w->p.k > 4) return 0;
     if (M < 1 || M > (1 << 16)) return 0;   /* int activation-row indices; the f16 copy of x in scratch */
-    /* built-in: where it measured faster than decode + cuBLAS (bench/NOTES.md, session 9) */
-    return ctx->wg_pin == 1 || M <= 192;
+    /* built-in: where it measured faster than decode + cuBLAS (bench/NOTES.md, session 14, at
+     * 17408x5120): every k to M = 256 (106-113 against 137 us); past that it costs by 256-row
+     * tiles of x (~75 us a tile at k = 2, ~90 at k = 3 / 4), so only k = 2 with its last tile
+     * more than half full, to M = 768 (M = 512: 173 against 190 us; 768: 245 against 258; 384:
+     * 172 against 168; 1024: 327 against 302) */
+    if (ctx->wg_pin == 1 || M <= 256) return 1;
+    const int64_t tail = M % 256;
+    return w->p.k == 2 && M <= 768 && (tail == 0 || tail > 128);
 }
 
 tcq_status tcq_cuda_linear_wg(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M)
