@@ -48,3 +48,15 @@ function(tcq_cuda_tests)
   endforeach()
 endfunction()
 cmake_language(DEFER CALL tcq_cuda_tests)
+
+# bench/micro/*.cu: standalone GPU micro-benchmarks (sm_90a only, run by hand on the device;
+# bench/NOTES.md says what each measured), built here so that they keep compiling.
+file(GLOB TCQ_CUDA_MICRO CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bench/micro/*.cu)
+foreach(m ${TCQ_CUDA_MICRO})
+  get_filename_component(name ${m} NAME_WE)
+  add_executable(${name} ${m})
+  set_target_properties(${name} PROPERTIES CUDA_ARCHITECTURES 90a-real)
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src/kernels/cuda ${CMAKE_SOURCE_DIR}/src
+                             ${CMAKE_SOURCE_DIR}/include)
+  target_link_libraries(${name} PRIVATE CUDA::cudart_static)
+endforeach()

@@ -1,12 +1,15 @@
 /* What the tensor pipe gives wgmma.cu's design on this GPU, without the rest of the kernel:
  * one block of two warpgroups an SM, each warpgroup issuing wgmma.m64n256k16 with A from
  * registers and B (256 activation rows x 16 k, f16) from shared memory, as k_wg_reduce<K, 256>
- * does at M > 128.  Variants: B laid out as wgmma.cu lays it (8x8 core matrices, no swizzle) or
- * with the 128-byte swizzle; 1 or 2 wgmmas in flight; with or without the real decode of the A
- * registers; with or without wgmma.cu's block barrier every 4 k-steps (span_bits + ypair, 8 weights a thread a k-step, K = 2).  Prints TFLOPS per variant
- * (dense f16 peak of an H200 ~990).  Build (sm_90a):
- *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Isrc/kernels/cuda -Iinclude -Isrc bench/micro/wgmma_ceiling.cu -o wgmma_ceiling
- * Why it exists: bench/NOTES.md, "Session 14". */
+ * does at M > 128.  Variants (the run list in main): B laid out as wgmma.cu lays it (8x8 core
+ * matrices, no swizzle) or with the 128-byte swizzle; 1 or 2 wgmmas in flight; with or without
+ * the real decode of the A registers (span_bits + ypair, 8 weights a thread a k-step, k = 2);
+ * wgmma.cu's block barrier every 4 k-steps; the code words read from global memory; and B fed
+ * from an L2-resident x tile by wgmma.cu's cp.async ring, by a bulk-copy ring (thread 0, a
+ * producer warpgroup, a 2-CTA multicast).  Prints TFLOPS per variant (dense f16 peak of an H200
+ * ~990).  Built with the CUDA backend (-DTCQ_CUDA=ON: target wgmma_ceiling, sm_90a), run on the
+ * GPU with no arguments.
+ * Results and what they decided: bench/NOTES.md, "CUDA (H200)" > "Session 14". */
 #include "tc_common.cuh"
 #include "wg_mma.cuh"
 
