@@ -785,7 +785,7 @@ int main(void)
         check_linear(12, 4, 256, 1, 0, 40, 256, 13);
         check_linear(8, 1, 64, 0, 0, 128, 70, 33);
         check_linear(12, 2, 256, 1, 0, 300, 512, 40);   /* wgmma on sm_90 */
-        check_linear(12, 2, 256, 1, 0, 200, 512, 150);  /* wgmma's bulk-copy x ring (M > 128) */
+        check_linear(12, 2, 256, 1, 0, 200, 512, 150);  /* wgmma at NB = 256 (M > 128), under the sanitizers */
         check_linear(12, 3, 256, 0, 0, 512, 128, 20);   /* wgmma-ss on sm_90 */
         {   /* the pair-table kernels (on sm_90 the wgmma ones take M > 8) */
             const char *env[] = {"TCQ_CUDA_KERNEL", "tc", NULL};
@@ -929,7 +929,7 @@ int main(void)
             e = fmax(e, check_linear(12, 3, 256, 1, 0, 129, 768, 64));
             e = fmax(e, check_linear(12, 4, 256, 1, 0, 200, 2560, 100));
             e = fmax(e, check_linear(10, 2, 256, 1, 0, 260, 512, 300));   /* two 256-row tiles of x */
-            e = fmax(e, check_linear(12, 3, 256, 1, 0, 1100, 1536, 512));   /* the ring across many segments */
+            e = fmax(e, check_linear(12, 3, 256, 1, 0, 1100, 1536, 512));   /* two x tiles, several segments a block */
             /* 8 tiles on 7 blocks: one whole wave, then 1 tile's 2 units over 7 blocks, most of
              * them with none (their partials slots must not be read) */
             e = fmax(e, check_linear(12, 2, 256, 1, 0, 1000, 512, 17));

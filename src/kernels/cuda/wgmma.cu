@@ -174,6 +174,7 @@ __global__ void __launch_bounds__(kThreads, OCC) k_wg_reduce(Geo g, WgArgs a, Sp
          * kernel (bench/NOTES.md, session 14). */
         const bool whole = kb0 == 0 && kb1 == sp.nblk;
         float *pp = whole ? NULL : part_at<NB>(part, c, first ? 0 : 1);
+        static_assert(NB % 64 == 0, "the epilogue reads the factors of 8 row pairs at a time");
         float f[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
