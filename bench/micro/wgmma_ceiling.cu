@@ -11,6 +11,7 @@
  * GPU with no arguments.
  * Results and what they decided: bench/NOTES.md, "CUDA (H200)" > "Session 14". */
 #include "tc_common.cuh"
+#include "wg_common.cuh"
 #include "wg_mma.cuh"
 
 #include <cuda_fp16.h>
@@ -18,82 +19,27 @@
 #include <stdio.h>
 
 namespace {
+using namespace tcq_wgs;   /* the rings' helpers, wgmma fences, ypair: the kernels' own */
 
 constexpr int kStageBytes = 256 * 64 * 2;   /* B stage: 256 rows x 64 k of f16 */
 constexpr int kStages = 4;
-
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wg_wait()
-{
-    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-template <int N>
-__device__ __forceinline__ void fence_acc(float (&d)[N])
-{
-#pragma unroll
-    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void mbar_init(uint32_t a, uint32_t n)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(n) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t a)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(a) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_tx(uint32_t a, uint32_t tx)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(a), "r"(tx) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t a, uint32_t parity)
-{
-    uint32_t ok = 0;
-    while (!ok)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(ok)
-                     : "r"(a), "r"(parity), "r"(0x989680u)
-                     : "memory");
-}
-__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
-{
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-
-__device__ __forceinline__ uint32_t y16(uint32_t s) { return __dp4a(tcq_tc::mad1(s), 0x01010101u, 0x6400u); }
-__device__ __forceinline__ uint32_t ypair(uint32_t s0, uint32_t s1)
-{
-    const uint32_t h = __byte_perm(y16(s0), y16(s1), 0x5410);
-    const __half2 v = __hsub2(*(const __half2 *)&h, __halves2half2(__ushort_as_half(0x65feu), __ushort_as_half(0x65feu)));
-    return *(const uint32_t *)&v;
-}
 
 /* SWZ: 0 = no swizzle (wgmma.cu's tile_off layout: LBO = 256 * 16 between K-neighbour core
  * matrices, SBO = 128 between N-neighbours); 1 = 128-byte swizzle, K-major (a row of 64 k is
  * 128 bytes, 8-row atoms of 1024 bytes: SBO = 1024, the k16 step moves the start by 32 bytes).
  * XR: where B comes from: 0 = fixed shared memory; 1 = wgmma.cu's ring (kRing stages of x read
  * from global (L2) by every thread's 16-byte cp.async, kRing - 2 in flight, a block barrier a
- * stage); 2 = a ring fed by one cp.async.bulk a stage, full / empty mbarriers, no block barrier.
- * LD: the code words read from global memory a 256-block ahead, as wgmma.cu reads them. */
+ * stage); 2 = a ring fed by one cp.async.bulk a stage (NSPLIT copies; MC = 2: each CTA of a
+ * cluster pair copies half and multicasts it), full / empty mbarriers, thread 0 waiting for each
+ * slot; 3 = the same copies issued by a producer warpgroup (setmaxnreg), the consumers never
+ * waiting for a refill.  LD: the code words read from global memory a 256-block ahead, as
+ * wgmma.cu reads them. */
 constexpr int kXStages = 80;   /* stages of the global x tile: 5120 k */
 
 template <int SWZ, int DEPTH, bool DEC, bool BAR, int XR, bool LD, int kRing, int NSPLIT, int MC>
 __global__ void __launch_bounds__(XR == 3 ? 384 : 256, 1) k_ceiling(const uint4 *src, const uint32_t *codes, int iters, float *sink)
 {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)   /* as the kernels' (wg_common.cuh's helpers are sm_90a only) */
     extern __shared__ __align__(1024) uint8_t smem[];
     __shared__ __align__(8) uint64_t bars[2 * 8];
     const int tid = threadIdx.x;
@@ -101,7 +47,7 @@ __global__ void __launch_bounds__(XR == 3 ? 384 : 256, 1) k_ceiling(const uint4 
     const uint32_t full = (uint32_t)__cvta_generic_to_shared(bars), empty = full + 8 * kRing;
     if (XR == 0) {
         for (int i = tid; i < kStages * kStageBytes / 16; i += 256) ((uint4 *)smem)[i] = src[i];
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        fence_async_smem();
     }
     if (XR >= 2 && tid == 0) {
         for (int s = 0; s < kRing; s++) mbar_init(full + 8 * s, 1), mbar_init(empty + 8 * s, 8 * MC);
@@ -196,7 +142,7 @@ __global__ void __launch_bounds__(XR == 3 ? 384 : 256, 1) k_ceiling(const uint4 
             if ((j & 3) == 0) {
                 if (XR == 1) {
                     cp_async_wait<kRing - 3>();
-                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                    fence_async_smem();
                     __syncthreads();
                     issue(gs + kRing - 2);
                 } else if (XR == 3) {
@@ -246,6 +192,9 @@ __global__ void __launch_bounds__(XR == 3 ? 384 : 256, 1) k_ceiling(const uint4 
 #pragma unroll
     for (int i = 0; i < 128; i++) s += acc[i];
     if (s == 12345.0f) sink[tid] = s;
+#else
+    (void)src, (void)codes, (void)iters, (void)sink;
+#endif
 }
 
 template <int SWZ, int DEPTH, bool DEC, bool BAR = false, int XR = 0, bool LD = false, int kRing = 5, int NSPLIT = 1, int MC = 1>

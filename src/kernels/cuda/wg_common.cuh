@@ -1,7 +1,7 @@
 /* What the two wgmma kernels (wgmma.cu: decode into A registers; wgss.cu: decode into shared
- * memory) share: the x prep into shared-memory tile order, the wgmma fences, the exact f16 pair
- * of a decode, the work split and the fix-up that adds the partial sums of tiles cut between
- * blocks.  A tile is kRows outputs x NB activation rows; its units are equal slices of the
+ * memory) share, and bench/micro/wgmma_ceiling.cu with them: the x prep into shared-memory tile
+ * order, the wgmma fences, the stage rings' copies and mbarriers, the exact f16 pair of a decode,
+ * the work split and the fix-up that adds the partial sums of tiles cut between blocks.  A tile is kRows outputs x NB activation rows; its units are equal slices of the
  * reduced dimension (256-position blocks in wgmma.cu, 64-k stages in wgss.cu); partials are
  * [block][2][NB][kRows] f32. */
 #ifndef TCQ_WG_COMMON_CUH
@@ -142,6 +142,53 @@ __device__ __forceinline__ void fence_acc(float (&d)[N])
     for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+/* wgmma.cu's x ring: every thread's 16-byte copies */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+/* wgss.cu's stage ring: mbarriers and the bulk copy */
+__device__ __forceinline__ void mbar_init(uint32_t a, uint32_t n)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t a)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(a) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_tx(uint32_t a, uint32_t tx)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(a), "r"(tx) : "memory");
+}
+__device__ __forceinline__ uint32_t mbar_try(uint32_t a, uint32_t parity)
+{
+    uint32_t ok;
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(ok)
+        : "r"(a), "r"(parity), "r"(0x989680u)
+        : "memory");
+    return ok;
+}
+/* until the phase of parity `parity` has completed (the hint lets a waiting warp sleep instead of
+ * spinning: the first version's consumers spent ~10 % of the issue slots polling) */
+__device__ __forceinline__ void mbar_wait(uint32_t a, uint32_t parity)
+{
+    while (!mbar_try(a, parity)) {
+    }
+}
+__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
 /* f16 bits of 1024 + bytesum(s) */
 __device__ __forceinline__ uint32_t y16(uint32_t s) { return __dp4a(tcq_tc::mad1(s), 0x01010101u, 0x6400u); }
 

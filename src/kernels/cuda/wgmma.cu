@@ -52,21 +52,6 @@ struct WgArgs {
     int64_t out;
 };
 
-/* sm_90a device code only (the other targets' passes see empty kernel bodies) */
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-#endif
-
 template <int K, int NB, int OCC, int DEPTH>
 __global__ void __launch_bounds__(kThreads, OCC) k_wg_reduce(Geo g, WgArgs a, Split sp, float *part, uint32_t lbo, uint32_t sbo)
 {
