@@ -37,7 +37,7 @@ static tcq_status get_num(json_t *obj, const char *label, const char *key, doubl
 /* rope_scaling (transformers 4) or rope_parameters (transformers 5). */
 static tcq_status parse_rope(json_t *root, const char *label, tcq_model_config *c)
 {
-    double theta;
+    double theta = 0;
     TCQ_TRY(get_num(root, label, "rope_theta", 10000.0, &theta));
     json_t *rp = json_object_get(root, "rope_parameters");
     json_t *rs = json_object_get(root, "rope_scaling");
@@ -61,28 +61,44 @@ static tcq_status parse_rope(json_t *root, const char *label, tcq_model_config *
     TCQ_TRY(get_num(sc, label, "factor", 8.0, &c->rope_factor));
     TCQ_TRY(get_num(sc, label, "low_freq_factor", 1.0, &c->rope_low_freq_factor));
     TCQ_TRY(get_num(sc, label, "high_freq_factor", 4.0, &c->rope_high_freq_factor));
-    double orig;
+    double orig = 0;
     TCQ_TRY(get_num(sc, label, "original_max_position_embeddings", 8192, &orig));
+    /* range first: converting an out-of-range double to int is undefined */
+    if (!(orig >= 1 && orig <= (1 << 30)))
+        return tcq_fail(TCQ_ERR_FORMAT, "%s: original_max_position_embeddings %g out of range", label, orig);
     c->rope_orig_max_pos = (int)orig;
-    if (!(c->rope_factor > 0) || !(c->rope_high_freq_factor > c->rope_low_freq_factor) || orig < 1)
+    if (!(c->rope_factor > 0) || !(c->rope_high_freq_factor > c->rope_low_freq_factor))
         return tcq_fail(TCQ_ERR_FORMAT, "%s: inconsistent llama3 rope parameters", label);
+    return TCQ_OK;
+}
+
+/* A special-token id must name a row of the vocabulary. */
+static tcq_status check_id(const char *label, const char *key, json_t *v, int vocab, int *out)
+{
+    json_int_t x = json_integer_value(v);
+    if (x < 0 || x >= vocab)
+        return tcq_fail(TCQ_ERR_FORMAT, "%s: %s %lld is outside the vocabulary (0..%d)", label, key, (long long)x,
+                        vocab - 1);
+    *out = (int)x;
     return TCQ_OK;
 }
 
 static tcq_status parse_ids(json_t *root, const char *label, tcq_model_config *c)
 {
     json_t *b = json_object_get(root, "bos_token_id");
-    c->bos_id = json_is_integer(b) ? (int)json_integer_value(b) : -1;
+    c->bos_id = -1;
+    if (json_is_integer(b)) TCQ_TRY(check_id(label, "bos_token_id", b, c->vocab_size, &c->bos_id));
+    else if (b && !json_is_null(b)) return tcq_fail(TCQ_ERR_FORMAT, "%s: bos_token_id is not an integer", label);
     json_t *e = json_object_get(root, "eos_token_id");
     c->n_eos = 0;
     if (json_is_integer(e)) {
-        c->eos_ids[c->n_eos++] = (int)json_integer_value(e);
+        TCQ_TRY(check_id(label, "eos_token_id", e, c->vocab_size, &c->eos_ids[c->n_eos++]));
     } else if (json_is_array(e)) {
         size_t i;
         json_t *x;
         json_array_foreach(e, i, x) {
             if (!json_is_integer(x)) return tcq_fail(TCQ_ERR_FORMAT, "%s: eos_token_id[%zu] is not an integer", label, i);
-            if (c->n_eos < TCQ_MAX_EOS) c->eos_ids[c->n_eos++] = (int)json_integer_value(x);
+            if (c->n_eos < TCQ_MAX_EOS) TCQ_TRY(check_id(label, "eos_token_id", x, c->vocab_size, &c->eos_ids[c->n_eos++]));
         }
     } else if (e && !json_is_null(e)) {
         return tcq_fail(TCQ_ERR_FORMAT, "%s: eos_token_id is neither an integer nor a list", label);

@@ -146,10 +146,19 @@ static void test_config(void)
         "\"num_attention_heads\":4,\"vocab_size\":300,\"layer_types\":[\"full_attention\",\"sliding_attention\"]}",
         "{\"model_type\":\"llama\",\"hidden_size\":256,\"intermediate_size\":512,\"num_hidden_layers\":2,"
         "\"num_attention_heads\":4,\"vocab_size\":300,\"mlp_bias\":true}",
+        /* found by the fuzzer: a double out of int's range must not be converted */
+        "{\"model_type\":\"llama\",\"hidden_size\":256,\"intermediate_size\":512,\"num_hidden_layers\":2,"
+        "\"num_attention_heads\":4,\"vocab_size\":300,\"rope_scaling\":{\"rope_type\":\"llama3\","
+        "\"original_max_position_embeddings\":7e13}}",
+        "{\"model_type\":\"llama\",\"hidden_size\":256,\"intermediate_size\":512,\"num_hidden_layers\":2,"
+        "\"num_attention_heads\":4,\"vocab_size\":300,\"eos_token_id\":[2,300]}",
+        "{\"model_type\":\"llama\",\"hidden_size\":256,\"intermediate_size\":512,\"num_hidden_layers\":2,"
+        "\"num_attention_heads\":4,\"vocab_size\":300,\"bos_token_id\":-4294967295}",
     };
     const char *names[] = {"gpt2", "hidden_size", "not a JSON object", "hidden_size", "num_key_value_heads", "yarn",
-                           "use_sliding_window", "layer_types[1]", "mlp_bias"};
-    for (int i = 0; i < 9; i++) {
+                           "use_sliding_window", "layer_types[1]", "mlp_bias", "original_max_position_embeddings",
+                           "eos_token_id 300", "bos_token_id"};
+    for (int i = 0; i < 12; i++) {
         tcq_status s = tcq_model_config_parse(bad[i], strlen(bad[i]), "cfg.json", &c);
         CHECK(s != TCQ_OK && strstr(tcq_last_error(), names[i]) && strstr(tcq_last_error(), "cfg.json"),
               "bad config %d: %s: %s", i, tcq_status_str(s), tcq_last_error());
