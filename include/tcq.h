@@ -92,13 +92,16 @@ tcq_status tcq_isa_parse(const char *name, tcq_isa *out);
  * caller, never by the thread count, so results do not depend on how many threads run. */
 typedef struct tcq_pool tcq_pool;
 
-/* n_threads <= 0: one per online CPU. */
+/* n_threads <= 0: one per online CPU.  Between runs the workers spin for up to TCQ_POOL_SPIN_US
+ * microseconds (environment, read here; default 200, 0 = sleep at once: for machines with more
+ * threads than cores) before they sleep, so back-to-back runs do not pay a wake-up each. */
 tcq_status tcq_pool_create(int n_threads, tcq_pool **out);
 void tcq_pool_free(tcq_pool *pool);
 int tcq_pool_size(const tcq_pool *pool);
 /* Run fn(arg, item, thread) for item in [0, n_items), spread over the pool; returns when all are
  * done.  thread is in [0, tcq_pool_size()) and is for scratch selection only.  pool may be NULL:
- * then everything runs on the calling thread. */
+ * then everything runs on the calling thread.  One run at a time per pool: callers on several
+ * threads serialize their runs themselves. */
 typedef void (*tcq_pool_fn)(void *arg, int64_t item, int thread);
 void tcq_pool_run(tcq_pool *pool, int64_t n_items, tcq_pool_fn fn, void *arg);
 

@@ -1,35 +1,114 @@
 /* A fixed pool of worker threads that runs fn over a range of items.
  * Items are claimed dynamically by an atomic counter; callers make each item's result independent
- * of which thread ran it, which keeps outputs identical for any thread count. */
+ * of which thread ran it, which keeps outputs identical for any thread count.
+ *
+ * Hand-off: a model's forward pass calls the pool hundreds of times per token, a few tens of
+ * microseconds apart, and waking a sleeping thread through a condition variable costs about as much
+ * as a small call's work (bench/NOTES.md, "The pool's hand-off").  So between runs the workers, and
+ * the caller waiting for them, first spin on an atomic for up to TCQ_POOL_SPIN_US microseconds
+ * (default 200; 0 sleeps at once, for machines with more threads than cores) and only then sleep.
+ * Sleeping uses the mutex and condition variables; the "sleeping" counts, read under the mutex,
+ * tell the other side whether a wake-up is needed. */
 #include "internal.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
+/* One run's job.  Two slots, by generation parity: a worker that read a slot and then claims an
+ * item by compare-and-swap on the ticket knows the slot was not rewritten in between, because the
+ * slot of run g is only rewritten for run g + 2, after the ticket has left g. */
+typedef struct {   /* atomics only so that a late reader's discarded read is not a data race */
+    _Atomic(tcq_pool_fn) fn;
+    _Atomic(void *) arg;
+    atomic_llong n_items;
+} pool_job;
+
 struct tcq_pool {
-    int n;                 /* threads including the caller */
-    pthread_t *threads;    /* [n-1] */
+    int n;                     /* threads including the caller */
+    pthread_t *threads;        /* [n-1] */
+    int64_t spin_ns;           /* how long a waiting side spins before it sleeps */
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
-    uint64_t generation;   /* bumped for every run */
-    int quit;
-    int active;            /* workers still inside the current run */
-    /* current job */
-    tcq_pool_fn fn;
-    void *arg;
-    int64_t n_items;
-    atomic_llong next;
+    int sleeping;              /* workers inside cv_work's wait (under mu) */
+    atomic_int quit;
+    pool_job job[2];
+    /* generation << 32 | next item: the caller stores (g, 0) after writing job[g & 1] */
+    _Alignas(64) atomic_uint_fast64_t ticket;
+    _Alignas(64) atomic_llong done;    /* items of the current run finished */
 };
 
 typedef struct { tcq_pool *pool; int id; } worker_arg;
 
-static void pool_drain(tcq_pool *p, int thread)
+static int64_t now_ns(void)
 {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Spins until pred(p, v) holds or spin_ns pass; returns whether it holds. */
+static int spin_until(const tcq_pool *p, int (*pred)(const tcq_pool *, uint64_t), uint64_t v)
+{
+    if (pred(p, v)) return 1;
+    if (p->spin_ns <= 0) return 0;
+    const int64_t end = now_ns() + p->spin_ns;
     for (;;) {
-        int64_t i = atomic_fetch_add(&p->next, 1);
-        if (i >= p->n_items) break;
-        p->fn(p->arg, i, thread);
+        for (int i = 0; i < 64; i++) {
+            cpu_relax();
+            if (pred(p, v)) return 1;
+        }
+        if (now_ns() > end) return pred(p, v);
+    }
+}
+
+static uint64_t generation(const tcq_pool *p)
+{
+    return atomic_load_explicit(&p->ticket, memory_order_acquire) >> 32;
+}
+
+static int new_run(const tcq_pool *p, uint64_t seen)
+{
+    return generation(p) != seen || atomic_load_explicit(&p->quit, memory_order_relaxed);
+}
+
+static int all_done(const tcq_pool *p, uint64_t n_items)
+{
+    return atomic_load_explicit(&p->done, memory_order_acquire) == (long long)n_items;
+}
+
+/* Runs items of generation g until none is left or the run is over; a thread that arrives late
+ * claims nothing, so the caller never waits for a thread that has no item. */
+static void pool_drain(tcq_pool *p, uint64_t g, int thread)
+{
+    pool_job *j = &p->job[g & 1];
+    uint64_t t = atomic_load_explicit(&p->ticket, memory_order_acquire);
+    for (;;) {
+        if (t >> 32 != g) return;
+        const int64_t i = (int64_t)(t & 0xffffffffu);
+        const tcq_pool_fn fn = atomic_load_explicit(&j->fn, memory_order_relaxed);
+        void *arg = atomic_load_explicit(&j->arg, memory_order_relaxed);
+        const int64_t n_items = atomic_load_explicit(&j->n_items, memory_order_relaxed);
+        if (i >= n_items) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->ticket, &t, t + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        fn(arg, i, thread);
+        if (atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1 == n_items) {
+            /* the last item: wake the caller if it went to sleep (a no-op when it spins) */
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->cv_done);
+            pthread_mutex_unlock(&p->mu);
+        }
+        t = atomic_load_explicit(&p->ticket, memory_order_acquire);
     }
 }
 
@@ -40,20 +119,20 @@ static void *pool_worker(void *varg)
     const int id = wa->id;
     free(wa);
     uint64_t seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->quit && p->generation == seen) pthread_cond_wait(&p->cv_work, &p->mu);
-        if (p->quit) break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->mu);
-        pool_drain(p, id);
-        pthread_mutex_lock(&p->mu);
-        if (--p->active == 0) pthread_cond_signal(&p->cv_done);
+        if (!spin_until(p, new_run, seen)) {
+            pthread_mutex_lock(&p->mu);
+            p->sleeping++;
+            while (!new_run(p, seen)) pthread_cond_wait(&p->cv_work, &p->mu);
+            p->sleeping--;
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->quit)) break;
+        seen = generation(p);
+        pool_drain(p, seen, id);
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
-
 tcq_status tcq_pool_create(int n_threads, tcq_pool **out)
 {
     *out = NULL;
@@ -65,11 +144,23 @@ tcq_status tcq_pool_create(int n_threads, tcq_pool **out)
     tcq_pool *p = calloc(1, sizeof *p);
     if (!p) return tcq_fail(TCQ_ERR_NOMEM, "thread pool");
     p->n = n_threads;
+    p->spin_ns = 200 * 1000;
+    const char *e = getenv("TCQ_POOL_SPIN_US");
+    if (e && *e) {
+        char *end;
+        long us = strtol(e, &end, 10);
+        if (*end || us < 0 || us > 1000000) {
+            free(p);
+            return tcq_fail(TCQ_ERR_INVALID_ARG, "TCQ_POOL_SPIN_US=\"%s\": not a count of microseconds in 0..1000000", e);
+        }
+        p->spin_ns = (int64_t)us * 1000;
+    }
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_work, NULL);
     pthread_cond_init(&p->cv_done, NULL);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
     if (!p->threads) {
+        p->n = 1;
         tcq_pool_free(p);
         return tcq_fail(TCQ_ERR_NOMEM, "thread pool");
     }
@@ -97,7 +188,7 @@ void tcq_pool_free(tcq_pool *p)
 {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->quit = 1;
+    atomic_store(&p->quit, 1);
     pthread_cond_broadcast(&p->cv_work);
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n; i++) pthread_join(p->threads[i - 1], NULL);
@@ -117,17 +208,23 @@ void tcq_pool_run(tcq_pool *p, int64_t n_items, tcq_pool_fn fn, void *arg)
         for (int64_t i = 0; i < n_items; i++) fn(arg, i, 0);
         return;
     }
+    if (n_items > 0xffffffffLL) n_items = 0xffffffffLL;   /* the ticket's item field; callers use far fewer */
+    const uint64_t g = (generation(p) + 1) & 0xffffffffu;
+    pool_job *j = &p->job[g & 1];
+    atomic_store_explicit(&j->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&j->arg, arg, memory_order_relaxed);
+    atomic_store_explicit(&j->n_items, n_items, memory_order_relaxed);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->ticket, g << 32, memory_order_seq_cst);   /* publishes the job */
+    /* A worker that counted itself sleeping checks the generation under mu afterwards, so reading
+     * the count under mu after the store cannot miss one. */
     pthread_mutex_lock(&p->mu);
-    p->fn = fn;
-    p->arg = arg;
-    p->n_items = n_items;
-    atomic_store(&p->next, 0);
-    p->active = p->n - 1;
-    p->generation++;
-    pthread_cond_broadcast(&p->cv_work);
+    if (p->sleeping) pthread_cond_broadcast(&p->cv_work);
     pthread_mutex_unlock(&p->mu);
-    pool_drain(p, 0);
-    pthread_mutex_lock(&p->mu);
-    while (p->active > 0) pthread_cond_wait(&p->cv_done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    pool_drain(p, g, 0);
+    if (!spin_until(p, all_done, (uint64_t)n_items)) {
+        pthread_mutex_lock(&p->mu);
+        while (!all_done(p, (uint64_t)n_items)) pthread_cond_wait(&p->cv_done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
 }
