@@ -5,6 +5,9 @@
 
 #include "../core/internal.h"
 
+#include <float.h>
+#include <math.h>
+
 #define TCQ_RMAD_RINV (1.0f / TCQ_RMAD_DIV)
 
 /* Quantized activations for the fast path, M rows over n positions (n padded to a multiple of
@@ -31,6 +34,23 @@ typedef struct kq_act {
     int32_t *corrt;            /* [ceil(M/16), nblk, 16] */
     int64_t tcap;              /* allocated ceil(M/16) * npad */
 } kq_act;
+
+/* The step of a block (or, for q16, a row) from its max |a| (NaN when it holds a NaN or Inf):
+ * inv = lim/amax and d = amax/lim, lim = 127 or TCQ_Q16_MAX.  Returns whether to quantize; if
+ * not, q = 0 and d = 0 (all zeros, or amax below lim/FLT_MAX ~ 4e-37, where lim/amax would
+ * overflow and round to garbage) or NaN (a non-finite input, which the outputs then show). */
+static inline int kq_step(float amax, float lim, float *inv, float *d)
+{
+    const float i = lim / amax;
+    if (amax > 0 && amax <= FLT_MAX && i <= FLT_MAX) {
+        *inv = i;
+        *d = amax / lim;
+        return 1;
+    }
+    *inv = 0.0f;
+    *d = amax >= 0 ? 0.0f : NAN;
+    return 0;
+}
 
 /* |y q| <= 510 * 2047 < 2^20: TCQ_Q16_CHUNK of them sum exactly in int32 before the f32 fold */
 #define TCQ_Q16_MAX 2047
@@ -128,6 +148,10 @@ void tcq_ref_decode(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb, flo
 tcq_status tcq_kq_prepare(kq_act *qa, const float *x /* [M, n] */, int64_t M, int64_t n,
                           const uint16_t *scales);
 void tcq_kq_free(kq_act *qa);
+/* Its arithmetic, on buffers already sized (n, npad, nblk set): the scalar definition and the
+ * AVX-512 version (prep_avx512.c; the active ISA picks), equal bit for bit. */
+void tcq_kq_fill_ref(kq_act *qa, const float *x, int64_t M, int64_t n, const uint16_t *scales);
+void tcq_kq_fill_avx512(kq_act *qa, const float *x, int64_t M, int64_t n, const uint16_t *scales);
 /* After tcq_kq_prepare (axis 1): fill qt, dt, corrt for tables with .qt set. */
 tcq_status tcq_kq_transpose(kq_act *qa, int64_t M);
 

@@ -47,6 +47,66 @@ tcq_status tcq_kq_transpose(kq_act *qa, int64_t M)
     return TCQ_OK;
 }
 
+/* The definition of the fast path's activation integers (the golden for prep_avx512.c). */
+void tcq_kq_fill_ref(kq_act *qa, const float *x, int64_t M, int64_t n, const uint16_t *scales)
+{
+    const int64_t nblk = qa->nblk, npad = qa->npad;
+    for (int64_t m = 0; m < M; m++) {
+        const float *xm = x + m * n;
+        int8_t *q = qa->q + m * npad;
+        uint32_t *q4 = qa->q4 + m * npad, *q2 = qa->q2 + m * npad;
+        for (int64_t blk = 0; blk < nblk; blk++) {
+            const int64_t i0 = blk * TCQ_FAST_QB, i1 = TCQ_MIN(n, i0 + TCQ_FAST_QB);
+            float a[TCQ_FAST_QB], amax = 0;
+            int finite = 1;
+            for (int64_t i = i0; i < i1; i++) {
+                a[i - i0] = scales ? xm[i] * tcq_f16_to_f32(scales[i]) : xm[i];
+                finite &= fabsf(a[i - i0]) <= FLT_MAX;
+                amax = fmaxf(amax, fabsf(a[i - i0]));
+            }
+            int32_t sum = 0;
+            /* amax == 0: the block contributes nothing.  A NaN or Inf: q = 0 and d = NaN, so the
+             * outputs show it (as the exact path's would) instead of hiding it. */
+            if (!finite) amax = NAN;
+            float inv, dstep;
+            const int ok = kq_step(amax, 127.0f, &inv, &dstep);
+            for (int64_t i = i0; i < i0 + TCQ_FAST_QB; i++) {
+                int v = 0;
+                if (i < i1 && ok) {
+                    v = (int)nearbyintf(a[i - i0] * inv);
+                    v = v > 127 ? 127 : v < -127 ? -127 : v;
+                }
+                q[i] = (int8_t)v;
+                q4[i] = (uint32_t)(uint8_t)(int8_t)v * 0x01010101u;
+                q2[i] = (uint32_t)(uint16_t)(int16_t)v * 0x00010001u;
+                sum += v;
+            }
+            qa->d[m * nblk + blk] = dstep;
+            qa->corr[m * nblk + blk] = -510 * sum;
+        }
+        if (!scales && n % 32 == 0) {
+            float amax = 0;
+            int finite = 1;
+            for (int64_t i = 0; i < n; i++) {
+                finite &= fabsf(xm[i]) <= FLT_MAX;
+                amax = fmaxf(amax, fabsf(xm[i]));
+            }
+            if (!finite) amax = NAN;
+            float inv, dstep;
+            const int ok = kq_step(amax, (float)TCQ_Q16_MAX, &inv, &dstep);
+            int16_t *q16 = qa->q16 + m * npad;
+            for (int64_t c = 0; c < n; c += 32)
+                for (int e = 0; e < 32; e++) {
+                    const int64_t i = c + 4 * (e / 8) + e % 4 + 16 * ((e % 8) / 4);
+                    int v = ok ? (int)nearbyintf(xm[i] * inv) : 0;
+                    v = v > TCQ_Q16_MAX ? TCQ_Q16_MAX : v < -TCQ_Q16_MAX ? -TCQ_Q16_MAX : v;
+                    q16[c + e] = (int16_t)v;
+                }
+            qa->d16[m] = dstep;
+        }
+    }
+}
+
 tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, const uint16_t *scales)
 {
     const int64_t nblk = (n + TCQ_FAST_QB - 1) / TCQ_FAST_QB, npad = nblk * TCQ_FAST_QB;
@@ -70,59 +130,7 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, cons
     qa->n = n;
     qa->npad = npad;
     qa->nblk = nblk;
-    for (int64_t m = 0; m < M; m++) {
-        const float *xm = x + m * n;
-        int8_t *q = qa->q + m * npad;
-        uint32_t *q4 = qa->q4 + m * npad, *q2 = qa->q2 + m * npad;
-        for (int64_t blk = 0; blk < nblk; blk++) {
-            const int64_t i0 = blk * TCQ_FAST_QB, i1 = TCQ_MIN(n, i0 + TCQ_FAST_QB);
-            float a[TCQ_FAST_QB], amax = 0;
-            int finite = 1;
-            for (int64_t i = i0; i < i1; i++) {
-                a[i - i0] = scales ? xm[i] * tcq_f16_to_f32(scales[i]) : xm[i];
-                finite &= fabsf(a[i - i0]) <= FLT_MAX;
-                amax = fmaxf(amax, fabsf(a[i - i0]));
-            }
-            int32_t sum = 0;
-            /* amax == 0: the block contributes nothing.  A NaN or Inf: q = 0 and d = NaN, so the
-             * outputs show it (as the exact path's would) instead of hiding it. */
-            if (!finite) amax = NAN;
-            const int ok = amax > 0 && amax <= FLT_MAX;
-            const float inv = ok ? 127.0f / amax : 0.0f;
-            for (int64_t i = i0; i < i0 + TCQ_FAST_QB; i++) {
-                int v = 0;
-                if (i < i1 && ok) {
-                    v = (int)nearbyintf(a[i - i0] * inv);
-                    v = v > 127 ? 127 : v < -127 ? -127 : v;
-                }
-                q[i] = (int8_t)v;
-                q4[i] = (uint32_t)(uint8_t)(int8_t)v * 0x01010101u;
-                q2[i] = (uint32_t)(uint16_t)(int16_t)v * 0x00010001u;
-                sum += v;
-            }
-            qa->d[m * nblk + blk] = ok ? amax / 127.0f : (amax == 0 ? 0.0f : NAN);
-            qa->corr[m * nblk + blk] = -510 * sum;
-        }
-        if (!scales && n % 32 == 0) {
-            float amax = 0;
-            int finite = 1;
-            for (int64_t i = 0; i < n; i++) {
-                finite &= fabsf(xm[i]) <= FLT_MAX;
-                amax = fmaxf(amax, fabsf(xm[i]));
-            }
-            if (!finite) amax = NAN;
-            const int ok = amax > 0 && amax <= FLT_MAX;
-            const float inv = ok ? (float)TCQ_Q16_MAX / amax : 0.0f;
-            int16_t *q16 = qa->q16 + m * npad;
-            for (int64_t c = 0; c < n; c += 32)
-                for (int e = 0; e < 32; e++) {
-                    const int64_t i = c + 4 * (e / 8) + e % 4 + 16 * ((e % 8) / 4);
-                    int v = ok ? (int)nearbyintf(xm[i] * inv) : 0;
-                    v = v > TCQ_Q16_MAX ? TCQ_Q16_MAX : v < -TCQ_Q16_MAX ? -TCQ_Q16_MAX : v;
-                    q16[c + e] = (int16_t)v;
-                }
-            qa->d16[m] = ok ? amax / (float)TCQ_Q16_MAX : (amax == 0 ? 0.0f : NAN);
-        }
-    }
+    if (tcq_isa_active() >= TCQ_ISA_AVX512) tcq_kq_fill_avx512(qa, x, M, n, scales);
+    else tcq_kq_fill_ref(qa, x, M, n, scales);
     return TCQ_OK;
 }
