@@ -111,6 +111,11 @@ int bench_model(int argc, char **argv)
     tcq_status rc = TCQ_OK;
     int nb = batch > 1 ? (int)batch : 1;
     for (int b = 0; b < nb && rc == TCQ_OK; b++) rc = tcq_session_create(m, ctx, kv, &s[b]);
+    /* Warm-up: the first prefill of a process also pays its buffers' first touch (and, with
+     * OpenBLAS's pthread build, the ~0.1 s its idle threads spin after the library loads), which
+     * made single prefill timings vary 1.7x between runs; time the second. */
+    if (rc == TCQ_OK) rc = tcq_model_prefill(m, s[0], toks, (int)prompt, lg);
+    if (rc == TCQ_OK) rc = tcq_session_rewind(s[0], 0);
     double t0 = cli_now(), tp = 0, dmed = 0, bmed = 0;
     if (rc == TCQ_OK) rc = tcq_model_prefill(m, s[0], toks, (int)prompt, lg);
     tp = cli_now() - t0;
