@@ -932,6 +932,10 @@ typedef struct tcq_quantize_opts {
                                  device 0): the same codes and scales, so the same artifact, byte
                                  for byte.  Needs a CUDA build and device, the default search and
                                  L <= 12 (else TCQ_ERR_UNSUPPORTED before anything is written). */
+    int lm_head_bits;         /* 0: the lm_head (output projection; the untied copy of a tied
+                                 embedding) stays dense bf16; 2..4: coded along its input like the
+                                 projections, with this k (its own entry in the quantization
+                                 object).  The input embedding stays bf16 either way. */
 } tcq_quantize_opts;
 
 typedef struct tcq_quantize_progress {

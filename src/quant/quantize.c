@@ -206,7 +206,8 @@ static tcq_status check_2d(const qctx *c, const tcq_tensor_info *t, int dim, con
 }
 
 /* W [out, n] with norm `gain` folded (NULL name: none) -> coded axis 1 or dense bf16 as `name`. */
-static tcq_status do_reader(qctx *c, const char *name, float *W, int64_t out, const char *gain_name, int code)
+/* k: 0 keeps it dense; else the code's k (the projections' own, or --lm-head-bits). */
+static tcq_status do_reader(qctx *c, const char *name, float *W, int64_t out, const char *gain_name, int k)
 {
     float *g = NULL;
     if (gain_name) TCQ_TRY(load_vector(c, gain_name, c->n, &g));
@@ -216,8 +217,14 @@ static tcq_status do_reader(qctx *c, const char *name, float *W, int64_t out, co
     char mod[512];
     module_of(name, mod, sizeof mod);
     const int64_t shape[2] = {out, c->n};
-    if (code && !c->rotate_only && c->n % c->p.T == 0) return code_rows(c, mod, W, out, c->n, 1);
-    if (code && !c->rotate_only) {
+    if (k && !c->rotate_only && c->n % c->p.T == 0) {
+        const tcq_block_params keep = c->p;
+        c->p.k = k;
+        tcq_status s = code_rows(c, mod, W, out, c->n, 1);
+        c->p = keep;
+        return s;
+    }
+    if (k && !c->rotate_only) {
         snprintf(c->note, sizeof c->note, "%s kept dense bf16: row length %lld is not a multiple of %d", name,
                  (long long)c->n, c->p.T);
         json_object_set_new(c->qobj, mod, json_false());
@@ -272,7 +279,7 @@ static tcq_status process(qctx *c, const tcq_tensor_info *t)
             if (!lm) s = tcq_fail(TCQ_ERR_NOMEM, "tensor %s: lm_head copy", t->name);
             if (lm) {
                 memcpy(lm, x, (size_t)t->numel * sizeof *lm);
-                s = do_reader(c, "lm_head.weight", lm, t->shape[0], "model.norm.weight", 0);
+                s = do_reader(c, "lm_head.weight", lm, t->shape[0], "model.norm.weight", c->o->lm_head_bits);
                 free(lm);
             }
         }
@@ -281,7 +288,7 @@ static tcq_status process(qctx *c, const tcq_tensor_info *t)
         break;
     case QR_LM_HEAD:
         s = check_2d(c, t, 1, "lm_head");
-        if (s == TCQ_OK) s = do_reader(c, t->name, x, t->shape[0], "model.norm.weight", 0);
+        if (s == TCQ_OK) s = do_reader(c, t->name, x, t->shape[0], "model.norm.weight", c->o->lm_head_bits);
         break;
     case QR_NORM:
         if (t->ndim != 1 || t->shape[0] != c->n) {
@@ -305,7 +312,7 @@ static tcq_status process(qctx *c, const tcq_tensor_info *t)
         break;
     case QR_READER:
         s = check_2d(c, t, 1, "projection");
-        if (s == TCQ_OK) s = do_reader(c, t->name, x, t->shape[0], gain, 1);
+        if (s == TCQ_OK) s = do_reader(c, t->name, x, t->shape[0], gain, c->p.k);
         break;
     case QR_WRITER:
         s = check_2d(c, t, 0, "output projection");
@@ -375,7 +382,8 @@ static tcq_status run(qctx *c, const char *out_dir, json_t *cfg)
         ts[i] = tcq_st_set_tensor(c->set, i);
         const qrole r = tcq_quant_role(ts[i]->name, NULL, 0);
         if (r == QR_LM_HEAD) has_lm = 1;
-        if ((r == QR_READER || r == QR_WRITER) && !c->rotate_only && c->n % c->p.T == 0)
+        const int lm = r == QR_LM_HEAD || (r == QR_EMBED && c->tied);   /* the (untied) lm_head */
+        if ((r == QR_READER || r == QR_WRITER || (lm && c->o->lm_head_bits)) && !c->rotate_only && c->n % c->p.T == 0)
             c->pr.total += ts[i]->numel;
     }
     qsort(ts, (size_t)count, sizeof *ts, cmp_info);
@@ -397,7 +405,7 @@ static tcq_status run(qctx *c, const char *out_dir, json_t *cfg)
     }
     free(ts);
     TCQ_TRY(s);
-    if (c->tied) json_object_set_new(c->qobj, "lm_head", json_false());
+    if (c->tied && !json_object_get(c->qobj, "lm_head")) json_object_set_new(c->qobj, "lm_head", json_false());
     json_object_set_new(c->qobj, "model.embed_tokens", json_false());
 
     tcq_st_writer *w = NULL;
@@ -431,6 +439,9 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
     c.p = (tcq_block_params){opts->L ? opts->L : 12, opts->bits, opts->T ? opts->T : 256};
     c.rotate_only = opts->bits == 0;
     if (!c.rotate_only) TCQ_TRY(tcq_block_check(c.p));
+    if (opts->lm_head_bits && (opts->lm_head_bits < 2 || opts->lm_head_bits > 4 || c.rotate_only))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: lm_head_bits %d: 0 (dense) or 2..4, and only with bits",
+                        opts->lm_head_bits);
     if (opts->cuda && !c.rotate_only) {
         /* refused before anything is written: the GPU encoder's limits (tcq_cuda_encode_rows) */
         if (opts->enc.search != TCQ_SEARCH_TWO_PASS)

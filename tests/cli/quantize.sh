@@ -22,6 +22,8 @@ check 2 "needs an integer" "$tmp/in" "$tmp/out1" --bits x
 check 2 "default or seams" "$tmp/in" "$tmp/out1" --bits 2 --search best
 check 2 "unknown or incomplete option" "$tmp/in" "$tmp/out1" --bits 2 --seams
 check 2 "exclude each other" "$tmp/in" "$tmp/out1" --bits 2 --rotate-only
+check 2 "lm-head-bits must be" "$tmp/in" "$tmp/out1" --bits 2 --lm-head-bits 5
+check 2 "lm-head-bits must be" "$tmp/in" "$tmp/out1" --rotate-only --lm-head-bits 4
 check 2 "unknown or incomplete option" "$tmp/in" "$tmp/out1" --bits 2 --frobnicate 1
 check 1 "$tmp/in/config.json" "$tmp/in" "$tmp/out1" --bits 2
 mkdir -p "$tmp/in"

@@ -130,6 +130,10 @@ static void gpu_option(const char *tmp)
     CHECK(tcq_quantize_model(src, out, &l14, NULL, NULL) == TCQ_ERR_UNSUPPORTED && strstr(tcq_last_error(), "L <= 12"),
           "cuda + L=14 not refused by name: %s", tcq_last_error());
     CHECK(access(out, F_OK) != 0, "cuda + L=14: %s was created", out);
+    tcq_quantize_opts lm5 = {.bits = 2, .seed = 5, .threads = 2, .lm_head_bits = 5};
+    CHECK(tcq_quantize_model(src, out, &lm5, NULL, NULL) == TCQ_ERR_INVALID_ARG && strstr(tcq_last_error(), "lm_head_bits"),
+          "lm_head_bits 5 not refused by name: %s", tcq_last_error());
+    CHECK(access(out, F_OK) != 0, "lm_head_bits 5: %s was created", out);
     tcq_quantize_opts o = {.bits = 2, .seed = 5, .threads = 2, .cuda = 1};
     const tcq_status s = tcq_quantize_model(src, out, &o, NULL, NULL);
     if (!tcq_cuda_available()) {

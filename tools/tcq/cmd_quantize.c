@@ -10,6 +10,7 @@ static void quantize_usage(FILE *f)
 {
     fprintf(f, "usage: tcq quantize IN_DIR OUT_DIR --bits 2|3|4 [--L 12] [--seed S] [--threads N]\n"
                "                    [--search default|seams] [--seams N] [--interleave] [--refit-scales]\n"
+               "                    [--lm-head-bits 0|2|3|4]\n"
                "                    [--device cpu|cuda]\n"
                "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
                "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
@@ -22,6 +23,7 @@ static void quantize_usage(FILE *f)
                "  2 + N Viterbi passes instead of 2): lower error, slower.\n"
                "  --interleave: at k=3, store o/down codes in the two-block interleave (FORMAT.md).\n"
                "  --refit-scales: least-squares row scales for the chosen codes (lower error).\n"
+               "  --lm-head-bits K: code the output projection too, at k = K (default 0: bf16).\n"
                "  --rotate-only: fold and rotate, code nothing, write f32 (an equivalent dense model).\n"
                "  --device cuda: code on the GPU (same codes, the same artifact byte for byte; needs a\n"
                "  CUDA build and device, the default search and L <= 12).\n");
@@ -68,7 +70,7 @@ static void progress(const tcq_quantize_progress *p, void *user)
 int cmd_quantize(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL;
-    long long bits = 0, L = 12, seed = 1, threads = 0, seams = 0;
+    long long bits = 0, L = 12, seed = 1, threads = 0, seams = 0, lm_bits = 0;
     tcq_search search = TCQ_SEARCH_TWO_PASS;
     int rotate_only = 0, interleave = 0, refit = 0, cuda = 0;
     for (int i = 1; i < argc; i++) {
@@ -115,6 +117,7 @@ int cmd_quantize(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--bits")) dst = &bits;
         else if (!strcmp(argv[i], "--seams")) dst = &seams;
+        else if (!strcmp(argv[i], "--lm-head-bits")) dst = &lm_bits;
         else if (!strcmp(argv[i], "--L")) dst = &L;
         else if (!strcmp(argv[i], "--seed")) dst = &seed;
         else if (!strcmp(argv[i], "--threads")) dst = &threads;
@@ -138,6 +141,10 @@ int cmd_quantize(int argc, char **argv)
         fprintf(stderr, "tcq quantize: --bits must be 2, 3 or 4\n");
         return 2;
     }
+    if (lm_bits && (lm_bits < 2 || lm_bits > 4 || rotate_only)) {
+        fprintf(stderr, "tcq quantize: --lm-head-bits must be 0 (dense), 2, 3 or 4, and needs --bits\n");
+        return 2;
+    }
     if (L < TCQ_L_MIN || L > TCQ_L_MAX || seed < 0 || threads < 0 || threads > 1024 || seams < 0 || seams > 64) {
         fprintf(stderr, "tcq quantize: --L must be in [%d, %d], --seed >= 0, --threads in [0, 1024], "
                         "--seams in [0, 64]\n", TCQ_L_MIN, TCQ_L_MAX);
@@ -154,7 +161,7 @@ int cmd_quantize(int argc, char **argv)
     }
     tcq_quantize_opts o = {.bits = (int)bits, .L = (int)L, .T = 256, .seed = (uint64_t)seed, .threads = (int)threads,
                            .enc = {.search = search, .seams = (int)seams}, .interleave = interleave,
-                           .refit_scales = refit, .cuda = cuda};
+                           .refit_scales = refit, .cuda = cuda, .lm_head_bits = (int)lm_bits};
     bar b = {cli_now(), 0, isatty(2), {0}};
     if (rotate_only) fprintf(stderr, "tcq quantize: %s -> %s, rotate only, seed=%lld\n", in, out, seed);
     else fprintf(stderr, "tcq quantize: %s -> %s, k=%lld L=%lld T=256 seed=%lld search=%s device=%s\n", in, out, bits,
@@ -170,8 +177,10 @@ int cmd_quantize(int argc, char **argv)
                 (long long)f->dense_weights, cli_now() - b.t0);
         return 0;
     }
-    fprintf(stderr, "tcq quantize: %lld weights coded at k=%lld (relative MSE %.5f in the rotated basis), "
-                    "%lld kept dense bf16, %.1f s\n", (long long)f->coded_weights, bits,
+    char lm[32] = "";
+    if (lm_bits) snprintf(lm, sizeof lm, " (the lm_head at k=%lld)", lm_bits);
+    fprintf(stderr, "tcq quantize: %lld weights coded at k=%lld%s (relative MSE %.5f in the rotated basis), "
+                    "%lld kept dense bf16, %.1f s\n", (long long)f->coded_weights, bits, lm,
             f->sq_ref > 0 ? f->sq_err / f->sq_ref : 0.0, (long long)f->dense_weights, cli_now() - b.t0);
     return 0;
 }
