@@ -149,8 +149,9 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x /* [M, n] */, int64_t M, in
                           const uint16_t *scales);
 void tcq_kq_free(kq_act *qa);
 /* Its arithmetic, on buffers already sized (n, npad, nblk set): the scalar definition and the
- * AVX-512 version (prep_avx512.c; the active ISA picks), equal bit for bit. */
+ * AVX2 / AVX-512 versions (prep_avx2.c, prep_avx512.c; the active ISA picks), equal bit for bit. */
 void tcq_kq_fill_ref(kq_act *qa, const float *x, int64_t M, int64_t n, const uint16_t *scales);
+void tcq_kq_fill_avx2(kq_act *qa, const float *x, int64_t M, int64_t n, const uint16_t *scales);
 void tcq_kq_fill_avx512(kq_act *qa, const float *x, int64_t M, int64_t n, const uint16_t *scales);
 /* After tcq_kq_prepare (axis 1): fill qt, dt, corrt for tables with .qt set. */
 tcq_status tcq_kq_transpose(kq_act *qa, int64_t M);

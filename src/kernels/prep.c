@@ -130,7 +130,9 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, cons
     qa->n = n;
     qa->npad = npad;
     qa->nblk = nblk;
-    if (tcq_isa_active() >= TCQ_ISA_AVX512) tcq_kq_fill_avx512(qa, x, M, n, scales);
+    const tcq_isa isa = tcq_isa_active();
+    if (isa >= TCQ_ISA_AVX512) tcq_kq_fill_avx512(qa, x, M, n, scales);
+    else if (isa >= TCQ_ISA_AVX2) tcq_kq_fill_avx2(qa, x, M, n, scales);
     else tcq_kq_fill_ref(qa, x, M, n, scales);
     return TCQ_OK;
 }

@@ -1,4 +1,4 @@
-/* The fast path's activation prep (tcq_kq_prepare): the AVX-512 version gives the scalar
+/* The fast path's activation prep (tcq_kq_prepare): the AVX2 and AVX-512 versions give the scalar
  * definition's integers, steps and corrections bit for bit, on random rows with partial last
  * blocks, zero blocks, NaN, Inf, huge and subnormal values, with and without axis-0 scales; and
  * a hand-checked block pins the definition itself. */
@@ -35,7 +35,7 @@ static void test_hand(void)
     /* a block whose 127/amax overflows counts as zero (the loop once rounded inf to -127) */
     float t[2 * TCQ_FAST_QB] = {0};
     t[0] = 1e-42f, t[1] = -3e-43f, t[TCQ_FAST_QB] = 1.0f;
-    for (int isa = TCQ_ISA_SCALAR; isa <= TCQ_ISA_AVX512; isa += TCQ_ISA_AVX512) {
+    for (int isa = TCQ_ISA_SCALAR; isa <= TCQ_ISA_AVX512; isa++) {
         kq_act tq = {0};
         if (prepare_with((tcq_isa)isa, &tq, t, 1, 2 * TCQ_FAST_QB, NULL))
             CHECK(tq.q[0] == 0 && tq.q[1] == 0 && tq.d[0] == 0.0f && tq.corr[0] == 0 && tq.q[TCQ_FAST_QB] == 127 &&
@@ -61,7 +61,7 @@ static float special(uint64_t *st)
 static void test_random(uint64_t *st)
 {
     static const int64_t ns[] = {1, 17, 63, 64, 65, 100, 512, 1000, 1536, 5120};
-    int cases = 0, bad = 0;
+    int cases[TCQ_ISA_COUNT] = {0}, bad[TCQ_ISA_COUNT] = {0};
     for (int it = 0; it < 400; it++) {
         const int64_t M = 1 + (int64_t)(test_rand(st) % 5), n = ns[test_rand(st) % 10];
         const int with_scales = test_rand(st) & 1;
@@ -77,25 +77,31 @@ static void test_random(uint64_t *st)
         }
         if (kind & 2)
             for (int j = 0; j < 3; j++) x[test_rand(st) % (uint64_t)(M * n)] = special(st);
-        kq_act r = {0}, v = {0};
+        kq_act r = {0};
         const uint16_t *s = with_scales ? sc : NULL;
-        if (prepare_with(TCQ_ISA_SCALAR, &r, x, M, n, s) && prepare_with(TCQ_ISA_AVX512, &v, x, M, n, s)) {
-            const size_t np = (size_t)(M * r.npad), nb = (size_t)(M * r.nblk);
-            int ok = r.npad == v.npad && r.nblk == v.nblk && same_bits(r.q, v.q, np) &&
-                     same_bits(r.q4, v.q4, np * 4) && same_bits(r.q2, v.q2, np * 4) && same_bits(r.d, v.d, nb * 4) &&
-                     same_bits(r.corr, v.corr, nb * 4);
-            if (!s && n % 32 == 0) ok &= same_bits(r.q16, v.q16, np * 2) && same_bits(r.d16, v.d16, (size_t)M * 4);
-            cases++;
-            bad += !ok;
-            if (!ok) fprintf(stderr, "mismatch: M=%lld n=%lld scales=%d kind=%d amp=%g\n", (long long)M, (long long)n,
-                             with_scales, kind, amp);
-        }
+        if (prepare_with(TCQ_ISA_SCALAR, &r, x, M, n, s))
+            for (int isa = TCQ_ISA_AVX2; isa <= TCQ_ISA_AVX512; isa++) {
+                kq_act v = {0};
+                if (prepare_with((tcq_isa)isa, &v, x, M, n, s)) {
+                    const size_t np = (size_t)(M * r.npad), nb = (size_t)(M * r.nblk);
+                    int ok = r.npad == v.npad && r.nblk == v.nblk && same_bits(r.q, v.q, np) &&
+                             same_bits(r.q4, v.q4, np * 4) && same_bits(r.q2, v.q2, np * 4) &&
+                             same_bits(r.d, v.d, nb * 4) && same_bits(r.corr, v.corr, nb * 4);
+                    if (!s && n % 32 == 0) ok &= same_bits(r.q16, v.q16, np * 2) && same_bits(r.d16, v.d16, (size_t)M * 4);
+                    cases[isa]++;
+                    bad[isa] += !ok;
+                    if (!ok) fprintf(stderr, "isa %d mismatch: M=%lld n=%lld scales=%d kind=%d amp=%g\n", isa,
+                                     (long long)M, (long long)n, with_scales, kind, amp);
+                }
+                tcq_kq_free(&v);
+            }
         tcq_kq_free(&r);
-        tcq_kq_free(&v);
         free(x), free(sc);
     }
-    if (cases == 0) fprintf(stderr, "test_prep: this CPU has no AVX-512; only the scalar definition was checked\n");
-    CHECK(bad == 0, "%d of %d random cases differ between the scalar and AVX-512 prep", bad, cases);
+    for (int isa = TCQ_ISA_AVX2; isa <= TCQ_ISA_AVX512; isa++) {
+        if (cases[isa] == 0) fprintf(stderr, "test_prep: this CPU cannot run ISA %d; not compared\n", isa);
+        CHECK(bad[isa] == 0, "%d of %d random cases differ between the scalar prep and ISA %d's", bad[isa], cases[isa], isa);
+    }
 }
 
 int main(void)
