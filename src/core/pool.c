@@ -1,6 +1,6 @@
 /* A fixed pool of worker threads that runs fn over a range of items.
- * Items are claimed dynamically by an atomic counter; callers make each item's result independent
- * of which thread ran it, which keeps outputs identical for any thread count.
+ * Items are claimed dynamically (compare-and-swap on a ticket, below); callers make each item's
+ * result independent of which thread ran it, which keeps outputs identical for any thread count.
  *
  * Hand-off: a model's forward pass calls the pool hundreds of times per token, a few tens of
  * microseconds apart, and waking a sleeping thread through a condition variable costs about as much

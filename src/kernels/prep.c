@@ -47,7 +47,8 @@ tcq_status tcq_kq_transpose(kq_act *qa, int64_t M)
     return TCQ_OK;
 }
 
-/* The definition of the fast path's activation integers (the golden for prep_avx512.c). */
+/* The definition of the fast path's activation integers (the golden for prep_avx2.c and
+ * prep_avx512.c). */
 void tcq_kq_fill_ref(kq_act *qa, const float *x, int64_t M, int64_t n, const uint16_t *scales)
 {
     const int64_t nblk = qa->nblk, npad = qa->npad;

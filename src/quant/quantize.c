@@ -205,8 +205,8 @@ static tcq_status check_2d(const qctx *c, const tcq_tensor_info *t, int dim, con
     return TCQ_OK;
 }
 
-/* W [out, n] with norm `gain` folded (NULL name: none) -> coded axis 1 or dense bf16 as `name`. */
-/* k: 0 keeps it dense; else the code's k (the projections' own, or --lm-head-bits). */
+/* W [out, n] with norm `gain` folded (NULL name: none) -> coded axis 1 at k (the projections' k,
+ * or lm_head_bits for the lm_head) or, k = 0, dense bf16 as `name`. */
 static tcq_status do_reader(qctx *c, const char *name, float *W, int64_t out, const char *gain_name, int k)
 {
     float *g = NULL;
