@@ -10,6 +10,7 @@
 #include <string.h>
 
 #define ATTN_TILE 32   /* outputs per register tile of the weighted sum of V rows */
+typedef float attn_v16 __attribute__((vector_size(64)));
 
 static float attn_dot(const float *a, const float *b, int n)
 {
@@ -58,9 +59,19 @@ void ATTN_NAME(const tcq_attn_args *a)
             const int nt = hd - i0 < ATTN_TILE ? hd - i0 : ATTN_TILE;
             float acc[ATTN_TILE] = {0};
             if (!a->kv_f16 && nt == ATTN_TILE) {
+                /* vector types, so that the tile stays in registers (as an array gcc kept it in
+                 * memory); element-wise IEEE operations: the same bits on every ISA */
+                attn_v16 s0 = {0}, s1 = {0};
                 const float *v = (const float *)a->v + i0;
-                for (int t = 0; t < n; t++, v += a->kv_dim)
-                    for (int u = 0; u < ATTN_TILE; u++) acc[u] += w[t] * v[u];
+                for (int t = 0; t < n; t++, v += a->kv_dim) {
+                    attn_v16 x0, x1;
+                    memcpy(&x0, v, sizeof x0);
+                    memcpy(&x1, v + 16, sizeof x1);
+                    s0 = s0 + w[t] * x0;
+                    s1 = s1 + w[t] * x1;
+                }
+                memcpy(acc, &s0, sizeof s0);
+                memcpy(acc + 16, &s1, sizeof s1);
             } else if (!a->kv_f16) {
                 const float *v = (const float *)a->v + i0;
                 for (int t = 0; t < n; t++, v += a->kv_dim)
