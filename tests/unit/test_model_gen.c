@@ -124,12 +124,13 @@ static void test_prefill_and_batch(tcq_model *m)
     }
     float lb[4 * V], ls[V];
     int same = 1;
-    double worst = 0;
+    double worst = 0, worst16 = 0;   /* f32-cache sessions; the f16-cache one (b = 2) */
     for (int step = 0; step < 30; step++) {
         CHECK_OK(tcq_model_forward_batch(m, bs, cur_b, 4, lb));
         for (int b = 0; b < 4; b++) {
             CHECK_OK(tcq_model_forward(m, ss[b], &cur_s[b], 1, ls));
-            worst = fmax(worst, maxdiff(ls, lb + b * V, V));
+            if (b == 2) worst16 = fmax(worst16, maxdiff(ls, lb + b * V, V));
+            else worst = fmax(worst, maxdiff(ls, lb + b * V, V));
             int bb = 0, bsg = 0;
             for (int v = 1; v < V; v++) {
                 if (lb[b * V + v] > lb[b * V + bb]) bb = v;
@@ -141,7 +142,12 @@ static void test_prefill_and_batch(tcq_model *m)
         }
     }
     CHECK(same, "batch of 4 and separate decodes chose different tokens");
-    CHECK(worst <= 1e-3, "batch vs separate logits: max |d| %g", worst);
+    CHECK(worst <= 1e-3, "batch vs separate logits (f32 cache): max |d| %g", worst);
+    /* The f16 cache rounds the two runs' slightly different k, v (M = 4 and M = 1 kernels) to
+     * f16, and one flipped f16 ulp (2^-11) moves later logits by ~1e-2: scaling every softmax
+     * exp by 1 + 2^-23 alone took this from 9e-5 to 8e-3 (bench/NOTES.md, "Attention at long
+     * context"), so a bound below that tests luck, not the batch path. */
+    CHECK(worst16 <= 3e-2, "batch vs separate logits (f16 cache): max |d| %g", worst16);
     tcq_session *dup[2] = {bs[0], bs[0]};
     CHECK(tcq_model_forward_batch(m, dup, cur_b, 2, lb) == TCQ_ERR_INVALID_ARG, "repeated session accepted");
     for (int b = 0; b < 4; b++) {
