@@ -26,13 +26,16 @@ static float attn_dot(const float *a, const float *b, int n)
  * (libm's expf was a call per score, 5.5 % of a decode token at 1536 positions) and gives the
  * same bits on every ISA: x = n ln2 + r with |r| <= ln2/2 (Cody-Waite, two-part ln2), e^r by
  * Cephes' degree-6 polynomial (about 1 ulp), 2^n through the exponent bits.  x below -87 is
- * clamped there (e^-87 ~ 1.6e-38 instead of a smaller subnormal or 0: nothing a sum >= 1 sees). */
+ * clamped there (e^-87 ~ 1.6e-38 instead of a smaller subnormal or 0: nothing a sum >= 1 sees).
+ * x > 0 never occurs (the max is subtracted first). */
 static inline float attn_expf(float x)
 {
-    x = x < -87.0f ? -87.0f : x;
-    const float t = x * 1.44269504088896341f + 12582912.0f;   /* round(x / ln2) + 1.5 * 2^23 */
+    /* NaN and -inf also become -87 here, which keeps the int conversion below defined; a NaN
+     * score is passed through at the end (as libm's expf did), so a poisoned input still shows */
+    const float xc = x > -87.0f ? x : -87.0f;
+    const float t = xc * 1.44269504088896341f + 12582912.0f;   /* round(x / ln2) + 1.5 * 2^23 */
     const float n = t - 12582912.0f;
-    const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+    const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
@@ -40,10 +43,10 @@ static inline float attn_expf(float x)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * (r * r) + r + 1.0f;
-    const int32_t e = ((int32_t)n + 127) << 23;
+    const int32_t e = ((int32_t)n + 127) << 23;   /* n in [-126, 0]: a normal float's exponent */
     float two_n;
     memcpy(&two_n, &e, sizeof two_n);
-    return p * two_n;
+    return x == x ? p * two_n : x;
 }
 
 static const float *attn_row(const tcq_attn_args *a, const void *cache, int t)

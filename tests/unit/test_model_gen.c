@@ -385,6 +385,19 @@ static void test_attention(void)
                     CHECK(memcmp(out, ref, sizeof(float) * G * hd) == 0, "attention %s differs from generic (hd %d n %d)",
                           tcq_isa_name((tcq_isa)isa), hd, n);
                 }
+                /* a NaN in the query poisons its head's output on every ISA (the softmax's exp
+                 * passes NaN through rather than clamping it away) */
+                q[0] = NAN;
+                for (int isa = 0; isa < TCQ_ISA_COUNT; isa++) {
+                    if (tcq_isa_set((tcq_isa)isa) != TCQ_OK) continue;
+                    tcq_isa_set(keep);
+                    a.out = out;
+                    tcq_attn_select((tcq_isa)isa)(&a);
+                    a.out = ref;
+                    int nan0 = 0;
+                    for (int i = 0; i < hd; i++) nan0 += isnan(out[i]);
+                    CHECK(nan0 == hd, "attention %s: NaN query gave %d of %d NaN outputs", tcq_isa_name((tcq_isa)isa), nan0, hd);
+                }
                 free(q), free(kf), free(vf), free(ref), free(out), free(sc), free(kh), free(vh);
             }
 }
