@@ -11,6 +11,13 @@
 
 #define ATTN_TILE 32   /* outputs per register tile of the weighted sum of V rows */
 typedef float attn_v16 __attribute__((vector_size(64)));
+_Static_assert(ATTN_TILE == 2 * 16, "the full f32 tile is two attn_v16 accumulators");
+
+/* the fixed combination of eight lane sums */
+static inline float attn_tree8(const float acc[8])
+{
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
 
 static float attn_dot(const float *a, const float *b, int n)
 {
@@ -19,7 +26,7 @@ static float attn_dot(const float *a, const float *b, int n)
     for (; i + 8 <= n; i += 8)
         for (int u = 0; u < 8; u++) acc[u] += a[i + u] * b[i + u];
     for (; i < n; i++) acc[0] += a[i] * b[i];
-    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    return attn_tree8(acc);
 }
 
 /* e^x for the softmax's x = score - max <= 0, in plain float operations so that it vectorizes
@@ -67,7 +74,7 @@ void ATTN_NAME(const tcq_attn_args *a)
         for (int g = 0; g < G; g++) a->scores[g * S + t] = attn_dot(a->q + (size_t)g * hd, k, hd) * scale;
     }
     for (int g = 0; g < G; g++) {
-        float *p = a->scores + g * S, mx = -INFINITY, sum = 0;
+        float *p = a->scores + g * S, mx = -INFINITY;
         for (int t = 0; t < n; t++) mx = p[t] > mx ? p[t] : mx;
         for (int t = 0; t < n; t++) p[t] = attn_expf(p[t] - mx);
         /* the sum in eight fixed lanes, as attn_dot does (one chain of n adds was latency-bound) */
@@ -76,8 +83,7 @@ void ATTN_NAME(const tcq_attn_args *a)
         for (; t + 8 <= n; t += 8)
             for (int u = 0; u < 8; u++) ps[u] += p[t + u];
         for (; t < n; t++) ps[0] += p[t];
-        sum = ((ps[0] + ps[4]) + (ps[1] + ps[5])) + ((ps[2] + ps[6]) + (ps[3] + ps[7]));
-        const float inv = 1.0f / sum;
+        const float inv = 1.0f / attn_tree8(ps);
         for (int t = 0; t < n; t++) p[t] *= inv;
     }
     /* out[g, i] = sum over t in order of w[g, t] v[t, i], from 0.  In tiles of 32 outputs held
