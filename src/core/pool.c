@@ -201,6 +201,14 @@ void tcq_pool_free(tcq_pool *p)
 
 int tcq_pool_size(const tcq_pool *p) { return p ? p->n : 1; }
 
+/* A run of more items than the ticket's 32-bit item field holds, as several runs. */
+typedef struct { tcq_pool_fn fn; void *arg; int64_t base; } pool_chunk;
+static void chunk_item(void *arg, int64_t item, int thread)
+{
+    const pool_chunk *c = arg;
+    c->fn(c->arg, c->base + item, thread);
+}
+
 void tcq_pool_run(tcq_pool *p, int64_t n_items, tcq_pool_fn fn, void *arg)
 {
     if (n_items <= 0) return;
@@ -208,7 +216,14 @@ void tcq_pool_run(tcq_pool *p, int64_t n_items, tcq_pool_fn fn, void *arg)
         for (int64_t i = 0; i < n_items; i++) fn(arg, i, 0);
         return;
     }
-    if (n_items > 0xffffffffLL) n_items = 0xffffffffLL;   /* the ticket's item field; callers use far fewer */
+    const int64_t max_run = 0xffffffffLL;
+    if (n_items > max_run) {
+        for (int64_t base = 0; base < n_items; base += max_run) {
+            pool_chunk c = {fn, arg, base};
+            tcq_pool_run(p, n_items - base < max_run ? n_items - base : max_run, chunk_item, &c);
+        }
+        return;
+    }
     const uint64_t g = (generation(p) + 1) & 0xffffffffu;
     pool_job *j = &p->job[g & 1];
     atomic_store_explicit(&j->fn, fn, memory_order_relaxed);
