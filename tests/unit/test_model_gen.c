@@ -333,6 +333,17 @@ static void test_h2f(void)
     CHECK(bad == 0, "inline f16 conversion differs on %d values", bad);
 }
 
+/* The attention core of ISA isa on a, into out; 0 if this CPU cannot run that ISA. */
+static int attn_on(int isa, tcq_attn_args a, float *out)
+{
+    const tcq_isa keep = tcq_isa_active();
+    if (tcq_isa_set((tcq_isa)isa) != TCQ_OK) return 0;
+    tcq_isa_set(keep);
+    a.out = out;
+    tcq_attn_select((tcq_isa)isa)(&a);
+    return 1;
+}
+
 /* The attention core: every ISA build bit-identical to the generic one, which is within 1e-5 of
  * float64; f32 and f16 caches, head sizes with and without a tail. */
 static void test_attention(void)
@@ -375,25 +386,15 @@ static void test_attention(void)
                     free(p);
                 }
                 CHECK(worst < 1e-5, "attention hd %d G %d n %d f16 %d: %g from float64", hd, G, n, f16, worst);
-                const tcq_isa keep = tcq_isa_active();
-                for (int isa = 1; isa < TCQ_ISA_COUNT; isa++) {
-                    if (tcq_isa_set((tcq_isa)isa) != TCQ_OK) continue;
-                    tcq_isa_set(keep);
-                    a.out = out;
-                    tcq_attn_select((tcq_isa)isa)(&a);
-                    a.out = ref;
-                    CHECK(memcmp(out, ref, sizeof(float) * G * hd) == 0, "attention %s differs from generic (hd %d n %d)",
-                          tcq_isa_name((tcq_isa)isa), hd, n);
-                }
+                for (int isa = 1; isa < TCQ_ISA_COUNT; isa++)
+                    if (attn_on(isa, a, out))
+                        CHECK(memcmp(out, ref, sizeof(float) * G * hd) == 0, "attention %s differs from generic (hd %d n %d)",
+                              tcq_isa_name((tcq_isa)isa), hd, n);
                 /* a NaN in the query poisons its head's output on every ISA (the softmax's exp
                  * passes NaN through rather than clamping it away) */
                 q[0] = NAN;
                 for (int isa = 0; isa < TCQ_ISA_COUNT; isa++) {
-                    if (tcq_isa_set((tcq_isa)isa) != TCQ_OK) continue;
-                    tcq_isa_set(keep);
-                    a.out = out;
-                    tcq_attn_select((tcq_isa)isa)(&a);
-                    a.out = ref;
+                    if (!attn_on(isa, a, out)) continue;
                     int nan0 = 0;
                     for (int i = 0; i < hd; i++) nan0 += isnan(out[i]);
                     CHECK(nan0 == hd, "attention %s: NaN query gave %d of %d NaN outputs", tcq_isa_name((tcq_isa)isa), nan0, hd);

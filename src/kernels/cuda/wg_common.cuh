@@ -1,9 +1,10 @@
 /* What the two wgmma kernels (wgmma.cu: decode into A registers; wgss.cu: decode into shared
  * memory) share, and bench/micro/wgmma_ceiling.cu with them: the x prep into shared-memory tile
  * order, the wgmma fences, the stage rings' copies and mbarriers, the exact f16 pair of a decode,
- * the work split and the fix-up that adds the partial sums of tiles cut between blocks.  A tile is kRows outputs x NB activation rows; its units are equal slices of the
- * reduced dimension (256-position blocks in wgmma.cu, 64-k stages in wgss.cu); partials are
- * [block][2][NB][kRows] f32. */
+ * the work split and the fix-up that adds the partial sums of tiles cut between blocks.  A tile
+ * is kRows outputs x NB activation rows; its units are equal slices of the reduced dimension
+ * (256-position blocks in wgmma.cu, 64-k stages in wgss.cu); partials are [block][2][NB][kRows]
+ * f32. */
 #ifndef TCQ_WG_COMMON_CUH
 #define TCQ_WG_COMMON_CUH
 
