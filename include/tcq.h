@@ -1023,7 +1023,9 @@ int tcq_cuda_available(void);
  * TCQ_CUDA_KERNEL=tc (M <= 8 on the pair-table kernels), TCQ_CUDA_FAST=dp4a|int8 (TCQ_PATH_FAST on
  * the "fast" dp4a kernels wherever they run, not "int8" / on "int8" wherever it runs: the built-in),
  * TCQ_CUDA_PDL=0 (no programmatic dependent launches), TCQ_CUDA_PF=N (the integer scatter's L2
- * prefetch N k-steps ahead, 0 off; built-in 8 at k = 2 and 4), TCQ_CUDA_CHUNK=N (item length of the
+ * prefetch N k-steps ahead, 0 off; built-in 8 at k = 2 and 4), TCQ_CUDA_PAIR=1 (the integer kernels
+ * decode two states from one 32-bit window at L = 12, k = 2 and 4, the same bits; off by default until
+ * measured), TCQ_CUDA_CHUNK=N (item length of the
  * integer kernels, a multiple of 32 in [64, 1024]; axis 1 takes it only where T divides it),
  * TCQ_CUDA_TC_MAX_M=N (largest M on the pair-table kernels, <= 32), TCQ_CUDA_WG=0|1 (the wgmma
  * kernels off / at every M they take), TCQ_CUDA_WG_GRID=G and TCQ_CUDA_WG_DEPTH=1|2 (their block

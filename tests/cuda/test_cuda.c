@@ -299,6 +299,74 @@ static void check_swiglu(int L, int k, int T, int64_t out, int64_t in, int64_t M
     free_w(&u);
 }
 
+/* The integer kernels' two-state windows (L = 12, k = 2 and 4: mad1_pair, and on axis 1 the x
+ * prep's paired position order) against each state decoded alone (TCQ_CUDA_PAIR=0): the same
+ * integers reach the same s32 sums, so the outputs must be the same bits.  up != 0: fused SwiGLU. */
+static void check_pair_same(int k, int T, int axis, int up, int64_t out, int64_t in, int64_t M, tcq_kpath path)
+{
+    host_w g, u;
+    make_w(&g, 12, k, T, axis, 0, out, in);
+    if (up) make_w(&u, 12, k, T, 1, 0, out, in);
+    float *x = malloc((size_t)(M * in) * 4), *y[2];
+    for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
+    const size_t wb = tcq_cuda_trellis_bytes(&g.t), nb = (size_t)(M * out) * 4;
+    void *dgb = dev_alloc(wb), *dub = up ? dev_alloc(wb) : NULL;
+    float *dx = dev_alloc((size_t)(M * in) * 4), *dy = dev_alloc(nb);
+    tcq_trellis dg, du;
+    CHECK_OK(tcq_cuda_copy_to_device(ctx, dx, x, (size_t)(M * in) * 4));
+    const char *kern[2] = {NULL, NULL};
+    for (int pass = 0; pass < 2; pass++) {
+        const char *env[] = {"TCQ_CUDA_PAIR", pass ? "0" : "1", NULL};
+        if (!ctx_push(env)) break;
+        CHECK_OK(tcq_cuda_trellis_upload(ctx, &g.t, dgb, wb, &dg));
+        if (up) CHECK_OK(tcq_cuda_trellis_upload(ctx, &u.t, dub, wb, &du));
+        kern[pass] = tcq_cuda_linear_kernel(ctx, &g.t, M, path);
+        y[pass] = malloc(nb);
+        CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, nb));
+        if (up) CHECK_OK(tcq_cuda_linear_swiglu(ctx, &dg, &du, dx, dy, M, path));
+        else CHECK_OK(tcq_cuda_linear(ctx, &dg, dx, dy, M, path));
+        CHECK_OK(tcq_cuda_copy_to_host(ctx, y[pass], dy, nb));
+        ctx_pop();
+    }
+    if (kern[0] && kern[1]) {
+        CHECK(!strcmp(kern[0], kern[1]) && !strncmp(kern[0], "int", 3), "pair k=%d axis=%d M=%lld runs %s / %s, not an int kernel", k,
+              axis, (long long)M, kern[0], kern[1]);
+        int64_t diff = 0, nonfin = 0;
+        for (int64_t i = 0; i < M * out; i++) diff += memcmp(&y[0][i], &y[1][i], 4) != 0, nonfin += !isfinite(y[0][i]);
+        CHECK(diff == 0 && nonfin == 0, "pair decode k=%d T=%d axis=%d%s out=%lld in=%lld M=%lld (%s): %lld outputs differ from "
+              "single decode, %lld non-finite", k, T, axis, up ? " swiglu" : "", (long long)out, (long long)in, (long long)M,
+              kern[0], (long long)diff, (long long)nonfin);
+        free(y[0]);
+        free(y[1]);
+    }
+    tcq_cuda_free(dgb);
+    if (up) tcq_cuda_free(dub);
+    tcq_cuda_free(dx);
+    tcq_cuda_free(dy);
+    free(x);
+    free_w(&g);
+    if (up) free_w(&u);
+}
+
+/* both paths, both axes, both k, T = 128 and 256 (spans of 32 and 64: whole pair groups plus
+ * the positions past them), one and two n-tiles, remainder shapes */
+static void pair_suite(int quick)
+{
+    for (int k = 2; k <= 4; k += 2)
+        for (int ti = 0; ti < 2; ti++) {
+            const int T = ti ? 256 : 128;
+            const int64_t Ms[] = {1, 3, 8};
+            for (int mi = quick ? 1 : 0; mi < (quick ? 2 : 3); mi++) {
+                const int64_t M = Ms[mi];
+                check_pair_same(k, T, 1, 0, 37 + 32 * mi, T * (3 + mi), M, TCQ_PATH_EXACT);
+                check_pair_same(k, T, 0, 0, T * (1 + mi), 45 + 77 * mi, M, TCQ_PATH_EXACT);
+                check_pair_same(k, T, 1, 0, 70, T * 4, M, TCQ_PATH_FAST);
+                check_pair_same(k, T, 0, 0, T * 2, 300, M, TCQ_PATH_FAST);
+                if (!quick) check_pair_same(k, T, 1, 1, 50, T * 2, M, TCQ_PATH_EXACT);
+            }
+        }
+}
+
 /* ---- fast path ---------------------------------------------------------------------------
  * Bounds, per output (m, o), with v_i the weight without the activation-side factor (axis 1:
  * W[o, i]; axis 0: W[o, i] / scale_i = value), a_i the activation (axis 1: x; axis 0: x * scale)
@@ -477,6 +545,52 @@ static void check_fast_nonfinite(int axis)
     free_w(&h);
 }
 
+/* Activations so small that 127 / amax overflows (|x| < ~3.7e-37, subnormal or nearly): the
+ * CPU's fast path quantizes such a block to q = 0, d = 0 (kq_step), so its outputs are 0; the
+ * GPU's must be the same exact zeros (before, v * inf saturated every q, zeros to -127, or went
+ * out of int range on the int8 kernels).  Row 1 is ordinary: finite, not all zero. */
+static void check_fast_tiny(int axis, int64_t M)
+{
+    const int64_t out = axis ? 40 : 256, in = axis ? 512 : 300;
+    host_w h;
+    make_w(&h, 12, 2, 256, axis, 0, out, in);
+    float *x = malloc((size_t)(M * in) * 4), *y = malloc((size_t)(M * out) * 4), *yc = malloc((size_t)(M * out) * 4);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t i = 0; i < in; i++)
+            x[m * in + i] = m == 1 ? (float)test_gauss(&rng) : i % 3 ? (float)test_gauss(&rng) * 1e-38f : 0.0f;
+    tcq_kctx *kc = cpu_fast_ctx();
+    const tcq_weight wt = {.fmt = TCQ_WF_TRELLIS, .out = out, .in = in, .tr = h.t};
+    CHECK_OK(tcq_linear(&wt, x, yc, M, kc));
+    tcq_kctx_free(kc);
+    const size_t wb = tcq_cuda_trellis_bytes(&h.t);
+    void *dwb = dev_alloc(wb);
+    float *dx = dev_alloc((size_t)(M * in) * 4), *dy = dev_alloc((size_t)(M * out) * 4);
+    tcq_trellis dw;
+    CHECK_OK(tcq_cuda_trellis_upload(ctx, &h.t, dwb, wb, &dw));
+    CHECK_OK(tcq_cuda_copy_to_device(ctx, dx, x, (size_t)(M * in) * 4));
+    CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, (size_t)(M * out) * 4));
+    CHECK_OK(tcq_cuda_linear(ctx, &dw, dx, dy, M, TCQ_PATH_FAST));
+    CHECK_OK(tcq_cuda_copy_to_host(ctx, y, dy, (size_t)(M * out) * 4));
+    const char *kern = tcq_cuda_linear_kernel(ctx, &h.t, M, TCQ_PATH_FAST);
+    int64_t nonzero = 0, cpu_nonzero = 0, row1_ok = 0;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t o = 0; o < out; o++) {
+            const float v = y[m * out + o];
+            if (m == 1) row1_ok += isfinite(v) && v != 0.0f;
+            else nonzero += v != 0.0f, cpu_nonzero += yc[m * out + o] != 0.0f;
+        }
+    CHECK(nonzero == 0 && cpu_nonzero == 0 && (M < 2 || row1_ok > 0),
+          "fast (%s) axis=%d M=%lld, activations ~1e-38: %lld outputs not 0 (CPU: %lld); ordinary row: %lld finite non-zero of %lld",
+          kern ? kern : "?", axis, (long long)M, (long long)nonzero, (long long)cpu_nonzero, (long long)row1_ok, (long long)out);
+    tcq_cuda_free(dwb);
+    tcq_cuda_free(dx);
+    tcq_cuda_free(dy);
+    free(x);
+    free(y);
+    free(yc);
+    free_w(&h);
+}
+
 /* Fused gate/up on the fast path against the CPU's fused fast path: g and u each within their
  * CPU bound, propagated through silu(g) u (|silu'| <= 1.1), plus 1e-6 relative for expf. */
 static void check_swiglu_fast(int L, int k, int T, int64_t out, int64_t in, int64_t M)
@@ -601,6 +715,7 @@ static void fast_suite(int big, int int8)
     check_fast(12, 2, 64, 0, 0, 64, 1000, 8);             /* one column block, half an item */
     check_fast_nonfinite(0);
     check_fast_nonfinite(1);
+    for (int axis = 0; axis <= 1; axis++) check_fast_tiny(axis, 1), check_fast_tiny(axis, 3);
     check_swiglu_fast(12, 2, 256, 300, 512, 1);
     check_swiglu_fast(12, 3, 256, 200, 768, 5);
     check_swiglu_fast(12, 4, 256, 64, 256, 8);
@@ -797,6 +912,7 @@ int main(void)
         }
         check_decode_bf16(12, 3, 256, 0, 1, 512, 30);
         check_swiglu(12, 2, 256, 64, 256, 3);
+        pair_suite(1);
         check_fast(12, 2, 256, 1, 0, 100, 512, 3);
         check_fast(12, 3, 256, 0, 1, 512, 200, 6);
         check_fast(8, 1, 64, 0, 0, 64, 70, 8);
@@ -872,6 +988,7 @@ int main(void)
         n += 2;
     }
     fprintf(stderr, "linear: %d cases, worst relative error %.3g\n", n, worst);
+    pair_suite(0);
     fast_suite(!big || strcmp(big, "0") != 0, 1);
     {   /* again with the dp4a kernels wherever they run (the int8 ones took most cases above) */
         const char *env[] = {"TCQ_CUDA_FAST", "dp4a", NULL};

@@ -27,6 +27,7 @@ struct tcq_cuda_ctx {
     double encode_kernel_ms;   /* device time of the last tcq_cuda_encode_rows' kernels */
     int pdl;                 /* TCQ_CUDA_PDL (default 1): programmatic dependent launch of the int kernels, 0 off */
     int chunk_pin;           /* TCQ_CUDA_CHUNK: item length of the int kernels (0: built-in) */
+    int im_pair;             /* TCQ_CUDA_PAIR=1: the int kernels' two-state windows at L = 12, k = 2, 4 (mad1_pair); default 0 */
     int sc_pf;               /* TCQ_CUDA_PF: the int scatter's L2 prefetch distance in k-steps (-1: built-in, 0 off) */
     int kernel_pin;          /* TCQ_CUDA_KERNEL=tc: M <= 8 on the pair-table kernels (tests, benchmarks) */
     int fast_dp4a;           /* TCQ_CUDA_FAST=dp4a: TCQ_PATH_FAST on the dp4a kernels (fast.cu), not int8 tensor cores */

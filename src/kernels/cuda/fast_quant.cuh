@@ -36,8 +36,11 @@ __global__ void k_quant(const float *__restrict__ x, int M, int64_t n, const uin
         for (int o = 16; o; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
         finite = __all_sync(0xffffffffu, finite);
         if (!finite) amax = __int_as_float(0x7fc00000);
-        const bool ok = amax > 0.0f && amax <= FLT_MAX;
-        const float inv = ok ? __fdiv_rn(127.0f, amax) : 0.0f;
+        /* as kq_step (kernels.h): a block whose 127 / amax overflows (amax below ~3.7e-37)
+         * quantizes to q = 0, d = 0; v * inf would saturate every q, a zero to -127 */
+        const float inv0 = amax > 0.0f && amax <= FLT_MAX ? __fdiv_rn(127.0f, amax) : 0.0f;
+        const bool ok = inv0 > 0.0f && inv0 <= FLT_MAX;
+        const float inv = ok ? inv0 : 0.0f;
         int sum = 0;
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -49,7 +52,7 @@ __global__ void k_quant(const float *__restrict__ x, int M, int64_t n, const uin
         }
         for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
         if (lane == 0) {
-            d[m * nblk + blk] = ok ? __fdiv_rn(amax, 127.0f) : (amax == 0.0f ? 0.0f : __int_as_float(0x7fc00000));
+            d[m * nblk + blk] = ok ? __fdiv_rn(amax, 127.0f) : (amax <= FLT_MAX ? 0.0f : __int_as_float(0x7fc00000));
             corr[m * nblk + blk] = -510 * sum;
         }
     }

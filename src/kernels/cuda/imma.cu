@@ -23,6 +23,8 @@
  * chunk order by a second small kernel: deterministic, and no fences in the main loop. */
 #include "im_kernels.cuh"
 
+#include <float.h>
+
 using namespace tcq_im;
 
 namespace {
@@ -69,7 +71,7 @@ __device__ __forceinline__ int im_exponent(float mx, int bits)
  * 2 (kt % (sp/2)) + pi; axis 0: 8 kt + 2q + pi.  One read of x, two barriers.  The last row's
  * block also zeroes the columns past limbs M. */
 __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, int M, int64_t in,
-                                                 const uint16_t *__restrict__ cs, int axis, int T, int NT, int limbs,
+                                                 const uint16_t *__restrict__ cs, int axis, int T, int NT, int limbs, int pp,
                                                  uint4 *__restrict__ xf, double *__restrict__ xs, float *__restrict__ xe)
 {
     pdl_launch_dependents();   /* the main kernel may start its weight loads now */
@@ -79,6 +81,9 @@ __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, 
     __shared__ float rf[32];
     __shared__ int rbad[32];
     __shared__ long long rl[32];
+    __shared__ unsigned char spos[64];   /* axis 1: span_pos of a T-block's 2 (T/8) slots */
+    const int lsp = __ffs(T) - 3, lks = lsp - 1;   /* log2(T / 4), log2(T / 8) */
+    if (axis && tid < (1 << lsp)) spos[tid] = (unsigned char)span_pos(tid >> 1, tid & 1, pp, 1 << lsp);
     const float v = im_xval(x, in, cs, m, p0 + tid);
     float mx = fabsf(v);
     int bad = !isfinite(v);
@@ -91,8 +96,11 @@ __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, 
     mx = 0.0f;
     for (int k = 0; k < nwarp; k++) mx = fmaxf(mx, rf[k]);
     const int bits = limbs == 3 ? 22 : 14;
-    const int xi = limbs >= 2 ? __float2int_rn(v * ldexpf(1.0f, im_exponent(mx, bits)))
-                   : mx > 0.0f ? __float2int_rn(v * __fdiv_rn(127.0f, mx)) : 0;
+    /* int8: a chunk whose 127 / mx overflows (mx below ~3.7e-37) gets x' = 0 and step 0, as the
+     * CPU's kq_step (v * inf would be out of int range) */
+    const float inv8 = mx > 0.0f ? __fdiv_rn(127.0f, mx) : 0.0f;
+    const bool ok8 = inv8 <= FLT_MAX;
+    const int xi = limbs >= 2 ? __float2int_rn(v * ldexpf(1.0f, im_exponent(mx, bits))) : ok8 ? __float2int_rn(v * inv8) : 0;
     xq[tid] = xi;
     long long sum = xi;
     for (int d = 16; d; d >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, d);
@@ -103,12 +111,11 @@ __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, 
         bad = 0;
         for (int k = 0; k < nwarp; k++) t += rl[k], bad |= rbad[k];
         xs[(int64_t)c * M + m] = bad ? (double)NAN : (double)t;   /* a NaN/inf input poisons its outputs */
-        xe[(int64_t)c * M + m] = limbs >= 2 ? ldexpf(1.0f, -im_exponent(mx, bits)) : __fdiv_rn(mx, 127.0f);
+        xe[(int64_t)c * M + m] = limbs >= 2 ? ldexpf(1.0f, -im_exponent(mx, bits)) : ok8 ? __fdiv_rn(mx, 127.0f) : 0.0f;
     }
     /* 32-bit arithmetic on chunk-local positions, shifts for the power-of-two span sizes: with
      * int64 division and modulo per position this loop was ~1000 instructions a warp and the
      * kernel ~5 us on 10 SMs, which the main kernel waits for (bench/NOTES.md, session 13) */
-    const int lsp = __ffs(T) - 3, lks = lsp - 1;   /* log2(T / 4), log2(T / 8) */
     const int col0 = limbs * m, ncol = (m == M - 1 ? 8 * NT : limbs * (m + 1)) - col0, per = ncol * 4;
     const int n_ent = (ch / 16) * per;
     const int64_t kp0 = p0 / 16;
@@ -121,7 +128,7 @@ __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, 
             const int kt = 2 * kpl + jh;   /* the chunk's k-steps: p0 is a multiple of T */
 #pragma unroll
             for (int pi = 0; pi < 2; pi++) {
-                const int p = axis ? ((kt >> lks) << (lsp + 2)) + (q << lsp) + 2 * (kt & ((1 << lks) - 1)) + pi
+                const int p = axis ? ((kt >> lks) << (lsp + 2)) + (q << lsp) + spos[2 * (kt & ((1 << lks) - 1)) + pi]
                                    : 8 * kt + 2 * q + pi;
                 r[2 * jh + pi] = l < limbs ? limb4(xq[p], l) : 0u;   /* p < ch: xq is 0 past in */
             }
@@ -210,6 +217,7 @@ __global__ void __launch_bounds__(256) k_im_finish_row(const float *__restrict__
 
 }  // namespace
 
+#ifndef TCQ_EMU   /* tests/cuda/emu/imma.cpp runs the kernels above on the host */
 /* 1 if the integer kernels take this call on the exact (int8 = 0) or int8 path. */
 int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int int8)
 {
@@ -295,10 +303,11 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
      * 5120x17408 (16: a little less; 4: nothing); at k = 1 and 3 (unaligned words, whose scatter
      * was already as fast) it measured 0-4 % slower, so off there (bench/NOTES.md, session 13) */
     o.pf = ctx->sc_pf >= 0 ? ctx->sc_pf : (w->p.k == 2 || w->p.k == 4) ? 8 : 0;
+    o.pp = w->axis && im_pair(ctx, w->p.L, w->p.k) ? tcq_tc::pair_dist(w->p.k) : 0;
     o.inv_ntiles = 1.0f / (float)o.ntiles;
     o.inv_per_s = 1.0f / (float)(o.ntiles * o.nmat);
     k_im_xprep<<<dim3((unsigned)n_ch, (unsigned)M), ch, 0, ctx->stream>>>(x, (int)M, in, w->axis ? NULL : w->scales, w->axis, w->p.T, NT, limbs,
-                                                  (uint4 *)o.xf, (double *)o.xs, (float *)o.xe);
+                                                  o.pp, (uint4 *)o.xf, (double *)o.xs, (float *)o.xe);
     CU_LAUNCHED("cuda linear (int): activation prep");
     Geo gu = g;
     if (up) {
@@ -322,3 +331,4 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     return pdl_launch(ctx, ctx->pdl, k_im_finish, dim3((unsigned)((n + 31) / 32)), dim3(32 * kFinWarps), 0,
                       "cuda linear (int): chunk sums", (const float *)o.part, o.S, (int)M, out, sg, su, y);
 }
+#endif
