@@ -10,7 +10,7 @@
 #include <string.h>
 
 #define ATTN_TILE 32   /* outputs per register tile of the weighted sum of V rows */
-typedef float attn_v16 __attribute__((vector_size(64)));
+typedef tcq_model_v16 attn_v16;
 _Static_assert(ATTN_TILE == 2 * 16, "the full f32 tile is two attn_v16 accumulators");
 
 /* the fixed combination of eight lane sums */
@@ -60,7 +60,13 @@ static const float *attn_row(const tcq_attn_args *a, const void *cache, int t)
 {
     if (!a->kv_f16) return (const float *)cache + (size_t)t * a->kv_dim;
     const uint16_t *p = (const uint16_t *)cache + (size_t)t * a->kv_dim;
-    for (int i = 0; i < a->hd; i++) a->buf[i] = tcq_model_h2f(p[i]);
+    int i = 0;
+    for (; i + 16 <= a->hd; i += 16) {
+        attn_v16 f;
+        tcq_model_h2f16(p + i, &f);
+        memcpy(a->buf + i, &f, sizeof f);
+    }
+    for (; i < a->hd; i++) a->buf[i] = tcq_model_h2f(p[i]);
     return a->buf;
 }
 
@@ -89,7 +95,33 @@ void ATTN_NAME(const tcq_attn_args *a)
     /* out[g, i] = sum over t in order of w[g, t] v[t, i], from 0.  In tiles of 32 outputs held
      * in registers across t: accumulated in memory row by row, every t's add waited for the
      * previous t's store (47 % of this function's time at 1536 positions).  Same additions in
-     * the same order as that loop, so the same bits. */
+     * the same order as that loop, so the same bits.  An f16 cache's full tiles come first, two
+     * query heads at a time, so that each V row is widened once for both (per head, the
+     * widening was most of the f16 path's extra cost at 1536 positions: bench/NOTES.md, session 16). */
+    if (a->kv_f16)
+        for (int i0 = 0; i0 + ATTN_TILE <= hd; i0 += ATTN_TILE)
+            for (int g = 0; g < G; g += 2) {
+                const int two = g + 1 < G;
+                const float *w0 = a->scores + g * S, *w1 = two ? w0 + S : w0;
+                attn_v16 s0 = {0}, s1 = {0}, u0 = {0}, u1 = {0};
+                const uint16_t *v = (const uint16_t *)a->v + i0;
+                for (int t = 0; t < n; t++, v += a->kv_dim) {
+                    attn_v16 x0, x1;
+                    tcq_model_h2f16(v, &x0);
+                    tcq_model_h2f16(v + 16, &x1);
+                    s0 = s0 + w0[t] * x0;
+                    s1 = s1 + w0[t] * x1;
+                    u0 = u0 + w1[t] * x0;
+                    u1 = u1 + w1[t] * x1;
+                }
+                float *o = a->out + (size_t)g * hd + i0;
+                memcpy(o, &s0, sizeof s0);
+                memcpy(o + 16, &s1, sizeof s1);
+                if (two) {
+                    memcpy(o + hd, &u0, sizeof u0);
+                    memcpy(o + hd + 16, &u1, sizeof u1);
+                }
+            }
     for (int g = 0; g < G; g++) {
         const float *w = a->scores + g * S;
         for (int i0 = 0; i0 < hd; i0 += ATTN_TILE) {
@@ -109,6 +141,8 @@ void ATTN_NAME(const tcq_attn_args *a)
                 }
                 memcpy(acc, &s0, sizeof s0);
                 memcpy(acc + 16, &s1, sizeof s1);
+            } else if (nt == ATTN_TILE) {   /* f16: done above */
+                continue;
             } else if (!a->kv_f16) {
                 const float *v = (const float *)a->v + i0;
                 for (int t = 0; t < n; t++, v += a->kv_dim)

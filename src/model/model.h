@@ -3,6 +3,7 @@
 #define TCQ_MODEL_INTERNAL_H
 
 #include "core/internal.h"
+#include <string.h>
 
 /* f16 -> f32 inline (exact, subnormals included: the shifted bits times 2^112 rebias the
  * exponent), so the KV-cache conversion loops vectorize.  Equal to tcq_f16_to_f32. */
@@ -14,6 +15,29 @@ static inline float tcq_model_h2f(uint16_t h)
     if ((h & 0x7c00u) == 0x7c00u) o.u |= 0x7f800000u;   /* inf / nan keep their payload */
     o.u |= (uint32_t)(h & 0x8000u) << 16;
     return o.f;
+}
+
+/* tcq_model_h2f on 16 halves at once (exact, so the same bits on every ISA, which the attention
+ * core relies on): widened, then that function's integer and multiply steps lane by lane.
+ * Element by element the f16 cache's rows cost 2.3x the f32 ones at 1536 positions
+ * (bench/NOTES.md, session 16).  out, not a return value: a 64-byte vector return changes the
+ * ABI between the generic and the AVX-512 builds. */
+typedef float tcq_model_v16 __attribute__((vector_size(64)));
+static inline void tcq_model_h2f16(const uint16_t *p, tcq_model_v16 *out)
+{
+    typedef uint32_t u16x32 __attribute__((vector_size(64)));
+    typedef uint16_t h16x16 __attribute__((vector_size(32)));
+    h16x16 h16;
+    memcpy(&h16, p, sizeof h16);
+    const u16x32 h = __builtin_convertvector(h16, u16x32);
+    u16x32 u = (h & 0x7fffu) << 13;
+    tcq_model_v16 f;
+    memcpy(&f, &u, sizeof f);
+    f *= 0x1p112f;
+    memcpy(&u, &f, sizeof u);
+    u |= (u16x32)((h & 0x7c00u) == 0x7c00u) & 0x7f800000u;   /* inf / nan keep their payload */
+    u |= (h & 0x8000u) << 16;
+    memcpy(out, &u, sizeof *out);
 }
 
 /* Attention of one (row, kv head): its G query heads over cache positions [0, n). */

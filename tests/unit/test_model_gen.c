@@ -331,6 +331,19 @@ static void test_h2f(void)
         bad += ua != ub && !(isnan(a) && isnan(b));
     }
     CHECK(bad == 0, "inline f16 conversion differs on %d values", bad);
+    /* the 16-lane version: the same bits as tcq_model_h2f, NaN payloads included */
+    bad = 0;
+    for (uint32_t h0 = 0; h0 < 65536; h0 += 16) {
+        uint16_t in[16];
+        for (int i = 0; i < 16; i++) in[i] = (uint16_t)(h0 + i);
+        tcq_model_v16 v;
+        tcq_model_h2f16(in, &v);
+        for (int i = 0; i < 16; i++) {
+            const float a = tcq_model_h2f(in[i]);
+            bad += memcmp(&a, (const float *)&v + i, 4) != 0;
+        }
+    }
+    CHECK(bad == 0, "16-lane f16 conversion differs on %d values", bad);
 }
 
 /* The attention core of ISA isa on a, into out; 0 if this CPU cannot run that ISA. */
