@@ -3,12 +3,13 @@
 # (the GPU encoder is bit-identical to the CPU one):
 #   tests/cuda/quantize-cmp.sh TCQ MODEL_DIR WORK_DIR
 # Quantizes MODEL_DIR (a small llama / qwen3 directory: tests/data/tiny_llama) at k = 2, 3, 4
-# (k=3 also with --interleave and --refit-scales) both ways and cmp's every output file.
+# (k=3 also with --interleave and --refit-scales; k=2 with the lm_head at k=4) both ways and
+# cmp's every output file.
 set -u
 tcq=$1 model=$2 work=$3
 mkdir -p "$work"
 n=0 bad=0
-for opt in "--bits 2" "--bits 3" "--bits 4" "--bits 3 --interleave --refit-scales"; do
+for opt in "--bits 2" "--bits 3" "--bits 4" "--bits 3 --interleave --refit-scales" "--bits 2 --lm-head-bits 4"; do
   tag=$(echo "$opt" | tr -d ' -')
   n=$((n + 1))
   t0=$(date +%s.%N)
