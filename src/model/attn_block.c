@@ -58,15 +58,9 @@ static void blk_item(void *arg, int64_t kvh, int thread)
         memcpy(Q + (size_t)r * G * hd, m->q + (size_t)r * qd + (size_t)kvh * G * hd, (size_t)G * hd * sizeof *Q);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, hd, 1.0f / sqrtf((float)hd), Q, hd, K, ld, 0.0f, S, n);
     for (int i = 0; i < R; i++) {
-        float *p = S + (size_t)i * n, mx = -INFINITY, sum = 0;
+        float *p = S + (size_t)i * n;
         const int valid = J->p0 + i / G + 1;   /* causal: positions [0, p0 + r] */
-        for (int t = 0; t < valid; t++) mx = p[t] > mx ? p[t] : mx;
-        for (int t = 0; t < valid; t++) {
-            p[t] = expf(p[t] - mx);
-            sum += p[t];
-        }
-        const float inv = 1.0f / sum;
-        for (int t = 0; t < valid; t++) p[t] *= inv;
+        m->softmax(p, valid);
         for (int t = valid; t < n; t++) p[t] = 0;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, hd, n, 1.0f, S, n, V, ld, 0.0f, O, hd);

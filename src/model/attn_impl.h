@@ -82,6 +82,28 @@ static const float *attn_row(const tcq_attn_args *a, const void *cache, int t)
     return a->buf;
 }
 
+/* p[t] = softmax(p)[t] over t in [0, n): the plain-float expf, the sum in eight fixed lanes. */
+static void attn_softmax(float *p, int n)
+{
+    float mx = -INFINITY;
+    for (int t = 0; t < n; t++) mx = p[t] > mx ? p[t] : mx;
+    for (int t = 0; t < n; t++) p[t] = attn_expf(p[t] - mx);
+    /* the sum in eight fixed lanes, as attn_dot does (one chain of n adds was latency-bound) */
+    float ps[8] = {0};
+    int t = 0;
+    for (; t + 8 <= n; t += 8)
+        for (int u = 0; u < 8; u++) ps[u] += p[t + u];
+    for (; t < n; t++) ps[0] += p[t];
+    const float inv = 1.0f / attn_tree8(ps);
+    for (int t = 0; t < n; t++) p[t] *= inv;
+}
+
+/* The prefill block's row softmax (attn_block.c): the per-row core's own, so that prefill and
+ * decode round the same way (libm's expf there was 7 % of a 1536-token prefill, a call per score). */
+#define ATTN_CAT2(a, b) a##b
+#define ATTN_CAT(a, b) ATTN_CAT2(a, b)
+void ATTN_CAT(ATTN_NAME, _softmax)(float *p, int n) { attn_softmax(p, n); }
+
 void ATTN_NAME(const tcq_attn_args *a)
 {
     const int hd = a->hd, G = a->G, n = a->n;
@@ -92,19 +114,7 @@ void ATTN_NAME(const tcq_attn_args *a)
         const float *k = attn_row(a, a->k, t);
         for (int g = 0; g < G; g++) a->scores[g * S + t] = attn_dot(a->q + (size_t)g * hd, k, hd) * scale;
     }
-    for (int g = 0; g < G; g++) {
-        float *p = a->scores + g * S, mx = -INFINITY;
-        for (int t = 0; t < n; t++) mx = p[t] > mx ? p[t] : mx;
-        for (int t = 0; t < n; t++) p[t] = attn_expf(p[t] - mx);
-        /* the sum in eight fixed lanes, as attn_dot does (one chain of n adds was latency-bound) */
-        float ps[8] = {0};
-        int t = 0;
-        for (; t + 8 <= n; t += 8)
-            for (int u = 0; u < 8; u++) ps[u] += p[t + u];
-        for (; t < n; t++) ps[0] += p[t];
-        const float inv = 1.0f / attn_tree8(ps);
-        for (int t = 0; t < n; t++) p[t] *= inv;
-    }
+    for (int g = 0; g < G; g++) attn_softmax(a->scores + g * S, n);
     /* out[g, i] = sum over t in order of w[g, t] v[t, i], from 0.  In tiles of 32 outputs held
      * in registers across t: accumulated in memory row by row, every t's add waited for the
      * previous t's store (47 % of this function's time at 1536 positions).  Same additions in

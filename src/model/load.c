@@ -64,6 +64,7 @@ tcq_status tcq_model_finish(tcq_model *m, const tcq_model_opts *opts)
     const tcq_model_config *c = &m->cfg;
     TCQ_TRY(rope_tables(m));
     m->attn = tcq_attn_select(tcq_isa_active());
+    m->softmax = tcq_attn_softmax_select(tcq_isa_active());
     TCQ_TRY(tcq_pool_create(opts ? opts->n_threads : 0, &m->pool));
     TCQ_TRY(tcq_kctx_create(m->pool, opts ? opts->path : TCQ_PATH_AUTO, &m->kctx));
     size_t R = TCQ_PREFILL_CHUNK;

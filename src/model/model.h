@@ -54,6 +54,10 @@ typedef void (*tcq_attn_fn)(const tcq_attn_args *a);
 void tcq_attn_generic(const tcq_attn_args *a);
 /* The build for an ISA (all give bit-identical results). */
 tcq_attn_fn tcq_attn_select(tcq_isa isa);
+/* The core's row softmax, p[0, n) in place (the prefill block uses it); same bits on every ISA. */
+typedef void (*tcq_softmax_fn)(float *p, int n);
+void tcq_attn_generic_softmax(float *p, int n);
+tcq_softmax_fn tcq_attn_softmax_select(tcq_isa isa);
 
 typedef struct tcq_layer {
     const float *attn_norm;   /* [dim] */
@@ -91,6 +95,7 @@ struct tcq_model {
     /* Scratch for up to TCQ_PREFILL_CHUNK rows. */
     float *x, *xb, *q, *k, *v, *att, *hb, *xb2; /* [chunk, ...] */
     tcq_attn_fn attn;         /* chosen at load from tcq_isa_active() */
+    tcq_softmax_fn softmax;   /* the same ISA's row softmax */
     float *att_scores;        /* [pool threads, att_cap] */
     int att_cap;
     float *blk_scratch;       /* [pool threads, blk_cap] for tcq_attn_block */
