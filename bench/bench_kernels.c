@@ -447,14 +447,20 @@ int bench_kernels(int argc, char **argv)
     double bw_cpu = 1, irc[2] = {1, 1};
     const double bw = bench_bandwidth(pool, &bw_cpu);
     const double irw[2] = {bench_issue_rate(pool, 0, &irc[0]), bench_issue_rate(pool, 1, &irc[1])};
+    /* OpenBLAS's kernel set decides the dense baselines and the large-M path: on this project's
+     * Zen 5 VM the environment pinned OPENBLAS_CORETYPE=Haswell (AVX2), half its AVX-512 speed
+     * (bench/NOTES.md, session 16), so every run names it */
+    const char *blas_core = openblas_get_corename();
     if (o.json) {
         printf("{\"op\":\"bandwidth\",\"gbps\":%.2f,\"cpu_gbps\":%.2f,\"threads\":%d}\n", bw, bw_cpu, nth);
+        printf("{\"op\":\"blas\",\"lib\":\"OpenBLAS\",\"core\":\"%s\"}\n", blas_core ? blas_core : "?");
         for (int e = 0; e < 2; e++)
             printf("{\"op\":\"issue_rate\",\"mix\":\"%s\",\"ginstr_per_s\":%.2f,\"cpu_ginstr_per_s\":%.2f,\"threads\":%d}\n",
                    e ? "exact" : "fast", irw[e] / 1e9, irc[e] / 1e9, nth);
     } else {
-        printf("tcq bench kernels: isa %s, %d threads, codes %s\n", isa, nth,
-               o.encode ? "encoded N(0,1) (cached)" : "random words (valid codes; speed is data-independent)");
+        printf("tcq bench kernels: isa %s, %d threads, codes %s; OpenBLAS core %s\n", isa, nth,
+               o.encode ? "encoded N(0,1) (cached)" : "random words (valid codes; speed is data-independent)",
+               blas_core ? blas_core : "?");
         printf("streaming read %.1f GB/s (%.1f per CPU-second); issue rate of the fast / exact decode mix %.2f / "
                "%.2f G vector instr/s (%.2f / %.2f per CPU-second)\n",
                bw, bw_cpu, irw[0] / 1e9, irw[1] / 1e9, irc[0] / 1e9, irc[1] / 1e9);

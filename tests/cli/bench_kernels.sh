@@ -5,7 +5,7 @@ set -u
 tcq=$1
 out=$("$tcq" bench kernels --json --shape 256x512 --k 2 --M 1,3 --reps 1 --threads 2) || { echo "bench failed"; exit 1; }
 fail=0
-for op in '"op":"bandwidth"' '"op":"issue_rate"' '"op":"dense"' '"op":"reduce"' '"op":"scatter"' '"op":"swiglu"'; do
+for op in '"op":"bandwidth"' '"op":"blas"' '"op":"issue_rate"' '"op":"dense"' '"op":"reduce"' '"op":"scatter"' '"op":"swiglu"'; do
     grep -q "$op" <<<"$out" || { echo "missing $op"; fail=1; }
 done
 n=$(grep -c '"path":' <<<"$out")
