@@ -343,12 +343,6 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
     }
 }
 
-/* ------------------------------------------------------------------ axis 0: scatter
- * Item: kScOut outputs (positions of the coded rows) x kScChunk inputs (coded rows).  A rows are
- * outputs: lane (g, q) owns positions [16g, 16g+16) of the tile; m-tile mt's rows g / g+8 are
- * positions 16g+2mt / +1.  k-step kt covers inputs 8kt..8kt+7, lane q the inputs 8kt+2q (k-slots
- * 4q..) and 8kt+2q+1 (16+4q..).  A depth-D ring of k-steps' words in registers keeps ~4 KB per
- * warp in flight. */
 /* The scatter's 16 positions t of a lane (window at bit (15 - t) k) with the pair decode: t is
  * the low state of a window whose top state is t - pp (role 1; that one role 2), taken from the
  * top down; the rest alone (role 0).  k = 2: 6 pairs and 4 alone, k = 4: the same. */
@@ -363,6 +357,12 @@ __host__ __device__ constexpr ScRoles sc_roles(int pp)
     return s;
 }
 
+/* ------------------------------------------------------------------ axis 0: scatter
+ * Item: kScOut outputs (positions of the coded rows) x kScChunk inputs (coded rows).  A rows are
+ * outputs: lane (g, q) owns positions [16g, 16g+16) of the tile; m-tile mt's rows g / g+8 are
+ * positions 16g+2mt / +1.  k-step kt covers inputs 8kt..8kt+7, lane q the inputs 8kt+2q (k-slots
+ * 4q..) and 8kt+2q+1 (16+4q..).  A depth-D ring of k-steps' words in registers keeps ~4 KB per
+ * warp in flight. */
 template <int K, int NT, bool PR>
 __global__ void __launch_bounds__(kThreads, 2) k_im_scatter(Geo g, Geo unused, IOut o)
 {

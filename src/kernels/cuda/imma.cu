@@ -68,7 +68,8 @@ __device__ __forceinline__ int im_exponent(float mx, int bits)
  * then run side by side instead of one after another in one block per chunk (10 blocks for a
  * 5120-input reduce).
  * Position of (k-step kt, lane quad slot q, pi): axis 1 (sp = T/4): block kt/(sp/2), span q,
- * 2 (kt % (sp/2)) + pi; axis 0: 8 kt + 2q + pi.  One read of x, two barriers.  The last row's
+ * span_pos(kt % (sp/2), pi, pp) (2 (kt % (sp/2)) + pi unless the reduce decodes window pairs,
+ * im_kernels.cuh); axis 0: 8 kt + 2q + pi.  One read of x, two barriers.  The last row's
  * block also zeroes the columns past limbs M. */
 __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, int M, int64_t in,
                                                  const uint16_t *__restrict__ cs, int axis, int T, int NT, int limbs, int pp,

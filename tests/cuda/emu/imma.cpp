@@ -169,6 +169,7 @@ struct Case {
     int k, T, axis, sw;   /* sw: fused SwiGLU (axis 1), gate and up */
     int64_t out, in, M;
     int limbs, chunk;     /* 3 exact, 2 "int16", 1 int8; item length along the reduced dimension */
+    int L = 12;           /* other L: no pair decode, so both runs take the single-state kernels */
 };
 
 /* tcq_cuda_linear_im's host side, with the kernel chosen as im_launch_nt chooses it */
@@ -255,7 +256,7 @@ static int run_case(const Case &c)
 {
     tcq_trellis t, tu;
     memset(&t, 0, sizeof t);
-    t.p = (tcq_block_params){12, c.k, c.T};
+    t.p = (tcq_block_params){c.L, c.k, c.T};
     t.axis = c.axis;
     t.rows = c.axis ? c.out : c.in;
     t.cols = c.axis ? c.in : c.out;
@@ -296,9 +297,9 @@ static int run_case(const Case &c)
         }
     const double e = sqrt(num / den), tol = c.limbs == 3 ? 1e-5 : c.limbs == 2 ? 3e-4 : 3e-2;
     const bool ok = diff == 0 && nonfin == 0 && e <= tol;
-    printf("k=%d T=%d axis=%d sw=%d out=%lld in=%lld M=%lld limbs=%d chunk=%d: rel err %.3g (tol %g), pair vs single: %lld of %lld "
+    printf("L=%d k=%d T=%d axis=%d sw=%d out=%lld in=%lld M=%lld limbs=%d chunk=%d: rel err %.3g (tol %g), pair vs single: %lld of %lld "
            "differ, %lld non-finite%s\n",
-           c.k, c.T, c.axis, c.sw, (long long)c.out, (long long)c.in, (long long)c.M, c.limbs, c.chunk, e, tol, (long long)diff,
+           c.L, c.k, c.T, c.axis, c.sw, (long long)c.out, (long long)c.in, (long long)c.M, c.limbs, c.chunk, e, tol, (long long)diff,
            (long long)(c.M * c.out), (long long)nonfin, ok ? "" : "  FAILED");
     return !ok;
 }
@@ -355,6 +356,8 @@ int main(int argc, char **argv)
     f += run_case({4, 256, 0, 0, 512, 150, 8, 2, 128});    /* axis 0 "int16", two n-tiles */
     f += run_case({2, 256, 1, 1, 45, 512, 2, 3, 512});     /* fused SwiGLU */
     f += run_case({4, 128, 1, 1, 30, 1024, 1, 1, 512});
+    f += run_case({2, 256, 1, 0, 40, 512, 2, 3, 512, 8});   /* L = 8 and 16: the single-state kernels */
+    f += run_case({4, 128, 0, 0, 256, 200, 3, 1, 128, 16});
     f += run_tiny(2, 1) + run_tiny(4, 0);
     printf("%s\n", f ? "FAILED" : "all ok");
     return f;
