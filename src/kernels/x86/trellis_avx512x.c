@@ -145,6 +145,9 @@ static void reduce_exact_shared(const kr_args *a)
  * with -510, vpackssdw of two groups), then each activation row costs one vpdpwssd per 32
  * weights (two products per lane instead of vpdpbusd's one useful byte sum) and a fold every
  * TCQ_Q16_CHUNK weights; one f32 step per activation row (kq_act.q16). */
+#ifndef TCQ_PAIR_ROWS
+#define TCQ_PAIR_ROWS 1
+#endif
 AI void reduce_fast_tile16_rows(const kr_args *a, const __m512i *yr, int64_t r, const int MC, int64_t m0)
 {
     const kq_act *qa = a->qa;
@@ -165,6 +168,41 @@ AI void reduce_fast_tile16_rows(const kr_args *a, const __m512i *yr, int64_t r, 
     for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]) * (qa->d16[m0 + m] * f);
 }
 
+/* Two coded rows (y0r: row r, y1r: row r + 1) against MC activation rows: each activation
+ * vector, loaded once, feeds both rows' vpdpwssd.  With one coded row against 8 activation rows
+ * the activations (8 x 2 bytes x cols: 80 KB at 5120) streamed from L2 once per coded row.  The
+ * same accumulations per output as reduce_fast_tile16_rows, so the same bits. */
+AI void reduce_fast_tile16_rows2(const kr_args *a, const __m512i *y0r, const __m512i *y1r, int64_t r, const int MC,
+                                 int64_t m0)
+{
+    const kq_act *qa = a->qa;
+    const int64_t C = a->w->cols, nv = C / 32, per = TCQ_Q16_CHUNK / 32;
+    __m512 facc[2][4];
+    for (int m = 0; m < MC; m++) facc[0][m] = facc[1][m] = _mm512_setzero_ps();
+    for (int64_t v0 = 0; v0 < nv; v0 += per) {
+        __m512i iacc[2][4];
+        for (int m = 0; m < MC; m++) iacc[0][m] = iacc[1][m] = _mm512_setzero_si512();
+        const int64_t v1 = TCQ_MIN(nv, v0 + per);
+        for (int64_t v = v0; v < v1; v++) {
+            const __m512i y0 = _mm512_load_si512(y0r + v), y1 = _mm512_load_si512(y1r + v);
+            for (int m = 0; m < MC; m++) {
+                const __m512i q = _mm512_load_si512(qa->q16 + (m0 + m) * qa->npad + v * 32);
+                dpwssd_rr(&iacc[0][m], y0, q);
+                dpwssd_rr(&iacc[1][m], y1, q);
+            }
+        }
+        for (int m = 0; m < MC; m++) {
+            facc[0][m] = _mm512_add_ps(facc[0][m], _mm512_cvtepi32_ps(iacc[0][m]));
+            facc[1][m] = _mm512_add_ps(facc[1][m], _mm512_cvtepi32_ps(iacc[1][m]));
+        }
+    }
+    const float f0 = _cvtsh_ss(a->w->scales[r]) * TCQ_RMAD_RINV, f1 = _cvtsh_ss(a->w->scales[r + 1]) * TCQ_RMAD_RINV;
+    for (int m = 0; m < MC; m++) {
+        a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[0][m]) * (qa->d16[m0 + m] * f0);
+        a->y[(m0 + m) * a->ldy + r + 1] = _mm512_reduce_add_ps(facc[1][m]) * (qa->d16[m0 + m] * f1);
+    }
+}
+
 AI void reduce_fast_tile16_(const kr_args *a, const dec *dp, const int BC)
 {
     const tcq_trellis *w = a->w;
@@ -172,16 +210,30 @@ AI void reduce_fast_tile16_(const kr_args *a, const dec *dp, const int BC)
     const dec d = *dp;
     __m512i *yr = a->scratch;   /* [C/32] int16 code values in vpackssdw order */
     const __m512i c510 = _mm512_set1_epi32(-510), ones = _mm512_set1_epi32(0x01010101);
-    const int64_t nb = w->cols / w->p.T;
+    const int64_t nb = w->cols / w->p.T, nv = w->cols / 32;
     for (int64_t r = a->r0; r < a->r1; r++) {
-        const uint32_t *rb = w->codes + r * (w->cols * w->p.k / 32);
-        for (int64_t b = 0; b < nb; b++) {
-            const blk bl = blk_load(&d, (rb + b * wpb), BC);
-            for (int g = 0; g < d.ng; g += 2) {
-                const __m512i ya = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g, BC), ones);
-                const __m512i yb = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g + 1, BC), ones);
-                _mm512_store_si512(yr + (b * d.ng + g) / 2, _mm512_packs_epi32(ya, yb));
+        /* rows in pairs while two remain (the second row's values after the first's) */
+        const int pair = TCQ_PAIR_ROWS && r + 1 < a->r1;
+        for (int h = 0; h <= pair; h++) {
+            const uint32_t *rb = w->codes + (r + h) * (w->cols * w->p.k / 32);
+            for (int64_t b = 0; b < nb; b++) {
+                const blk bl = blk_load(&d, (rb + b * wpb), BC);
+                for (int g = 0; g < d.ng; g += 2) {
+                    const __m512i ya = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g, BC), ones);
+                    const __m512i yb = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g + 1, BC), ones);
+                    _mm512_store_si512(yr + h * nv + (b * d.ng + g) / 2, _mm512_packs_epi32(ya, yb));
+                }
             }
+        }
+        if (pair) {
+            for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
+                const int mc = (int)TCQ_MIN(4, a->M - m0);
+                if (mc == 4) reduce_fast_tile16_rows2(a, yr, yr + nv, r, 4, m0);
+                else
+                    for (int64_t m = m0; m < m0 + mc; m++) reduce_fast_tile16_rows2(a, yr, yr + nv, r, 1, m);
+            }
+            r++;
+            continue;
         }
         for (int64_t m0 = 0; m0 < a->M; m0 += 8) {
             const int mc = (int)TCQ_MIN(8, a->M - m0);

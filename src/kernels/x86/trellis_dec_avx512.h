@@ -21,6 +21,10 @@ AI void dpwssd_ip(__m512i *acc, __m512i y, const void *mem)
 {
     __asm__("vpdpwssd %2, %1, %0" : "+v"(*acc) : "v"(y), "m"(*(const __m512i *)mem));
 }
+AI void dpwssd_rr(__m512i *acc, __m512i y, __m512i q)
+{
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(*acc) : "v"(y), "v"(q));
+}
 AI void dpbusd_ip(__m512i *acc, __m512i x, __m512i q)
 {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(*acc) : "v"(x), "v"(q));
