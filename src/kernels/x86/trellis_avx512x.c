@@ -145,8 +145,12 @@ static void reduce_exact_shared(const kr_args *a)
  * with -510, vpackssdw of two groups), then each activation row costs one vpdpwssd per 32
  * weights (two products per lane instead of vpdpbusd's one useful byte sum) and a fold every
  * TCQ_Q16_CHUNK weights; one f32 step per activation row (kq_act.q16). */
-#ifndef TCQ_PAIR_ROWS
-#define TCQ_PAIR_ROWS 1
+#ifndef TCQ_TILE_RR
+/* Coded rows and activation rows per pass of the int16 tile (each <= 4): 3 x 4 holds 12 int and
+ * 12 float accumulators, 3 rows' values and the activation in 28 of the 32 zmm registers; it
+ * measured 4-9 % faster than 2 x 4, and 4 x 2 or 4 x 3 slower (bench/NOTES.md, session 16). */
+#define TCQ_TILE_RR 3
+#define TCQ_TILE_MC 4
 #endif
 AI void reduce_fast_tile16_rows(const kr_args *a, const __m512i *yr, int64_t r, const int MC, int64_t m0)
 {
@@ -168,71 +172,73 @@ AI void reduce_fast_tile16_rows(const kr_args *a, const __m512i *yr, int64_t r, 
     for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]) * (qa->d16[m0 + m] * f);
 }
 
-/* Two coded rows (y0r: row r, y1r: row r + 1) against MC activation rows: each activation
- * vector, loaded once, feeds both rows' vpdpwssd.  With one coded row against 8 activation rows
- * the activations (8 x 2 bytes x cols: 80 KB at 5120) streamed from L2 once per coded row.  The
- * same accumulations per output as reduce_fast_tile16_rows, so the same bits. */
-AI void reduce_fast_tile16_rows2(const kr_args *a, const __m512i *y0r, const __m512i *y1r, int64_t r, const int MC,
+/* RR coded rows (yr: their int16 values, row r + h at yr + h nv) against MC activation rows:
+ * each activation vector, loaded once, feeds all RR rows' vpdpwssd.  With one coded row against
+ * 8 activation rows the activations (8 x 2 bytes x cols: 80 KB at 5120) streamed from L2 once per
+ * coded row.  The same accumulations per output as reduce_fast_tile16_rows, so the same bits. */
+AI void reduce_fast_tile16_rowsN(const kr_args *a, const __m512i *yr, int64_t nv, int64_t r, const int RR, const int MC,
                                  int64_t m0)
 {
     const kq_act *qa = a->qa;
-    const int64_t C = a->w->cols, nv = C / 32, per = TCQ_Q16_CHUNK / 32;
-    __m512 facc[2][4];
-    for (int m = 0; m < MC; m++) facc[0][m] = facc[1][m] = _mm512_setzero_ps();
+    const int64_t per = TCQ_Q16_CHUNK / 32;
+    __m512 facc[4][4];
+    for (int h = 0; h < RR; h++)
+        for (int m = 0; m < MC; m++) facc[h][m] = _mm512_setzero_ps();
     for (int64_t v0 = 0; v0 < nv; v0 += per) {
-        __m512i iacc[2][4];
-        for (int m = 0; m < MC; m++) iacc[0][m] = iacc[1][m] = _mm512_setzero_si512();
+        __m512i iacc[4][4];
+        for (int h = 0; h < RR; h++)
+            for (int m = 0; m < MC; m++) iacc[h][m] = _mm512_setzero_si512();
         const int64_t v1 = TCQ_MIN(nv, v0 + per);
         for (int64_t v = v0; v < v1; v++) {
-            const __m512i y0 = _mm512_load_si512(y0r + v), y1 = _mm512_load_si512(y1r + v);
+            __m512i y[4];
+            for (int h = 0; h < RR; h++) y[h] = _mm512_load_si512(yr + h * nv + v);
             for (int m = 0; m < MC; m++) {
                 const __m512i q = _mm512_load_si512(qa->q16 + (m0 + m) * qa->npad + v * 32);
-                dpwssd_rr(&iacc[0][m], y0, q);
-                dpwssd_rr(&iacc[1][m], y1, q);
+                for (int h = 0; h < RR; h++) dpwssd_rr(&iacc[h][m], y[h], q);
             }
         }
-        for (int m = 0; m < MC; m++) {
-            facc[0][m] = _mm512_add_ps(facc[0][m], _mm512_cvtepi32_ps(iacc[0][m]));
-            facc[1][m] = _mm512_add_ps(facc[1][m], _mm512_cvtepi32_ps(iacc[1][m]));
-        }
+        for (int h = 0; h < RR; h++)
+            for (int m = 0; m < MC; m++) facc[h][m] = _mm512_add_ps(facc[h][m], _mm512_cvtepi32_ps(iacc[h][m]));
     }
-    const float f0 = _cvtsh_ss(a->w->scales[r]) * TCQ_RMAD_RINV, f1 = _cvtsh_ss(a->w->scales[r + 1]) * TCQ_RMAD_RINV;
-    for (int m = 0; m < MC; m++) {
-        a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[0][m]) * (qa->d16[m0 + m] * f0);
-        a->y[(m0 + m) * a->ldy + r + 1] = _mm512_reduce_add_ps(facc[1][m]) * (qa->d16[m0 + m] * f1);
+    for (int h = 0; h < RR; h++) {
+        const float f = _cvtsh_ss(a->w->scales[r + h]) * TCQ_RMAD_RINV;
+        for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r + h] = _mm512_reduce_add_ps(facc[h][m]) * (qa->d16[m0 + m] * f);
+    }
+}
+
+/* One coded row's int16 code values y = bytesum - 510 into yr [C/32] (vpackssdw order). */
+AI void tile16_decode(const dec *d, const uint32_t *rb, int64_t nb, int64_t wpb, __m512i *yr, const int BC)
+{
+    const __m512i c510 = _mm512_set1_epi32(-510), ones = _mm512_set1_epi32(0x01010101);
+    for (int64_t b = 0; b < nb; b++) {
+        const blk bl = blk_load(d, (rb + b * wpb), BC);
+        for (int g = 0; g < d->ng; g += 2) {
+            const __m512i ya = _mm512_dpbusd_epi32(c510, dec_x(d, bl, g, BC), ones);
+            const __m512i yb = _mm512_dpbusd_epi32(c510, dec_x(d, bl, g + 1, BC), ones);
+            _mm512_store_si512(yr + (b * d->ng + g) / 2, _mm512_packs_epi32(ya, yb));
+        }
     }
 }
 
 AI void reduce_fast_tile16_(const kr_args *a, const dec *dp, const int BC)
 {
     const tcq_trellis *w = a->w;
-    const int64_t wpb = w->p.T * w->p.k / 32;
+    const int64_t wpb = w->p.T * w->p.k / 32, rw = w->cols * w->p.k / 32;
     const dec d = *dp;
-    __m512i *yr = a->scratch;   /* [C/32] int16 code values in vpackssdw order */
-    const __m512i c510 = _mm512_set1_epi32(-510), ones = _mm512_set1_epi32(0x01010101);
+    __m512i *yr = a->scratch;   /* [RR][C/32] int16 code values in vpackssdw order */
     const int64_t nb = w->cols / w->p.T, nv = w->cols / 32;
-    for (int64_t r = a->r0; r < a->r1; r++) {
-        /* rows in pairs while two remain (the second row's values after the first's) */
-        const int pair = TCQ_PAIR_ROWS && r + 1 < a->r1;
-        for (int h = 0; h <= pair; h++) {
-            const uint32_t *rb = w->codes + (r + h) * (w->cols * w->p.k / 32);
-            for (int64_t b = 0; b < nb; b++) {
-                const blk bl = blk_load(&d, (rb + b * wpb), BC);
-                for (int g = 0; g < d.ng; g += 2) {
-                    const __m512i ya = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g, BC), ones);
-                    const __m512i yb = _mm512_dpbusd_epi32(c510, dec_x(&d, bl, g + 1, BC), ones);
-                    _mm512_store_si512(yr + h * nv + (b * d.ng + g) / 2, _mm512_packs_epi32(ya, yb));
-                }
-            }
-        }
-        if (pair) {
-            for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
-                const int mc = (int)TCQ_MIN(4, a->M - m0);
-                if (mc == 4) reduce_fast_tile16_rows2(a, yr, yr + nv, r, 4, m0);
+    /* TCQ_TILE_RR coded rows at a time where their values fit the kernel's scratch */
+    const int RR = (size_t)TCQ_TILE_RR * nv * 64 <= kernel_private_bytes(w) ? TCQ_TILE_RR : 1;
+    for (int64_t r = a->r0, rr; r < a->r1; r += rr) {
+        rr = r + RR <= a->r1 ? RR : 1;
+        for (int h = 0; h < rr; h++) tile16_decode(&d, w->codes + (r + h) * rw, nb, wpb, yr + h * nv, BC);
+        if (rr > 1) {
+            for (int64_t m0 = 0; m0 < a->M; m0 += TCQ_TILE_MC) {
+                const int mc = (int)TCQ_MIN(TCQ_TILE_MC, a->M - m0);
+                if (mc == TCQ_TILE_MC) reduce_fast_tile16_rowsN(a, yr, nv, r, TCQ_TILE_RR, TCQ_TILE_MC, m0);
                 else
-                    for (int64_t m = m0; m < m0 + mc; m++) reduce_fast_tile16_rows2(a, yr, yr + nv, r, 1, m);
+                    for (int64_t m = m0; m < m0 + mc; m++) reduce_fast_tile16_rowsN(a, yr, nv, r, TCQ_TILE_RR, 1, m);
             }
-            r++;
             continue;
         }
         for (int64_t m0 = 0; m0 < a->M; m0 += 8) {
