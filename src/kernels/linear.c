@@ -212,9 +212,9 @@ static const int64_t gemm_from_M[2][2] = {
     {192, 512},   /* axis 0: the tile kernels keep up with sgemm longer (no transposed tile); the
                    * fast one (vpdpwssd on row pairs) is 1.65x faster than sgemm at M=512 too, but
                    * its partial sums take 4 * M * out floats */
-    {16, 192},    /* axis 1: f32 tile loses to sgemm from 16; the int16 tile, two coded rows per
-                   * pass since session 16, to ~192-224 against OpenBLAS's AVX-512 sgemm on Zen 5
-                   * (before: 128; against its AVX2 kernels the tile wins past 512) */
+    {16, 256},    /* axis 1: f32 tile loses to sgemm from 16; the int16 tile, three coded rows a
+                   * pass since session 16, ties OpenBLAS's AVX-512 sgemm on Zen 5 at M = 192-320
+                   * (before: 128; against OpenBLAS's AVX2 kernels the tile wins past 512) */
 };
 
 static tcq_kregime pick_regime(const tcq_kctx *c, int64_t M, int is_trellis, int axis, int exact)
