@@ -5,7 +5,7 @@
 # OUT_DIR.  Runs the full test, `tcq quantize --device cuda` against the CPU quantizer
 # (quantize-cmp.sh), compute-sanitizer memcheck and racecheck on the quick test, the fast
 # kernels' SASS count (bench/cuda/fast-sass.sh, if cuobjdump is there), then
-# `tcq cuda-bench`.  Prints a short summary last.
+# `tcq cuda-bench` (or, with TCQ_AB_VAR, an alternated A/B of one knob).  Prints a short summary last.
 set -u
 bin=${1:-build-cuda}
 out=${2:-${OUT:-/tmp/tcq-cuda-out}}
@@ -54,8 +54,19 @@ sass=$here/fast-sass.sh
 [ -f "$sass" ] || sass=$here/../../bench/cuda/fast-sass.sh
 [ -f "$sass" ] && bash "$sass" "$bin/test_cuda" > "$out/fast-sass.log" 2>&1 && cat "$out/fast-sass.log"
 if [ "${TCQ_SKIP_BENCH:-0}" = 0 ]; then
-  step bench "${TCQ_BENCH_TIMEOUT:-300}" "$bin/tcq" cuda-bench ${TCQ_BENCH_ARGS:-}
-  cat "$out/bench.log"
+  if [ -n "${TCQ_AB_VAR:-}" ]; then
+    # A/B of one knob in the same call: TCQ_AB_VAR=NAME TCQ_AB_VALUES="0 1" runs the bench once per
+    # value, the values alternated TCQ_AB_ROUNDS times (default 2): ab_<value>_r<round>.log
+    for r in $(seq 1 "${TCQ_AB_ROUNDS:-2}"); do
+      for v in ${TCQ_AB_VALUES:-0 1}; do
+        env "$TCQ_AB_VAR=$v" timeout "${TCQ_BENCH_TIMEOUT:-300}" "$bin/tcq" cuda-bench ${TCQ_BENCH_ARGS:-} >"$out/ab_${v}_r$r.log" 2>&1
+        summary+=("$(printf 'ab %s=%s round %s rc=%s' "$TCQ_AB_VAR" "$v" "$r" "$?")")
+      done
+    done
+  else
+    step bench "${TCQ_BENCH_TIMEOUT:-300}" "$bin/tcq" cuda-bench ${TCQ_BENCH_ARGS:-}
+    cat "$out/bench.log"
+  fi
 fi
 echo "==== summary ($(date -u +%FT%TZ), $(head -2 "$out/gpu.txt" | tail -1))"
 printf '%s\n' "${summary[@]}"
