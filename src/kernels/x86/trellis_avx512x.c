@@ -141,10 +141,6 @@ static void reduce_exact_shared(const kr_args *a)
     for (int64_t m0 = 0; m0 < a->M; m0 += 4) MC_SWITCH(reduce_exact_body, a, &d, TCQ_MIN(4, a->M - m0), m0);
 }
 
-/* tile, int16: decode a coded row once to int16 code values y (vpdpbusd against ones seeded
- * with -510, vpackssdw of two groups), then each activation row costs one vpdpwssd per 32
- * weights (two products per lane instead of vpdpbusd's one useful byte sum) and a fold every
- * TCQ_Q16_CHUNK weights; one f32 step per activation row (kq_act.q16). */
 #ifndef TCQ_TILE_RR
 /* Coded rows and activation rows per pass of the int16 tile (each <= 4): 3 x 4 holds 12 int and
  * 12 float accumulators, 3 rows' values and the activation in 28 of the 32 zmm registers; it
@@ -152,6 +148,11 @@ static void reduce_exact_shared(const kr_args *a)
 #define TCQ_TILE_RR 3
 #define TCQ_TILE_MC 4
 #endif
+
+/* tile, int16: decode a coded row once to int16 code values y (vpdpbusd against ones seeded
+ * with -510, vpackssdw of two groups), then each activation row costs one vpdpwssd per 32
+ * weights (two products per lane instead of vpdpbusd's one useful byte sum) and a fold every
+ * TCQ_Q16_CHUNK weights; one f32 step per activation row (kq_act.q16). */
 AI void reduce_fast_tile16_rows(const kr_args *a, const __m512i *yr, int64_t r, const int MC, int64_t m0)
 {
     const kq_act *qa = a->qa;
