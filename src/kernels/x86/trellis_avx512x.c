@@ -152,31 +152,12 @@ static void reduce_exact_shared(const kr_args *a)
 /* tile, int16: decode a coded row once to int16 code values y (vpdpbusd against ones seeded
  * with -510, vpackssdw of two groups), then each activation row costs one vpdpwssd per 32
  * weights (two products per lane instead of vpdpbusd's one useful byte sum) and a fold every
- * TCQ_Q16_CHUNK weights; one f32 step per activation row (kq_act.q16). */
-AI void reduce_fast_tile16_rows(const kr_args *a, const __m512i *yr, int64_t r, const int MC, int64_t m0)
-{
-    const kq_act *qa = a->qa;
-    const int64_t C = a->w->cols, nv = C / 32, per = TCQ_Q16_CHUNK / 32;
-    __m512 facc[8];
-    for (int m = 0; m < MC; m++) facc[m] = _mm512_setzero_ps();
-    for (int64_t v0 = 0; v0 < nv; v0 += per) {
-        __m512i iacc[8];
-        for (int m = 0; m < MC; m++) iacc[m] = _mm512_setzero_si512();
-        const int64_t v1 = TCQ_MIN(nv, v0 + per);
-        for (int64_t v = v0; v < v1; v++) {
-            const __m512i y = _mm512_load_si512(yr + v);
-            for (int m = 0; m < MC; m++) dpwssd_ip(&iacc[m], y, qa->q16 + (m0 + m) * qa->npad + v * 32);
-        }
-        for (int m = 0; m < MC; m++) facc[m] = _mm512_add_ps(facc[m], _mm512_cvtepi32_ps(iacc[m]));
-    }
-    const float f = _cvtsh_ss(a->w->scales[r]) * TCQ_RMAD_RINV;
-    for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(facc[m]) * (qa->d16[m0 + m] * f);
-}
-
-/* RR coded rows (yr: their int16 values, row r + h at yr + h nv) against MC activation rows:
+ * TCQ_Q16_CHUNK weights; one f32 step per activation row (kq_act.q16).
+ * A pass: RR coded rows (yr: their int16 values, row r + h at yr + h nv) against MC activation rows:
  * each activation vector, loaded once, feeds all RR rows' vpdpwssd.  With one coded row against
  * 8 activation rows the activations (8 x 2 bytes x cols: 80 KB at 5120) streamed from L2 once per
- * coded row.  The same accumulations per output as reduce_fast_tile16_rows, so the same bits. */
+ * coded row.  Per output the same vpdpwssd sequence and fold whatever RR and MC are, so the same
+ * bits. */
 AI void reduce_fast_tile16_rowsN(const kr_args *a, const __m512i *yr, int64_t nv, int64_t r, const int RR, const int MC,
                                  int64_t m0)
 {
@@ -233,23 +214,17 @@ AI void reduce_fast_tile16_(const kr_args *a, const dec *dp, const int BC)
     for (int64_t r = a->r0, rr; r < a->r1; r += rr) {
         rr = r + RR <= a->r1 ? RR : 1;
         for (int h = 0; h < rr; h++) tile16_decode(&d, w->codes + (r + h) * rw, nb, wpb, yr + h * nv, BC);
-        if (rr > 1) {
-            for (int64_t m0 = 0; m0 < a->M; m0 += TCQ_TILE_MC) {
-                const int mc = (int)TCQ_MIN(TCQ_TILE_MC, a->M - m0);
-                if (mc == TCQ_TILE_MC) reduce_fast_tile16_rowsN(a, yr, nv, r, TCQ_TILE_RR, TCQ_TILE_MC, m0);
-                else
-                    for (int64_t m = m0; m < m0 + mc; m++) reduce_fast_tile16_rowsN(a, yr, nv, r, TCQ_TILE_RR, 1, m);
-            }
-            continue;
-        }
-        for (int64_t m0 = 0; m0 < a->M; m0 += 8) {
-            const int mc = (int)TCQ_MIN(8, a->M - m0);
-            if (mc == 8) reduce_fast_tile16_rows(a, yr, r, 8, m0);
-            else if (mc >= 4) {
-                reduce_fast_tile16_rows(a, yr, r, 4, m0);
-                for (int64_t m = m0 + 4; m < m0 + mc; m++) reduce_fast_tile16_rows(a, yr, r, 1, m);
+        /* rr is a constant in each call, so each instance keeps its accumulators in registers */
+        for (int64_t m0 = 0; m0 < a->M; m0 += TCQ_TILE_MC) {
+            const int mc = (int)TCQ_MIN(TCQ_TILE_MC, a->M - m0);
+            if (mc == TCQ_TILE_MC) {
+                if (rr > 1) reduce_fast_tile16_rowsN(a, yr, nv, r, TCQ_TILE_RR, TCQ_TILE_MC, m0);
+                else reduce_fast_tile16_rowsN(a, yr, nv, r, 1, TCQ_TILE_MC, m0);
             } else
-                for (int64_t m = m0; m < m0 + mc; m++) reduce_fast_tile16_rows(a, yr, r, 1, m);
+                for (int64_t m = m0; m < m0 + mc; m++) {
+                    if (rr > 1) reduce_fast_tile16_rowsN(a, yr, nv, r, TCQ_TILE_RR, 1, m);
+                    else reduce_fast_tile16_rowsN(a, yr, nv, r, 1, 1, m);
+                }
         }
     }
 }
