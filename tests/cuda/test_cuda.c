@@ -513,6 +513,24 @@ static void check_fast(int L, int k, int T, int axis, int il, int64_t out, int64
     free_w(&h);
 }
 
+/* y [M, out] = the GPU's fast path on h's weights and x [M, in], y's device buffer poisoned
+ * with NaN first (one call on fresh device buffers). */
+static void gpu_fast(const host_w *h, const float *x, int64_t M, int64_t in, int64_t out, float *y)
+{
+    const size_t wb = tcq_cuda_trellis_bytes(&h->t);
+    void *dwb = dev_alloc(wb);
+    float *dx = dev_alloc((size_t)(M * in) * 4), *dy = dev_alloc((size_t)(M * out) * 4);
+    tcq_trellis dw;
+    CHECK_OK(tcq_cuda_trellis_upload(ctx, &h->t, dwb, wb, &dw));
+    CHECK_OK(tcq_cuda_copy_to_device(ctx, dx, x, (size_t)(M * in) * 4));
+    CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, (size_t)(M * out) * 4));
+    CHECK_OK(tcq_cuda_linear(ctx, &dw, dx, dy, M, TCQ_PATH_FAST));
+    CHECK_OK(tcq_cuda_copy_to_host(ctx, y, dy, (size_t)(M * out) * 4));
+    tcq_cuda_free(dwb);
+    tcq_cuda_free(dx);
+    tcq_cuda_free(dy);
+}
+
 /* A NaN or Inf in an activation block poisons the outputs of that activation row (d = NaN), on
  * the GPU as on the CPU; the other rows stay finite. */
 static void check_fast_nonfinite(int axis)
@@ -523,23 +541,12 @@ static void check_fast_nonfinite(int axis)
     float *x = malloc((size_t)(M * in) * 4), *y = malloc((size_t)(M * out) * 4);
     for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
     x[1 * in + 70] = INFINITY;
-    const size_t wb = tcq_cuda_trellis_bytes(&h.t);
-    void *dwb = dev_alloc(wb);
-    float *dx = dev_alloc((size_t)(M * in) * 4), *dy = dev_alloc((size_t)(M * out) * 4);
-    tcq_trellis dw;
-    CHECK_OK(tcq_cuda_trellis_upload(ctx, &h.t, dwb, wb, &dw));
-    CHECK_OK(tcq_cuda_copy_to_device(ctx, dx, x, (size_t)(M * in) * 4));
-    CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, (size_t)(M * out) * 4));
-    CHECK_OK(tcq_cuda_linear(ctx, &dw, dx, dy, M, TCQ_PATH_FAST));
-    CHECK_OK(tcq_cuda_copy_to_host(ctx, y, dy, (size_t)(M * out) * 4));
+    gpu_fast(&h, x, M, in, out, y);
     int64_t fin[3] = {0, 0, 0};
     for (int64_t m = 0; m < M; m++)
         for (int64_t o = 0; o < out; o++) fin[m] += isfinite(y[m * out + o]) != 0;
     CHECK(fin[0] == out && fin[1] == 0 && fin[2] == out, "fast axis=%d with an Inf in row 1: finite outputs %lld %lld %lld of %lld",
           axis, (long long)fin[0], (long long)fin[1], (long long)fin[2], (long long)out);
-    tcq_cuda_free(dwb);
-    tcq_cuda_free(dx);
-    tcq_cuda_free(dy);
     free(x);
     free(y);
     free_w(&h);
@@ -562,15 +569,7 @@ static void check_fast_tiny(int axis, int64_t M)
     const tcq_weight wt = {.fmt = TCQ_WF_TRELLIS, .out = out, .in = in, .tr = h.t};
     CHECK_OK(tcq_linear(&wt, x, yc, M, kc));
     tcq_kctx_free(kc);
-    const size_t wb = tcq_cuda_trellis_bytes(&h.t);
-    void *dwb = dev_alloc(wb);
-    float *dx = dev_alloc((size_t)(M * in) * 4), *dy = dev_alloc((size_t)(M * out) * 4);
-    tcq_trellis dw;
-    CHECK_OK(tcq_cuda_trellis_upload(ctx, &h.t, dwb, wb, &dw));
-    CHECK_OK(tcq_cuda_copy_to_device(ctx, dx, x, (size_t)(M * in) * 4));
-    CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, (size_t)(M * out) * 4));
-    CHECK_OK(tcq_cuda_linear(ctx, &dw, dx, dy, M, TCQ_PATH_FAST));
-    CHECK_OK(tcq_cuda_copy_to_host(ctx, y, dy, (size_t)(M * out) * 4));
+    gpu_fast(&h, x, M, in, out, y);
     const char *kern = tcq_cuda_linear_kernel(ctx, &h.t, M, TCQ_PATH_FAST);
     int64_t nonzero = 0, cpu_nonzero = 0, row1_ok = 0;
     for (int64_t m = 0; m < M; m++)
@@ -582,9 +581,6 @@ static void check_fast_tiny(int axis, int64_t M)
     CHECK(nonzero == 0 && cpu_nonzero == 0 && (M < 2 || row1_ok > 0),
           "fast (%s) axis=%d M=%lld, activations ~1e-38: %lld outputs not 0 (CPU: %lld); ordinary row: %lld finite non-zero of %lld",
           kern ? kern : "?", axis, (long long)M, (long long)nonzero, (long long)cpu_nonzero, (long long)row1_ok, (long long)out);
-    tcq_cuda_free(dwb);
-    tcq_cuda_free(dx);
-    tcq_cuda_free(dy);
     free(x);
     free(y);
     free(yc);
