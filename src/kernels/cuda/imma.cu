@@ -216,6 +216,29 @@ __global__ void __launch_bounds__(256) k_im_finish_row(const float *__restrict__
     y[i] = fin_out(a, u, i, out, sg, su);
 }
 
+/* One call's work plan (host side; tests/cuda/emu/imma.cpp uses it too): every IOut field but
+ * the buffers, work, pdl and pf, for M rows of limbs columns each, items of ch inputs and nmat
+ * matrices (2: fused SwiGLU); axis 1 decodes window pairs where im_pair says so.  Returns the B
+ * fragments' uint4 count (xf) for NT n-tiles. */
+size_t im_plan(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int limbs, int ch, int nmat, IOut *o)
+{
+    const int64_t in = tcq_trellis_in(w), out = tcq_trellis_out(w);
+    o->M = (int)M;
+    o->out = out;
+    o->nmat = nmat;
+    o->chunk = ch;
+    o->limbs = limbs;
+    o->S = (int)((in + ch - 1) / ch);
+    o->n_kt = 2 * ((in + 15) / 16);
+    o->ntiles = (int)(w->axis ? (out + kRedRows - 1) / kRedRows : (out + kScOut - 1) / kScOut);
+    o->n_items = o->ntiles * o->S * o->nmat;
+    o->pp = w->axis && im_pair(ctx, w->p.L, w->p.k) ? tcq_tc::pair_dist(w->p.k) : 0;
+    o->inv_ntiles = 1.0f / (float)o->ntiles;
+    o->inv_per_s = 1.0f / (float)(o->ntiles * o->nmat);
+    const int NT = (int)((limbs * M + 7) / 8);
+    return (size_t)(o->n_kt / 2 + ch / 16) * NT * 32;
+}
+
 }  // namespace
 
 #ifndef TCQ_EMU   /* tests/cuda/emu/imma.cpp runs the kernels above on the host */
@@ -274,19 +297,11 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
                         (long long)M);
     const Geo g = tcq_tc::geo_of(w);
     IOut o;
-    o.M = (int)M;
-    o.out = out;
+    const int ch = tcq_cuda_im_chunk(ctx, w, M);
+    const size_t n_xf = im_plan(ctx, w, M, limbs, ch, up ? 2 : 1, &o);
     o.y = y;
-    o.nmat = up ? 2 : 1;
-    int ch = tcq_cuda_im_chunk(ctx, w, M);
-    o.chunk = ch;
-    o.limbs = limbs;
-    const int64_t n_ch = (in + ch - 1) / ch;
-    o.S = (int)n_ch;
-    o.n_kt = 2 * ((in + 15) / 16);
-    o.ntiles = (int)(w->axis ? (out + kRedRows - 1) / kRedRows : (out + kScOut - 1) / kScOut);
-    o.n_items = o.ntiles * o.S * o.nmat;
-    const size_t xf_b = tcq_align256((size_t)(o.n_kt / 2 + ch / 16) * NT * 32 * 16);
+    const int64_t n_ch = o.S;
+    const size_t xf_b = tcq_align256(n_xf * 16);
     const size_t xs_b = tcq_align256((size_t)n_ch * M * 8), xe_b = tcq_align256((size_t)n_ch * M * 4);
     const bool parts = o.nmat == 2 || o.S > 1;
     const size_t part_b = parts ? (size_t)o.nmat * o.S * M * out * 4 : 0;
@@ -304,9 +319,6 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
      * 5120x17408 (16: a little less; 4: nothing); at k = 1 and 3 (unaligned words, whose scatter
      * was already as fast) it measured 0-4 % slower, so off there (bench/NOTES.md, session 13) */
     o.pf = ctx->sc_pf >= 0 ? ctx->sc_pf : (w->p.k == 2 || w->p.k == 4) ? 8 : 0;
-    o.pp = w->axis && im_pair(ctx, w->p.L, w->p.k) ? tcq_tc::pair_dist(w->p.k) : 0;
-    o.inv_ntiles = 1.0f / (float)o.ntiles;
-    o.inv_per_s = 1.0f / (float)(o.ntiles * o.nmat);
     k_im_xprep<<<dim3((unsigned)n_ch, (unsigned)M), ch, 0, ctx->stream>>>(x, (int)M, in, w->axis ? NULL : w->scales, w->axis, w->p.T, NT, limbs,
                                                   o.pp, (uint4 *)o.xf, (double *)o.xs, (float *)o.xe);
     CU_LAUNCHED("cuda linear (int): activation prep");

@@ -172,7 +172,7 @@ struct Case {
     int L = 12;           /* other L: no pair decode, so both runs take the single-state kernels */
 };
 
-/* tcq_cuda_linear_im's host side, with the kernel chosen as im_launch_nt chooses it */
+/* tcq_cuda_linear_im's host side (its plan from im_plan), the kernel chosen as im_launch_nt does */
 static std::vector<float> run_im(const Case &c, const tcq_trellis &t, const tcq_trellis &tu, const std::vector<float> &x, bool pair)
 {
     const int K = c.k, M = (int)c.M;
@@ -183,17 +183,10 @@ static std::vector<float> run_im(const Case &c, const tcq_trellis &t, const tcq_
     if (c.sw) gu.codes = tu.codes, gu.scales = tu.scales;
     IOut o;
     memset(&o, 0, sizeof o);
-    o.M = M;
-    o.out = out;
-    o.nmat = c.sw ? 2 : 1;
-    o.chunk = (int)ch;
-    o.limbs = c.limbs;
-    const int64_t n_ch = (in + ch - 1) / ch;
-    o.S = (int)n_ch;
-    o.n_kt = 2 * ((in + 15) / 16);
-    o.ntiles = (int)(c.axis ? (out + kRedRows - 1) / kRedRows : (out + kScOut - 1) / kScOut);
-    o.n_items = o.ntiles * o.S * o.nmat;
-    std::vector<uint4> xf((size_t)(o.n_kt / 2 + ch / 16) * NT * 32, uint4{0xdeadbeefu, 0xdeadbeefu, 0xdeadbeefu, 0xdeadbeefu});
+    const tcq_cuda_ctx ctx = {pair ? 1 : 0};
+    const size_t n_xf = im_plan(&ctx, &t, M, c.limbs, (int)ch, c.sw ? 2 : 1, &o);
+    const int64_t n_ch = o.S;
+    std::vector<uint4> xf(n_xf, uint4{0xdeadbeefu, 0xdeadbeefu, 0xdeadbeefu, 0xdeadbeefu});
     std::vector<double> xs((size_t)n_ch * M, NAN);
     std::vector<float> xe((size_t)n_ch * M, NAN), y((size_t)(M * out), NAN);
     const bool parts = o.nmat == 2 || o.S > 1;
@@ -206,10 +199,6 @@ static std::vector<float> run_im(const Case &c, const tcq_trellis &t, const tcq_
     o.part = parts ? part.data() : NULL;
     o.work = work;
     o.pf = (K == 2 || K == 4) ? 8 : 0;
-    const tcq_cuda_ctx ctx = {pair ? 1 : 0};
-    o.pp = c.axis && im_pair(&ctx, t.p.L, K) ? tcq_tc::pair_dist(K) : 0;
-    o.inv_ntiles = 1.0f / (float)o.ntiles;
-    o.inv_per_s = 1.0f / (float)(o.ntiles * o.nmat);
     const float *xp = x.data();
     const uint16_t *cs = c.axis ? NULL : t.scales;
     const int axis = c.axis, T = t.p.T, limbs = c.limbs, pp = o.pp;
