@@ -118,6 +118,103 @@ AI void reduce_exact_body(const kr_args *a, const dec *d, const int MC, int64_t 
     }
 }
 
+/* Fast, M = 1, T = 256, k = 2..4: one coded row's block loop in asm.  The intrinsics body above
+ * ran at 0.65-0.69 ns per group of 16 weights (Zen 5, one thread, L2-resident or not), the same
+ * instruction sequence in a bare loop at 0.52 (bench/micro/reduce_loop.c): gcc reloaded the
+ * decode constants from the stack every block, rebuilt each activation address with lea/shl and
+ * carried some through vector registers.  Here the constants stay in registers and each address
+ * is a base plus an immediate.  Same instructions, and every integer and float sum in the same
+ * order, as reduce_fast_body(MC = 1): the same bits.  Offsets are assembler expressions of
+ * literals (an "i" operand from BC would not compile at -O0): group g's qword at 30k - 2kg
+ * (k = 4: 120 - 8g, lanes 0..3 from 4 bytes further), its activations at 64g; the wrap group 0's
+ * qword is put together with shrd.
+ *   p: the row's codes, 32k bytes a block   q: q4 of the row's positions, 1024 bytes a block
+ *   c, dd: corr and d, 4 activation blocks a coded block   f: the f32 accumulator [16] */
+#define RM1_NB_2 "64"
+#define RM1_NB_3 "96"
+#define RM1_NB_4 "128"
+#define RM1_O0_2 "60"
+#define RM1_O0_3 "90"
+#define RM1_O0_4 "120"
+#define RM1_K2_2 "4"
+#define RM1_K2_3 "6"
+#define RM1_K2_4 "8"
+#define RM1_HI_2(G) ""
+#define RM1_HI_3(G) ""
+#define RM1_HI_4(G) "vpbroadcastq " RM1_O0_4 "+4-8*" #G "(%[p]), %[t]%{%[m3]%}\n\t"
+/* k <= 3: group 0's qword = the block's last 8 bytes >> (64 - 16k) | its first 8 << 16k.
+ * k = 4: lanes 4..15 from the block's last 8 bytes, lanes 0..3 from its last 4 and first 4. */
+#define RM1_WRAP_K3(K, SHR)                                                                        \
+    "mov " RM1_NB_##K "-8(%[p]), %[r0]\n\t"                                                        \
+    "mov (%[p]), %[r1]\n\t"                                                                        \
+    "shrd $" SHR ", %[r1], %[r0]\n\t"                                                              \
+    "vpbroadcastq %[r0], %[t]\n\t"
+#define RM1_WRAP_2 RM1_WRAP_K3(2, "32")
+#define RM1_WRAP_3 RM1_WRAP_K3(3, "16")
+#define RM1_WRAP_4                                                                                 \
+    "mov " RM1_NB_4 "-8(%[p]), %[r0]\n\t"                                                          \
+    "mov (%[p]), %[r1]\n\t"                                                                        \
+    "vpbroadcastq %[r0], %[t]\n\t"                                                                 \
+    "shrd $32, %[r1], %[r0]\n\t"                                                                   \
+    "vpbroadcastq %[r0], %[t]%{%[m3]%}\n\t"
+#define RM1_DEC                                                                                    \
+    "vpmultishiftqb %[t], %[sh], %[t]\n\t"                                                         \
+    "vpandd %[t], %[mk], %[t]\n\t"                                                                 \
+    "vpmulld %[mul], %[t], %[t]\n\t"                                                               \
+    "vpaddd %[ad], %[t], %[t]\n\t"
+#define RM1_GRP(K, G)                                                                              \
+    "vpbroadcastq " RM1_O0_##K "-" RM1_K2_##K "*" #G "(%[p]), %[t]\n\t" RM1_HI_##K(G) RM1_DEC     \
+    "vpdpbusd 64*" #G "(%[q]), %[t], %[acc]\n\t"
+#define RM1_SEED(QB) "vmovdqu32 4*" #QB "(%[c]), %[acc]%{%[m1]%}%{z%}\n\t"
+#define RM1_FOLD(QB)                                                                               \
+    "vcvtdq2ps %[acc], %[acc]\n\t"                                                                 \
+    "vfmadd231ps 4*" #QB "(%[dd])%{1to16%}, %[acc], %[f]\n\t"
+#define RM1_LOOP(K)                                                                                \
+    "1:\n\t"                                                                                       \
+    "prefetcht0 4*" RM1_NB_##K "(%[p])\n\t"                                                        \
+    "prefetcht0 4*" RM1_NB_##K "+64(%[p])\n\t"                                                     \
+    RM1_WRAP_##K RM1_SEED(0) RM1_DEC "vpdpbusd (%[q]), %[t], %[acc]\n\t"                           \
+    RM1_GRP(K, 1) RM1_GRP(K, 2) RM1_GRP(K, 3) RM1_FOLD(0)                                          \
+    RM1_SEED(1) RM1_GRP(K, 4) RM1_GRP(K, 5) RM1_GRP(K, 6) RM1_GRP(K, 7) RM1_FOLD(1)                \
+    RM1_SEED(2) RM1_GRP(K, 8) RM1_GRP(K, 9) RM1_GRP(K, 10) RM1_GRP(K, 11) RM1_FOLD(2)              \
+    RM1_SEED(3) RM1_GRP(K, 12) RM1_GRP(K, 13) RM1_GRP(K, 14) RM1_GRP(K, 15) RM1_FOLD(3)            \
+    "add $" RM1_NB_##K ", %[p]\n\t"                                                                \
+    "add $1024, %[q]\n\t"                                                                          \
+    "add $16, %[c]\n\t"                                                                            \
+    "add $16, %[dd]\n\t"                                                                           \
+    "dec %[n]\n\t"                                                                                 \
+    "jnz 1b\n\t"
+#define RM1_ASM(K)                                                                                 \
+    __asm__ volatile(RM1_LOOP(K)                                                                   \
+                     : [p] "+r"(p), [q] "+r"(q), [c] "+r"(c), [dd] "+r"(dd), [n] "+r"(n), [f] "+v"(f), \
+                       [t] "=&v"(t), [acc] "=&v"(acc), [r0] "=&r"(r0), [r1] "=&r"(r1)              \
+                     : [sh] "v"(d->shbc), [mk] "v"(d->mask), [mul] "v"(d->mul), [ad] "v"(d->add),  \
+                       [m1] "Yk"(m1), [m3] "Yk"(m3)                                                \
+                     : "cc", "memory")
+
+static void reduce_fast_m1(const kr_args *a, const dec *d)
+{
+    const tcq_trellis *w = a->w;
+    const kq_act *qa = a->qa;
+    const int64_t rowbytes = w->cols * w->p.k / 8;
+    const __mmask16 m1 = 1;
+    const __mmask8 m3 = 3;
+    for (int64_t r = a->r0; r < a->r1; r++) {
+        const char *p = (const char *)w->codes + r * rowbytes;
+        const uint32_t *q = qa->q4;
+        const int32_t *c = qa->corr;
+        const float *dd = qa->d;
+        int64_t n = w->cols / 256;
+        __m512 f = _mm512_setzero_ps();
+        __m512i t, acc;
+        uint64_t r0, r1;
+        if (d->bc == 2) RM1_ASM(2);
+        else if (d->bc == 3) RM1_ASM(3);
+        else RM1_ASM(4);
+        a->y[r] = _mm512_reduce_add_ps(f) * (_cvtsh_ss(w->scales[r]) * TCQ_RMAD_RINV);
+    }
+}
+
 #define MC_SWITCH_(body, a, d, mc, m0, BC)                                                         \
     switch (mc) {                                                                                  \
     case 1: body(a, d, 1, m0, BC); break;                                                          \
@@ -131,6 +228,10 @@ static void reduce_fast_shared(const kr_args *a)
 {
     dec d;
     dec_init(&d, a->w->p);
+    if (a->M == 1 && a->w->p.T == 256 && a->w->p.k >= 2 && !a->w->interleaved) {
+        reduce_fast_m1(a, &d);
+        return;
+    }
     for (int64_t m0 = 0; m0 < a->M; m0 += 4) MC_SWITCH(reduce_fast_body, a, &d, TCQ_MIN(4, a->M - m0), m0);
 }
 
