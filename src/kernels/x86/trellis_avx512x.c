@@ -162,9 +162,9 @@ AI void reduce_exact_body(const kr_args *a, const dec *d, const int MC, int64_t 
     "vpandd %[t], %[mk], %[t]\n\t"                                                                 \
     "vpmulld %[mul], %[t], %[t]\n\t"                                                               \
     "vpaddd %[ad], %[t], %[t]\n\t"
-#define RM1_GRP(K, G)                                                                              \
-    "vpbroadcastq " RM1_O0_##K "-" RM1_K2_##K "*" #G "(%[p]), %[t]\n\t" RM1_HI_##K(G) RM1_DEC     \
-    "vpdpbusd 64*" #G "(%[q]), %[t], %[acc]\n\t"
+/* group G's x in t */
+#define RM1_X(K, G) "vpbroadcastq " RM1_O0_##K "-" RM1_K2_##K "*" #G "(%[p]), %[t]\n\t" RM1_HI_##K(G) RM1_DEC
+#define RM1_GRP(K, G) RM1_X(K, G) "vpdpbusd 64*" #G "(%[q]), %[t], %[acc]\n\t"
 #define RM1_SEED(QB) "vmovdqu32 4*" #QB "(%[c]), %[acc]%{%[m1]%}%{z%}\n\t"
 #define RM1_FOLD(QB)                                                                               \
     "vcvtdq2ps %[acc], %[acc]\n\t"                                                                 \
@@ -479,6 +479,84 @@ AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const i
 #define SCATTER_CHUNK_FAST QB
 #define SCATTER_CHUNK_EXACT (4 * QB)
 
+/* Fast, M = 1, T = 256, k = 2..4: one chunk of stored rows (<= QB, one activation block) in
+ * asm, for the reason of reduce_fast_m1 (gcc kept the 16 groups' qword offsets in stack slots and
+ * reloaded them every row).  The 16 groups' integer accumulators live in zmm16..31 over the
+ * chunk; seed, vpdpbusd sequence and fold as scatter_fast_body(MC = 1, G = 16): the same bits.
+ *   p: the chunk's first stored row's block (32k bytes, rows cs bytes apart)
+ *   q: q4 of the chunk's rows   corr, dv: the activation block's   acc [T]: f32, read and written */
+#define SM1_PF_ROWS 24   /* 8 left k = 3, 4 at 0.72 of the floor (bench/NOTES.md, session 17) */
+#define SM1_STR_(x) #x
+#define SM1_STR(x) SM1_STR_(x)
+#define SM1_PF SM1_STR(SM1_PF_ROWS)
+#define SM1_GRP(K, G, N) RM1_X(K, G) "vpdpbusd %[qv], %[t], %%zmm" #N "\n\t"
+#define SM1_FOLD(N, OFF)                                                                           \
+    "vcvtdq2ps %%zmm" #N ", %%zmm" #N "\n\t"                                                       \
+    "vfmadd213ps " #OFF "(%[acc]), %[dv], %%zmm" #N "\n\t"                                         \
+    "vmovups %%zmm" #N ", " #OFF "(%[acc])\n\t"
+#define SM1_LOOP(K)                                                                                \
+    "vpbroadcastd (%[corr]), %%zmm16\n\t"                                                          \
+    "vmovdqa32 %%zmm16, %%zmm17\n\t vmovdqa32 %%zmm16, %%zmm18\n\t vmovdqa32 %%zmm16, %%zmm19\n\t" \
+    "vmovdqa32 %%zmm16, %%zmm20\n\t vmovdqa32 %%zmm16, %%zmm21\n\t vmovdqa32 %%zmm16, %%zmm22\n\t" \
+    "vmovdqa32 %%zmm16, %%zmm23\n\t vmovdqa32 %%zmm16, %%zmm24\n\t vmovdqa32 %%zmm16, %%zmm25\n\t" \
+    "vmovdqa32 %%zmm16, %%zmm26\n\t vmovdqa32 %%zmm16, %%zmm27\n\t vmovdqa32 %%zmm16, %%zmm28\n\t" \
+    "vmovdqa32 %%zmm16, %%zmm29\n\t vmovdqa32 %%zmm16, %%zmm30\n\t vmovdqa32 %%zmm16, %%zmm31\n\t" \
+    "1:\n\t"                                                                                       \
+    "lea (%[pp], %[dl]), %[r0]\n\t"                                                                 \
+    "cmp $" SM1_PF ", %[n]\n\t"                                                                     \
+    "cmove %[r0], %[pp]\n\t"                                                                        \
+    "prefetcht0 (%[pp])\n\t"                                                                        \
+    "prefetcht0 " RM1_NB_##K "-1(%[pp])\n\t"                                                       \
+    "add %[cs], %[pp]\n\t"                                                                          \
+    "vpbroadcastd (%[q]), %[qv]\n\t"                                                               \
+    RM1_WRAP_##K RM1_DEC "vpdpbusd %[qv], %[t], %%zmm16\n\t"                                       \
+    SM1_GRP(K, 1, 17) SM1_GRP(K, 2, 18) SM1_GRP(K, 3, 19) SM1_GRP(K, 4, 20) SM1_GRP(K, 5, 21)      \
+    SM1_GRP(K, 6, 22) SM1_GRP(K, 7, 23) SM1_GRP(K, 8, 24) SM1_GRP(K, 9, 25) SM1_GRP(K, 10, 26)     \
+    SM1_GRP(K, 11, 27) SM1_GRP(K, 12, 28) SM1_GRP(K, 13, 29) SM1_GRP(K, 14, 30) SM1_GRP(K, 15, 31) \
+    "add %[cs], %[p]\n\t"                                                                          \
+    "add $4, %[q]\n\t"                                                                             \
+    "dec %[n]\n\t"                                                                                 \
+    "jnz 1b\n\t"                                                                                   \
+    SM1_FOLD(16, 0) SM1_FOLD(17, 64) SM1_FOLD(18, 128) SM1_FOLD(19, 192) SM1_FOLD(20, 256)         \
+    SM1_FOLD(21, 320) SM1_FOLD(22, 384) SM1_FOLD(23, 448) SM1_FOLD(24, 512) SM1_FOLD(25, 576)      \
+    SM1_FOLD(26, 640) SM1_FOLD(27, 704) SM1_FOLD(28, 768) SM1_FOLD(29, 832) SM1_FOLD(30, 896)      \
+    SM1_FOLD(31, 960)
+#define SM1_ASM(K)                                                                                 \
+    __asm__ volatile(SM1_LOOP(K)                                                                   \
+                     : [p] "+r"(p), [q] "+r"(q), [n] "+r"(n), [pp] "+r"(pp), [t] "=&v"(t),          \
+                       [qv] "=&v"(qv), [r0] "=&r"(r0), [r1] "=&r"(r1)                              \
+                     : [sh] "v"(d->shbc), [mk] "v"(d->mask), [mul] "v"(d->mul), [ad] "v"(d->add),  \
+                       [m3] "Yk"(m3), [cs] "r"(cs), [dl] "r"(dl), [corr] "r"(corr), [dv] "v"(dv),  \
+                       [acc] "r"(acc)                                                              \
+                     : "cc", "memory", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", \
+                       "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31")
+
+static void scatter_fast_m1(const ks_args *a, const dec *d, const char *next)
+{
+    const tcq_trellis *w = a->w;
+    const kq_act *qa = a->qa;
+    const uint32_t *cb;
+    int64_t csw;
+    kblock_col(w, a->b, &cb, &csw);
+    const int64_t cs = csw * 4, kb = a->i0 / QB;
+    const char *p = (const char *)(cb + a->i0 * csw);
+    const uint32_t *q = qa->q4 + a->i0;
+    const int32_t *corr = qa->corr + kb;
+    const __m512 dv = _mm512_set1_ps(qa->d[kb]);
+    float *acc = a->acc;
+    int64_t n = a->i1 - a->i0;
+    /* the prefetch runs SM1_PF rows ahead in the order of the reads: into the next pass (next,
+     * NULL: none known, stay in this column) for this pass's last SM1_PF rows */
+    const int64_t dl = next ? next - (p + n * cs) : 0;
+    const char *pp = p + SM1_PF_ROWS * cs + (n < SM1_PF_ROWS ? dl : 0);
+    const __mmask8 m3 = 3;
+    __m512i t, qv;
+    uint64_t r0, r1;
+    if (d->bc == 2) SM1_ASM(2);
+    else if (d->bc == 3) SM1_ASM(3);
+    else SM1_ASM(4);
+}
+
 static void scatter_fast_shared(const ks_args *a)
 {
     dec d;
@@ -492,7 +570,14 @@ static void scatter_fast_shared(const ks_args *a)
             s.i1 = TCQ_MIN(a->i1, ic + SCATTER_CHUNK_FAST);
             s.b = a->b + cb;
             s.acc = a->acc + cb * a->M * T;
-            for (int64_t m0 = 0; m0 < a->M; m0 += 4) SC_DISPATCH(scatter_fast_body, &s, &d, (int)TCQ_MIN(4, a->M - m0), m0);
+            if (a->M == 1 && T == 256 && d.bc >= 2) {
+                /* the pass after this one: the next column block, or the next chunk's first */
+                const int64_t nic = cb + 1 < a->nbc ? ic : ic + SCATTER_CHUNK_FAST, ncb = cb + 1 < a->nbc ? cb + 1 : 0;
+                const char *next = nic < a->i1 ? (const char *)kblock(a->w, nic, a->b + ncb) : NULL;
+                scatter_fast_m1(&s, &d, next);
+            } else
+                for (int64_t m0 = 0; m0 < a->M; m0 += 4)
+                    SC_DISPATCH(scatter_fast_body, &s, &d, (int)TCQ_MIN(4, a->M - m0), m0);
         }
     const __m512 ri = _mm512_set1_ps(TCQ_RMAD_RINV);
     for (int64_t j = 0; j < a->nbc * a->M * T; j += 16)
