@@ -164,54 +164,122 @@ AI void reduce_exact_body(const kr_args *a, const dec *d, const int MC, int64_t 
     "vpaddd %[ad], %[t], %[t]\n\t"
 /* group G's x in t */
 #define RM1_X(K, G) "vpbroadcastq " RM1_O0_##K "-" RM1_K2_##K "*" #G "(%[p]), %[t]\n\t" RM1_HI_##K(G) RM1_DEC
-#define RM1_GRP(K, G) RM1_X(K, G) "vpdpbusd 64*" #G "(%[q]), %[t], %[acc]\n\t"
-#define RM1_SEED(QB) "vmovdqu32 4*" #QB "(%[c]), %[acc]%{%[m1]%}%{z%}\n\t"
-#define RM1_FOLD(QB)                                                                               \
-    "vcvtdq2ps %[acc], %[acc]\n\t"                                                                 \
-    "vfmadd231ps 4*" #QB "(%[dd])%{1to16%}, %[acc], %[f]\n\t"
-#define RM1_LOOP(K)                                                                                \
+/* Rows m = 0..MC-1 of the activations: q4 rows qs bytes apart, corr and d rows cs bytes apart
+ * (index registers; row 3 through qs3 = 3 qs and cs3 = 3 cs) */
+#define RMC_Q0 ""
+#define RMC_Q1 ", %[qs], 1"
+#define RMC_Q2 ", %[qs], 2"
+#define RMC_Q3 ", %[qs3], 1"
+#define RMC_C0 ""
+#define RMC_C1 ", %[cs], 1"
+#define RMC_C2 ", %[cs], 2"
+#define RMC_C3 ", %[cs3], 1"
+/* row m's integer accumulator zmm(16+m), its float one zmm(20+m) (fixed registers: the asm
+ * would need more than gcc's 30 operands otherwise) */
+#define RMC_A0 "%%zmm16"
+#define RMC_A1 "%%zmm17"
+#define RMC_A2 "%%zmm18"
+#define RMC_A3 "%%zmm19"
+#define RMC_F0 "%%zmm20"
+#define RMC_F1 "%%zmm21"
+#define RMC_F2 "%%zmm22"
+#define RMC_F3 "%%zmm23"
+#define RMC_DP(m, G) "vpdpbusd 64*" #G "(%[q]" RMC_Q##m "), %[t], " RMC_A##m "\n\t"
+#define RMC_SEED(m, QB) "vmovdqu32 4*" #QB "(%[c]" RMC_C##m "), " RMC_A##m "%{%[m1]%}%{z%}\n\t"
+#define RMC_FOLD(m, QB)                                                                            \
+    "vcvtdq2ps " RMC_A##m ", " RMC_A##m "\n\t"                                                     \
+    "vfmadd231ps 4*" #QB "(%[dd]" RMC_C##m ")%{1to16%}, " RMC_A##m ", " RMC_F##m "\n\t"
+#define RMC_LOAD(m, i) "vmovups 64*" #m "(%[fo]), " RMC_F##m "\n\t"
+#define RMC_STORE(m, i) "vmovups " RMC_F##m ", 64*" #m "(%[fo])\n\t"
+#define RMC_EACH_1(X, i) X(0, i)
+#define RMC_EACH_2(X, i) X(0, i) X(1, i)
+#define RMC_EACH_3(X, i) X(0, i) X(1, i) X(2, i)
+#define RMC_EACH_4(X, i) X(0, i) X(1, i) X(2, i) X(3, i)
+#define RMC_GRP(K, MC, G) RM1_X(K, G) RMC_EACH_##MC(RMC_DP, G)
+#define RMC_QBLK(K, MC, QB, G0, G1, G2, G3)                                                        \
+    RMC_EACH_##MC(RMC_SEED, QB) RMC_GRP(K, MC, G0) RMC_GRP(K, MC, G1) RMC_GRP(K, MC, G2)           \
+    RMC_GRP(K, MC, G3) RMC_EACH_##MC(RMC_FOLD, QB)
+#define RMC_LOOP(K, MC)                                                                            \
+    RMC_EACH_##MC(RMC_LOAD, 0)                                                                     \
     "1:\n\t"                                                                                       \
-    "prefetcht0 4*" RM1_NB_##K "(%[p])\n\t"                                                        \
-    "prefetcht0 4*" RM1_NB_##K "+64(%[p])\n\t"                                                     \
-    RM1_WRAP_##K RM1_SEED(0) RM1_DEC "vpdpbusd (%[q]), %[t], %[acc]\n\t"                           \
-    RM1_GRP(K, 1) RM1_GRP(K, 2) RM1_GRP(K, 3) RM1_FOLD(0)                                          \
-    RM1_SEED(1) RM1_GRP(K, 4) RM1_GRP(K, 5) RM1_GRP(K, 6) RM1_GRP(K, 7) RM1_FOLD(1)                \
-    RM1_SEED(2) RM1_GRP(K, 8) RM1_GRP(K, 9) RM1_GRP(K, 10) RM1_GRP(K, 11) RM1_FOLD(2)              \
-    RM1_SEED(3) RM1_GRP(K, 12) RM1_GRP(K, 13) RM1_GRP(K, 14) RM1_GRP(K, 15) RM1_FOLD(3)            \
+    "prefetcht0 (%[p], %[pf])\n\t"                                                                 \
+    "prefetcht0 " RM1_NB_##K "-1(%[p], %[pf])\n\t"                                                \
+    RMC_EACH_##MC(RMC_SEED, 0) RM1_WRAP_##K RM1_DEC RMC_EACH_##MC(RMC_DP, 0)                       \
+    RMC_GRP(K, MC, 1) RMC_GRP(K, MC, 2) RMC_GRP(K, MC, 3) RMC_EACH_##MC(RMC_FOLD, 0)               \
+    RMC_QBLK(K, MC, 1, 4, 5, 6, 7) RMC_QBLK(K, MC, 2, 8, 9, 10, 11)                                \
+    RMC_QBLK(K, MC, 3, 12, 13, 14, 15)                                                             \
     "add $" RM1_NB_##K ", %[p]\n\t"                                                                \
     "add $1024, %[q]\n\t"                                                                          \
     "add $16, %[c]\n\t"                                                                            \
     "add $16, %[dd]\n\t"                                                                           \
     "dec %[n]\n\t"                                                                                 \
-    "jnz 1b\n\t"
-#define RM1_ASM(K)                                                                                 \
-    __asm__ volatile(RM1_LOOP(K)                                                                   \
-                     : [p] "+r"(p), [q] "+r"(q), [c] "+r"(c), [dd] "+r"(dd), [n] "+r"(n), [f] "+v"(f), \
-                       [t] "=&v"(t), [acc] "=&v"(acc), [r0] "=&r"(r0), [r1] "=&r"(r1)              \
+    "jnz 1b\n\t"                                                                                   \
+    RMC_EACH_##MC(RMC_STORE, 0)
+#define RMC_ASM(K, MC)                                                                             \
+    __asm__ volatile(RMC_LOOP(K, MC)                                                               \
+                     : [p] "+r"(p), [q] "+r"(q), [c] "+r"(c), [dd] "+r"(dd), [n] "+r"(n),           \
+                       [t] "=&v"(t), [r0] "=&r"(r0), [r1] "=&r"(r1)                                \
                      : [sh] "v"(d->shbc), [mk] "v"(d->mask), [mul] "v"(d->mul), [ad] "v"(d->add),  \
-                       [m1] "Yk"(m1), [m3] "Yk"(m3)                                                \
-                     : "cc", "memory")
+                       [m1] "Yk"(m1), [m3] "Yk"(m3), [qs] "r"(qs), [qs3] "r"(3 * qs), [cs] "r"(cs), \
+                       [cs3] "r"(3 * cs), [fo] "r"(fr), [pf] "r"(pf)                               \
+                     : "cc", "memory", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21",       \
+                       "xmm22", "xmm23")
+#define RMC_CASE(K)                                                                                \
+    case K:                                                                                        \
+        switch (MC) {                                                                              \
+        case 1: RMC_ASM(K, 1); break;                                                              \
+        case 2: RMC_ASM(K, 2); break;                                                              \
+        case 3: RMC_ASM(K, 3); break;                                                              \
+        default: RMC_ASM(K, 4); break;                                                             \
+        }                                                                                          \
+        break;
 
-static void reduce_fast_m1(const kr_args *a, const dec *d)
+#ifndef RMC_SEG
+#define RMC_SEG 8    /* blocks */
+#endif
+#ifndef RMC_PFR
+#define RMC_PFR 4    /* rows */
+#endif
+#define RMC_ROWS 16
+
+/* Rows m0..m0+MC-1 (MC <= 4) of the activations against coded rows r0..r1, in segments of
+ * RMC_SEG blocks: 16 coded rows take a segment in turn, so the MC rows' activations of the
+ * segment (MC KB a block) stay in L1; each row's float accumulators wait in fo between
+ * segments and add the blocks in the same order as one pass would (the same bits). */
+static void reduce_fast_asm(const kr_args *a, const dec *d, int MC, int64_t m0)
 {
     const tcq_trellis *w = a->w;
     const kq_act *qa = a->qa;
-    const int64_t rowbytes = w->cols * w->p.k / 8;
+    const int64_t rowbytes = w->cols * w->p.k / 8, qs = qa->npad * 4, cs = qa->nblk * 4, nb = w->cols / 256;
+    const int64_t pf = RMC_PFR * rowbytes, nbb = 32 * w->p.k, seg = MC == 1 ? nb : RMC_SEG;
     const __mmask16 m1 = 1;
     const __mmask8 m3 = 3;
-    for (int64_t r = a->r0; r < a->r1; r++) {
-        const char *p = (const char *)w->codes + r * rowbytes;
-        const uint32_t *q = qa->q4;
-        const int32_t *c = qa->corr;
-        const float *dd = qa->d;
-        int64_t n = w->cols / 256;
-        __m512 f = _mm512_setzero_ps();
-        __m512i t, acc;
-        uint64_t r0, r1;
-        if (d->bc == 2) RM1_ASM(2);
-        else if (d->bc == 3) RM1_ASM(3);
-        else RM1_ASM(4);
-        a->y[r] = _mm512_reduce_add_ps(f) * (_cvtsh_ss(w->scales[r]) * TCQ_RMAD_RINV);
+    __m512 fo[RMC_ROWS][4];   /* [row, m]: the float accumulators */
+    for (int64_t rc = a->r0; rc < a->r1; rc += RMC_ROWS) {
+        const int64_t re = TCQ_MIN(a->r1, rc + RMC_ROWS);
+        for (int64_t r = rc; r < re; r++)
+            for (int m = 0; m < MC; m++) fo[r - rc][m] = _mm512_setzero_ps();
+        for (int64_t s0 = 0; s0 < nb; s0 += seg)
+            for (int64_t r = rc; r < re; r++) {
+                const char *p = (const char *)w->codes + r * rowbytes + s0 * nbb;
+                const uint32_t *q = qa->q4 + m0 * qa->npad + s0 * 256;
+                const int32_t *c = qa->corr + m0 * qa->nblk + s0 * 4;
+                const float *dd = qa->d + m0 * qa->nblk + s0 * 4;
+                int64_t n = TCQ_MIN(seg, nb - s0);
+                __m512 *fr = fo[r - rc];
+                __m512i t;
+                uint64_t r0, r1;
+                switch (d->bc) {
+                    RMC_CASE(2)
+                    RMC_CASE(3)
+                default:
+                    RMC_CASE(4)
+                }
+            }
+        for (int64_t r = rc; r < re; r++) {
+            const float sc = _cvtsh_ss(w->scales[r]) * TCQ_RMAD_RINV;
+            for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = _mm512_reduce_add_ps(fo[r - rc][m]) * sc;
+        }
     }
 }
 
@@ -228,8 +296,8 @@ static void reduce_fast_shared(const kr_args *a)
 {
     dec d;
     dec_init(&d, a->w->p);
-    if (a->M == 1 && a->w->p.T == 256 && a->w->p.k >= 2 && !a->w->interleaved) {
-        reduce_fast_m1(a, &d);
+    if (a->w->p.T == 256 && a->w->p.k >= 2 && !a->w->interleaved) {
+        for (int64_t m0 = 0; m0 < a->M; m0 += 4) reduce_fast_asm(a, &d, (int)TCQ_MIN(4, a->M - m0), m0);
         return;
     }
     for (int64_t m0 = 0; m0 < a->M; m0 += 4) MC_SWITCH(reduce_fast_body, a, &d, TCQ_MIN(4, a->M - m0), m0);
