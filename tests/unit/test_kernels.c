@@ -173,6 +173,7 @@ static void reference(const wbuf *b, const float *x, int64_t M, int fast, int q1
 
 static tcq_pool *g_pool2;
 static int g_force_k;   /* > 0: L = 12, T = 256 and this k (the block shape of every artifact) */
+static int g_force_M;   /* > 0: this M */
 static int g_cases, g_isas[TCQ_ISA_COUNT + 2], g_nisa;
 static double g_worst_exact, g_worst_fast_rel, g_worst_fast_ratio;
 
@@ -198,6 +199,7 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     int64_t M = reg == TCQ_KR_M1 ? 1 : reg == TCQ_KR_SHARED ? rnd(st, 2, 4) : reg == TCQ_KR_TILE ? rnd(st, 5, 40)
                                    : reg == TCQ_KR_GEMM ? rnd(st, 33, 100) : rnd(st, 1, 40);
     if (reg == TCQ_KR_AUTO && rnd(st, 0, 7) == 0) M = 100;
+    if (g_force_M) M = g_force_M;
     if (f > F_TR0I && reg == TCQ_KR_AUTO && rnd(st, 0, 1)) M = rnd(st, 1, 4);   /* the direct dense kernels */
     /* now and then a taller axis-1 matrix: its work items (reduce_rows) are longer than 16 rows and
      * differ between the 1- and 2-thread runs, which must still agree to the bit */
@@ -419,13 +421,15 @@ int main(void)
                         if (f > F_TR0I && reg) continue;   /* path and regime do not apply: 2 samples */
                         run_case(&st, op, f, g_isas[ii], path, (tcq_kregime)reg);
                     }
-    /* the artifacts' block shape at M = 1 on every ISA and path, whatever the draws above gave:
-     * some kernels have a separate body for it (the AVX-512 fast reduce's asm block loop) */
+    /* the artifacts' block shape at M = 1..4 on every ISA, fast path, whatever the draws above
+     * gave: some kernels have a separate body for it (the AVX-512 asm block loops) */
     for (g_force_k = 2; g_force_k <= 4; g_force_k++)
-        for (int ii = 0; ii < g_nisa; ii++)
-            for (int op = 0; op < 2; op++)
-                for (int f = 0; f <= F_TR0I; f++) run_case(&st, op, f, g_isas[ii], 1, TCQ_KR_M1);
-    g_force_k = 0;
+        for (g_force_M = 1; g_force_M <= 4; g_force_M++)
+            for (int ii = 0; ii < g_nisa; ii++)
+                for (int op = 0; op < 2; op++)
+                    for (int f = 0; f <= F_TR0I; f++)
+                        run_case(&st, op, f, g_isas[ii], 1, g_force_M == 1 ? TCQ_KR_M1 : TCQ_KR_SHARED);
+    g_force_k = g_force_M = 0;
     const char *e = getenv("TCQ_TEST_EXTRA");
     const int extra = e ? atoi(e) : 150;
     for (int i = 0; i < extra; i++)
