@@ -625,6 +625,151 @@ static void scatter_fast_m1(const ks_args *a, const dec *d, const char *next)
     else SM1_ASM(4);
 }
 
+/* Fast, M = 2..4, T = 256, k = 2..4: the same for MC activation rows, in scatter_fast_body's
+ * passes (MC = 2: two of G = 8 groups, MC = 3, 4: four of G = 4); the accumulator of row m, group
+ * g0 + g in zmm(16 + mG + g).  Only a chunk's first pass prefetches (as scatter_fast_m1), the
+ * later ones find the chunk's rows in L1.  Same bits as scatter_fast_body.
+ *   q: q4 of row m0, rows qs bytes apart   cv: the rows' corr (int32 [4]) and d (f32 [4]) of the block
+ *   acc: [MC, T] f32 from group g0 */
+#define SMC_Q0 ""
+#define SMC_Q1 ", %[qs], 1"
+#define SMC_Q2 ", %[qs], 2"
+#define SMC_Q3 ", %[qs3], 1"
+#define SMC_DP(m, A) "vpdpbusd %[q" #m "], %[t], %%zmm" #A "\n\t"
+#define SMC_G2(K, G, A0, A1) RM1_X(K, G) SMC_DP(0, A0) SMC_DP(1, A1)
+#define SMC_G3(K, G, A0, A1, A2) SMC_G2(K, G, A0, A1) SMC_DP(2, A2)
+#define SMC_G4(K, G, A0, A1, A2, A3) SMC_G3(K, G, A0, A1, A2) SMC_DP(3, A3)
+#define SMC_W2(K, A0, A1) RM1_WRAP_##K RM1_DEC SMC_DP(0, A0) SMC_DP(1, A1)
+#define SMC_W3(K, A0, A1, A2) SMC_W2(K, A0, A1) SMC_DP(2, A2)
+#define SMC_W4(K, A0, A1, A2, A3) SMC_W3(K, A0, A1, A2) SMC_DP(3, A3)
+/* row m's accumulators A0 and the registers LIST after it: seeded with its corr; folded into
+ * acc + m T (.irp: the assembler repeats the lines for each register number r) */
+#define SMC_SEED(m, A0, LIST)                                                                      \
+    "vpbroadcastd 4*" #m "(%[cv]), %%zmm" #A0 "\n\t"                                              \
+    ".irp r," LIST "\n\tvmovdqa32 %%zmm" #A0 ", %%zmm\\r\n\t.endr\n\t"
+#define SMC_FOLD(m, A0, LIST)                                                                      \
+    "vbroadcastss 16+4*" #m "(%[cv]), %[t]\n\t"                                                   \
+    ".irp r," #A0 "," LIST "\n\t"                                                                  \
+    "vcvtdq2ps %%zmm\\r, %%zmm\\r\n\t"                                                             \
+    "vfmadd213ps " #m "*1024+(\\r-" #A0 ")*64(%[acc]), %[t], %%zmm\\r\n\t"                        \
+    "vmovups %%zmm\\r, " #m "*1024+(\\r-" #A0 ")*64(%[acc])\n\t.endr\n\t"
+#define SMC_SEEDS_2 SMC_SEED(0, 16, "17,18,19,20,21,22,23") SMC_SEED(1, 24, "25,26,27,28,29,30,31")
+#define SMC_FOLDS_2 SMC_FOLD(0, 16, "17,18,19,20,21,22,23") SMC_FOLD(1, 24, "25,26,27,28,29,30,31")
+#define SMC_SEEDS_3 SMC_SEED(0, 16, "17,18,19") SMC_SEED(1, 20, "21,22,23") SMC_SEED(2, 24, "25,26,27")
+#define SMC_FOLDS_3 SMC_FOLD(0, 16, "17,18,19") SMC_FOLD(1, 20, "21,22,23") SMC_FOLD(2, 24, "25,26,27")
+#define SMC_SEEDS_4 SMC_SEEDS_3 SMC_SEED(3, 28, "29,30,31")
+#define SMC_FOLDS_4 SMC_FOLDS_3 SMC_FOLD(3, 28, "29,30,31")
+#define SMC_GRPS_2_0(K)                                                                            \
+    SMC_W2(K, 16, 24) SMC_G2(K, 1, 17, 25) SMC_G2(K, 2, 18, 26) SMC_G2(K, 3, 19, 27)               \
+    SMC_G2(K, 4, 20, 28) SMC_G2(K, 5, 21, 29) SMC_G2(K, 6, 22, 30) SMC_G2(K, 7, 23, 31)
+#define SMC_GRPS_2_1(K)                                                                            \
+    SMC_G2(K, 8, 16, 24) SMC_G2(K, 9, 17, 25) SMC_G2(K, 10, 18, 26) SMC_G2(K, 11, 19, 27)          \
+    SMC_G2(K, 12, 20, 28) SMC_G2(K, 13, 21, 29) SMC_G2(K, 14, 22, 30) SMC_G2(K, 15, 23, 31)
+#define SMC_GRPS_3_0(K)                                                                            \
+    SMC_W3(K, 16, 20, 24) SMC_G3(K, 1, 17, 21, 25) SMC_G3(K, 2, 18, 22, 26)                        \
+    SMC_G3(K, 3, 19, 23, 27)
+#define SMC_GRPS_3_1(K)                                                                            \
+    SMC_G3(K, 4, 16, 20, 24) SMC_G3(K, 5, 17, 21, 25) SMC_G3(K, 6, 18, 22, 26)                     \
+    SMC_G3(K, 7, 19, 23, 27)
+#define SMC_GRPS_3_2(K)                                                                            \
+    SMC_G3(K, 8, 16, 20, 24) SMC_G3(K, 9, 17, 21, 25) SMC_G3(K, 10, 18, 22, 26)                    \
+    SMC_G3(K, 11, 19, 23, 27)
+#define SMC_GRPS_3_3(K)                                                                            \
+    SMC_G3(K, 12, 16, 20, 24) SMC_G3(K, 13, 17, 21, 25) SMC_G3(K, 14, 18, 22, 26)                  \
+    SMC_G3(K, 15, 19, 23, 27)
+#define SMC_GRPS_4_0(K)                                                                            \
+    SMC_W4(K, 16, 20, 24, 28) SMC_G4(K, 1, 17, 21, 25, 29) SMC_G4(K, 2, 18, 22, 26, 30)            \
+    SMC_G4(K, 3, 19, 23, 27, 31)
+#define SMC_GRPS_4_1(K)                                                                            \
+    SMC_G4(K, 4, 16, 20, 24, 28) SMC_G4(K, 5, 17, 21, 25, 29) SMC_G4(K, 6, 18, 22, 26, 30)         \
+    SMC_G4(K, 7, 19, 23, 27, 31)
+#define SMC_GRPS_4_2(K)                                                                            \
+    SMC_G4(K, 8, 16, 20, 24, 28) SMC_G4(K, 9, 17, 21, 25, 29) SMC_G4(K, 10, 18, 22, 26, 30)        \
+    SMC_G4(K, 11, 19, 23, 27, 31)
+#define SMC_GRPS_4_3(K)                                                                            \
+    SMC_G4(K, 12, 16, 20, 24, 28) SMC_G4(K, 13, 17, 21, 25, 29) SMC_G4(K, 14, 18, 22, 26, 30)      \
+    SMC_G4(K, 15, 19, 23, 27, 31)
+#define SMC_BC(m, i) "vpbroadcastd (%[q]" SMC_Q##m "), %[q" #m "]\n\t"
+#define SMC_PF(K)                                                                                  \
+    "lea (%[pp], %[dl]), %[r0]\n\t"                                                                \
+    "cmp $" SM1_PF ", %[n]\n\t"                                                                    \
+    "cmove %[r0], %[pp]\n\t"                                                                       \
+    "prefetcht0 (%[pp])\n\t"                                                                       \
+    "prefetcht0 " RM1_NB_##K "-1(%[pp])\n\t"                                                       \
+    "add %[cs], %[pp]\n\t"
+#define SMC_NOPF(K) ""
+#define SMC_ASM(K, MC, P, PF)                                                                      \
+    __asm__ volatile(SMC_SEEDS_##MC "1:\n\t" PF(K) RMC_EACH_##MC(SMC_BC, 0) SMC_GRPS_##MC##_##P(K) \
+                     "add %[cs], %[p]\n\t"                                                         \
+                     "add $4, %[q]\n\t"                                                            \
+                     "dec %[n]\n\t"                                                                \
+                     "jnz 1b\n\t" SMC_FOLDS_##MC                                                   \
+                     : [p] "+r"(p), [q] "+r"(q), [n] "+r"(n), [pp] "+r"(pp), [t] "=&v"(t),          \
+                       [q0] "=&v"(qv[0]), [q1] "=&v"(qv[1]), [q2] "=&v"(qv[2]), [q3] "=&v"(qv[3]), \
+                       [r0] "=&r"(r0), [r1] "=&r"(r1)                                              \
+                     : [sh] "v"(d->shbc), [mk] "v"(d->mask), [mul] "v"(d->mul), [ad] "v"(d->add),  \
+                       [m3] "Yk"(m3), [cs] "r"(cs), [dl] "r"(dl), [cv] "r"(&cv), [acc] "r"(acc),   \
+                       [qs] "r"(qs), [qs3] "r"(3 * qs)                                             \
+                     : "cc", "memory", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", \
+                       "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31")
+/* pass P: groups P G .. P G + G - 1 */
+#define SMC_PASS(K, MC, P, PF)                                                                     \
+    do {                                                                                           \
+        const char *p = p0, *pp = pp0;                                                             \
+        const uint32_t *q = q0;                                                                    \
+        int64_t n = n0;                                                                            \
+        float *acc = acc0 + (P) * (MC == 2 ? 8 : 4) * 16;                                          \
+        SMC_ASM(K, MC, P, PF);                                                                     \
+    } while (0)
+#define SMC_CASE(K)                                                                                \
+    case K:                                                                                        \
+        if (MC == 2) {                                                                             \
+            SMC_PASS(K, 2, 0, SMC_PF);                                                             \
+            SMC_PASS(K, 2, 1, SMC_NOPF);                                                           \
+        } else if (MC == 3) {                                                                      \
+            SMC_PASS(K, 3, 0, SMC_PF);                                                             \
+            SMC_PASS(K, 3, 1, SMC_NOPF);                                                           \
+            SMC_PASS(K, 3, 2, SMC_NOPF);                                                           \
+            SMC_PASS(K, 3, 3, SMC_NOPF);                                                           \
+        } else {                                                                                   \
+            SMC_PASS(K, 4, 0, SMC_PF);                                                             \
+            SMC_PASS(K, 4, 1, SMC_NOPF);                                                           \
+            SMC_PASS(K, 4, 2, SMC_NOPF);                                                           \
+            SMC_PASS(K, 4, 3, SMC_NOPF);                                                           \
+        }                                                                                          \
+        break;
+
+/* rows m0..m0+MC-1 (2 <= MC <= 4) of one chunk (<= QB stored rows, one activation block) */
+static void scatter_fast_mc(const ks_args *a, const dec *d, const char *next, int MC, int64_t m0)
+{
+    const tcq_trellis *w = a->w;
+    const kq_act *qa = a->qa;
+    const uint32_t *cb;
+    int64_t csw;
+    kblock_col(w, a->b, &cb, &csw);
+    const int64_t cs = csw * 4, kb = a->i0 / QB, qs = qa->npad * 4;
+    const char *p0 = (const char *)(cb + a->i0 * csw);
+    const uint32_t *q0 = qa->q4 + m0 * qa->npad + a->i0;
+    struct { int32_t corr[4]; float d[4]; } cv;
+    for (int m = 0; m < MC; m++) {
+        cv.corr[m] = qa->corr[(m0 + m) * qa->nblk + kb];
+        cv.d[m] = qa->d[(m0 + m) * qa->nblk + kb];
+    }
+    float *acc0 = a->acc + m0 * 256;
+    const int64_t n0 = a->i1 - a->i0;
+    const int64_t dl = next ? next - (p0 + n0 * cs) : 0;
+    const char *pp0 = p0 + SM1_PF_ROWS * cs + (n0 < SM1_PF_ROWS ? dl : 0);
+    const __mmask8 m3 = 3;
+    __m512i t, qv[4];
+    uint64_t r0, r1;
+    switch (d->bc) {
+        SMC_CASE(2)
+        SMC_CASE(3)
+    default:
+        SMC_CASE(4)
+    }
+}
+
 static void scatter_fast_shared(const ks_args *a)
 {
     dec d;
@@ -643,6 +788,14 @@ static void scatter_fast_shared(const ks_args *a)
                 const int64_t nic = cb + 1 < a->nbc ? ic : ic + SCATTER_CHUNK_FAST, ncb = cb + 1 < a->nbc ? cb + 1 : 0;
                 const char *next = nic < a->i1 ? (const char *)kblock(a->w, nic, a->b + ncb) : NULL;
                 scatter_fast_m1(&s, &d, next);
+            } else if (T == 256 && d.bc >= 2) {
+                const int64_t nic = cb + 1 < a->nbc ? ic : ic + SCATTER_CHUNK_FAST, ncb = cb + 1 < a->nbc ? cb + 1 : 0;
+                const char *next = nic < a->i1 ? (const char *)kblock(a->w, nic, a->b + ncb) : NULL;
+                for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
+                    const int mc = (int)TCQ_MIN(4, a->M - m0);
+                    if (mc == 1) scatter_fast_m1(&s, &d, next);   /* M = 5, 9, ...: never in practice */
+                    else scatter_fast_mc(&s, &d, next, mc, m0);
+                }
             } else
                 for (int64_t m0 = 0; m0 < a->M; m0 += 4)
                     SC_DISPATCH(scatter_fast_body, &s, &d, (int)TCQ_MIN(4, a->M - m0), m0);
