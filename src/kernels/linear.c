@@ -13,6 +13,7 @@ enum {
     SHARED_MAX_M = 4,      /* M in 2..4: one decode shared by every row, in registers */
     REDUCE_ROWS = 16,      /* axis-1 outputs per work item: at least, and the granule (reduce_rows) */
     REDUCE_ROWS_MAX = 256, /* ... and at most */
+    TAIL_ROWS = 64,        /* ... and in the last round of a long-item call (items_plan) */
     PARTITIONS = 4,        /* axis-0 input-row partitions, summed in order */
     SCATTER_COLS = 4,      /* axis-0 column blocks per work item */
     GEMM_TILE_BYTES = 4 << 20,   /* f32 weight tile decoded per sgemm call (per thread) */
@@ -251,7 +252,8 @@ typedef struct run_ctx {
     kd_fn df;
     int64_t nparts, part_rows, nb;
     int sf_nbc;
-    int64_t rpi;               /* axis 1: outputs per work item (reduce_rows) */
+    int64_t rpi;               /* axis 1: outputs per work item (reduce_rows) ... */
+    int64_t nbig, rpt;         /* ... for the first nbig items, then rpt (items_plan) */
     const tcq_weight *up;      /* swiglu */
     kr_fn rf_up;
     const tcq_trellis *wu;
@@ -270,10 +272,32 @@ static int64_t reduce_rows(const tcq_kctx *c, int64_t rows, int64_t M)
     return TCQ_MAX((int64_t)REDUCE_ROWS, TCQ_MIN((int64_t)REDUCE_ROWS_MAX, per));
 }
 
+/* The axis-1 items: long ones (reduce_rows), and for the last round (pool size x rpi rows) items
+ * of TAIL_ROWS, so that the threads finish within a short item of each other: with 16 items of
+ * 256 rows on 2 threads one item was 6 % of the call (bench/NOTES.md, session 17).  Returns the
+ * item count. */
+static int64_t items_plan(run_ctx *r, const tcq_kctx *c, int64_t rows, int64_t M)
+{
+    r->rpi = r->rpt = reduce_rows(c, rows, M);
+    r->nbig = 0;
+    if (r->rpi > TAIL_ROWS) {
+        r->rpt = TAIL_ROWS;
+        r->nbig = TCQ_MAX(0, rows - (int64_t)tcq_pool_size(c->pool) * r->rpi) / r->rpi;
+    }
+    return r->nbig + (rows - r->nbig * r->rpi + r->rpt - 1) / r->rpt;
+}
+
+static void item_rows(const run_ctx *r, int64_t rows, int64_t item, int64_t *r0, int64_t *r1)
+{
+    *r0 = item < r->nbig ? item * r->rpi : r->nbig * r->rpi + (item - r->nbig) * r->rpt;
+    *r1 = TCQ_MIN(rows, *r0 + (item < r->nbig ? r->rpi : r->rpt));
+}
+
 static void reduce_item(void *arg, int64_t item, int thread)
 {
     const run_ctx *r = arg;
-    const int64_t r0 = item * r->rpi, r1 = TCQ_MIN(r->w->rows, r0 + r->rpi);
+    int64_t r0, r1;
+    item_rows(r, r->w->rows, item, &r0, &r1);
     kr_args a = {.w = r->w, .M = r->M, .x = r->x, .qa = &r->c->qa, .r0 = r0, .r1 = r1,
                  .y = r->y, .ldy = r->ldy, .scratch = r->c->scratch[thread]};
     r->rf(&a);
@@ -385,8 +409,7 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
         snprintf(c->last, sizeof c->last, "trellis.reduce.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
                  tab->reduce[kp][rc] ? tab->isa : "scalar", tab->reduce[kp][rc] && tab->tag[kp][rc] ? "." : "",
                  tab->reduce[kp][rc] && tab->tag[kp][rc] ? tab->tag[kp][rc] : "");
-        r.rpi = reduce_rows(c, w->rows, M);
-        tcq_pool_run(c->pool, (w->rows + r.rpi - 1) / r.rpi, reduce_item, &r);
+        tcq_pool_run(c->pool, items_plan(&r, c, w->rows, M), reduce_item, &r);
         return TCQ_OK;
     }
     r.sf = tab->scatter[kp][rg] ? tab->scatter[kp][rg] : tcq_tr_ref.scatter[kp][rg];
@@ -452,7 +475,9 @@ static inline float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * 
 static void swiglu_item(void *arg, int64_t item, int thread)
 {
     const run_ctx *r = arg;
-    const int64_t rpi = r->rpi, r0 = item * rpi, r1 = TCQ_MIN(r->w->rows, r0 + rpi), M = r->M;
+    const int64_t rpi = r->rpi, M = r->M;
+    int64_t r0, r1;
+    item_rows(r, r->w->rows, item, &r0, &r1);
     float *g = (float *)((char *)r->c->scratch[thread] +
                          TCQ_MAX(kernel_private_bytes(r->w), kernel_private_bytes(r->wu)));
     float *u = g + M * rpi;
@@ -500,12 +525,13 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
                                   (size_t)(2 * M * rpi) * 4));
     if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, gate->in, NULL));
     if (kp == KP_FAST && tab->qt && rg != KRG_M1) TCQ_TRY(tcq_kq_transpose(&c->qa, M));
-    run_ctx r = {.c = c, .w = &gate->tr, .wu = &up->tr, .M = M, .x = x, .y = y, .ldy = out, .rpi = rpi};
+    run_ctx r = {.c = c, .w = &gate->tr, .wu = &up->tr, .M = M, .x = x, .y = y, .ldy = out};
+    const int64_t nitems = items_plan(&r, c, out, M);
     r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
     r.rf_up = r.rf;
     snprintf(c->last, sizeof c->last, "swiglu.fused.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
              tab->reduce[kp][rg] ? tab->isa : "scalar", tab->reduce[kp][rg] && tab->tag[kp][rg] ? "." : "",
              tab->reduce[kp][rg] && tab->tag[kp][rg] ? tab->tag[kp][rg] : "");
-    tcq_pool_run(c->pool, (out + rpi - 1) / rpi, swiglu_item, &r);
+    tcq_pool_run(c->pool, nitems, swiglu_item, &r);
     return TCQ_OK;
 }
