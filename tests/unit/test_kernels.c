@@ -422,10 +422,10 @@ int main(void)
                         if (f > F_TR0I && reg) continue;   /* path and regime do not apply: 2 samples */
                         run_case(&st, op, f, g_isas[ii], path, (tcq_kregime)reg);
                     }
-    /* the artifacts' block shape at M = 1..4 on every ISA, fast path, whatever the draws above
+    /* the artifacts' block shape at M = 1..5 on every ISA, fast path, whatever the draws above
      * gave: some kernels have a separate body for it (the AVX-512 asm block loops) */
     for (g_force_k = 2; g_force_k <= 4; g_force_k++)
-        for (g_force_M = 1; g_force_M <= 4; g_force_M++)
+        for (g_force_M = 1; g_force_M <= 5; g_force_M++)
             for (int ii = 0; ii < g_nisa; ii++)
                 for (int op = 0; op < 2; op++)
                     for (int f = 0; f <= F_TR0I; f++)

@@ -396,22 +396,17 @@ static void scatter_fast_shared(const ks_args *a)
             s.i1 = TCQ_MIN(a->i1, ic + SCATTER_CHUNK_FAST);
             s.b = a->b + cb;
             s.acc = a->acc + cb * a->M * T;
-            if (a->M == 1 && T == 256 && d.bc >= 2) {
-                /* the pass after this one: the next column block, or the next chunk's first */
-                const int64_t nic = cb + 1 < a->nbc ? ic : ic + SCATTER_CHUNK_FAST, ncb = cb + 1 < a->nbc ? cb + 1 : 0;
-                const char *next = nic < a->i1 ? (const char *)kblock(a->w, nic, a->b + ncb) : NULL;
-                scatter_fast_m1(&s, &d, next);
-            } else if (T == 256 && d.bc >= 2) {
-                const int64_t nic = cb + 1 < a->nbc ? ic : ic + SCATTER_CHUNK_FAST, ncb = cb + 1 < a->nbc ? cb + 1 : 0;
-                const char *next = nic < a->i1 ? (const char *)kblock(a->w, nic, a->b + ncb) : NULL;
-                for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
-                    const int mc = (int)TCQ_MIN(4, a->M - m0);
-                    if (mc == 1) scatter_fast_m1(&s, &d, next);   /* M = 5, 9, ...: never in practice */
-                    else scatter_fast_mc(&s, &d, next, mc, m0);
-                }
-            } else
-                for (int64_t m0 = 0; m0 < a->M; m0 += 4)
-                    SC_DISPATCH(scatter_fast_body, &s, &d, (int)TCQ_MIN(4, a->M - m0), m0);
+            /* the asm loops (T = 256, k = 2..4) prefetch into the pass after this one: the next
+             * column block, or the next chunk's first */
+            const int use_asm = T == 256 && d.bc >= 2;
+            const int64_t nic = cb + 1 < a->nbc ? ic : ic + SCATTER_CHUNK_FAST, ncb = cb + 1 < a->nbc ? cb + 1 : 0;
+            const char *next = use_asm && nic < a->i1 ? (const char *)kblock(a->w, nic, a->b + ncb) : NULL;
+            for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
+                const int mc = (int)TCQ_MIN(4, a->M - m0);
+                if (use_asm && a->M == 1) scatter_fast_m1(&s, &d, next);
+                else if (use_asm && mc > 1) scatter_fast_mc(&s, &d, next, mc, m0);
+                else SC_DISPATCH(scatter_fast_body, &s, &d, mc, m0);   /* also a last row of M = 5, 9, ... */
+            }
         }
     const __m512 ri = _mm512_set1_ps(TCQ_RMAD_RINV);
     for (int64_t j = 0; j < a->nbc * a->M * T; j += 16)
