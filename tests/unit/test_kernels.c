@@ -202,8 +202,8 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     if (g_force_M) M = g_force_M;
     if (f > F_TR0I && reg == TCQ_KR_AUTO && rnd(st, 0, 1)) M = rnd(st, 1, 4);   /* the direct dense kernels */
     /* now and then a taller axis-1 matrix: its work items (items_plan) are longer than 16 rows,
-     * end in shorter ones from about 1100 rows, and differ between the 1- and 2-thread runs,
-     * which must still agree to the bit */
+     * end in shorter ones from 640 rows (one thread) or 1280 (two), and differ between the 1- and
+     * 2-thread runs, which must still agree to the bit */
     const int coded_dim = (int)p.T * rnd(st, 1, 3), other = rnd(st, 0, 5) ? rnd(st, 1, 150) : rnd(st, 500, 2600);
     int out, in;
     if (f == F_TR1 || swiglu) out = other, in = coded_dim;
