@@ -17,10 +17,6 @@
 /* In-place accumulation (acc += ...): the intrinsics return a new value and gcc then rotates
  * accumulator arrays through register copies (and spills) every iteration; the asm pins each
  * accumulator to one register. */
-AI void dpwssd_ip(__m512i *acc, __m512i y, const void *mem)
-{
-    __asm__("vpdpwssd %2, %1, %0" : "+v"(*acc) : "v"(y), "m"(*(const __m512i *)mem));
-}
 AI void dpwssd_rr(__m512i *acc, __m512i y, __m512i q)
 {
     __asm__("vpdpwssd %2, %1, %0" : "+v"(*acc) : "v"(y), "v"(q));
