@@ -1,8 +1,7 @@
 /* The AVX-512 fast-path kernels for the artifacts' block shape (T = 256, k = 2..4) at M = 1..4,
- * with their inner loops in inline asm: reduce_fast_asm (axis 1) and scatter_fast_m1 /
- * scatter_fast_mc (axis 0).  trellis_avx512x.c's intrinsics bodies compute the same sums in the
- * same order (the same bits; test_kernels and the bench compare them with the scalar reference)
- * and serve every other shape.
+ * with their inner loops in inline asm: reduce_fast_asm (axis 1) and scatter_fast_mc (axis 0).
+ * trellis_avx512x.c's intrinsics bodies compute the same sums in the same order (the same bits;
+ * test_kernels and the bench compare them with the scalar reference) and serve every other shape.
  *
  * Why asm: gcc compiled those bodies for this shape to 0.65-0.69 ns per group of 16 weights on Zen
  * 5 (one thread, L2-resident or not) where the same instruction sequence in a bare loop runs at
@@ -184,95 +183,28 @@ static void reduce_fast_asm(const kr_args *a, const dec *d, int MC, int64_t m0)
 
 /* ---- axis 0 -------------------------------------------------------------------------------- */
 
-/* M = 1: one chunk of stored rows (<= QB, one activation block) of one column block, as
- * scatter_fast_body(MC = 1, G = 16): the 16 groups' integer accumulators in zmm16..31 over the
- * chunk.  The prefetch runs SM1_PF_ROWS rows ahead in the order of the reads: for the chunk's
- * last rows into the next pass (the next column block, or the next chunk).
- *   p: the chunk's first stored row's block (32k bytes, rows cs bytes apart)
- *   q: q4 of the chunk's rows   corr, dv: the activation block's   acc [T]: f32, read and written */
-#define SM1_PF_ROWS 24   /* 8 left k = 3, 4 at 0.72 of the floor (bench/NOTES.md, session 17) */
-#define SM1_STR_(x) #x
-#define SM1_STR(x) SM1_STR_(x)
-#define SM1_PF SM1_STR(SM1_PF_ROWS)
-#define SM1_GRP(K, G, N) RM1_X(K, G) "vpdpbusd %[qv], %[t], %%zmm" #N "\n\t"
-#define SM1_FOLD(N, OFF)                                                                           \
-    "vcvtdq2ps %%zmm" #N ", %%zmm" #N "\n\t"                                                       \
-    "vfmadd213ps " #OFF "(%[acc]), %[dv], %%zmm" #N "\n\t"                                         \
-    "vmovups %%zmm" #N ", " #OFF "(%[acc])\n\t"
-#define SM1_LOOP(K)                                                                                \
-    "vpbroadcastd (%[corr]), %%zmm16\n\t"                                                          \
-    ".irp r,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31\n\tvmovdqa32 %%zmm16, %%zmm\\r\n\t.endr\n\t"  \
-    "1:\n\t"                                                                                       \
-    "lea (%[pp], %[dl]), %[r0]\n\t"                                                                 \
-    "cmp $" SM1_PF ", %[n]\n\t"                                                                     \
-    "cmove %[r0], %[pp]\n\t"                                                                        \
-    "prefetcht0 (%[pp])\n\t"                                                                        \
-    "prefetcht0 " RM1_NB_##K "-1(%[pp])\n\t"                                                       \
-    "add %[cs], %[pp]\n\t"                                                                          \
-    "vpbroadcastd (%[q]), %[qv]\n\t"                                                               \
-    RM1_WRAP_##K RM1_DEC "vpdpbusd %[qv], %[t], %%zmm16\n\t"                                       \
-    SM1_GRP(K, 1, 17) SM1_GRP(K, 2, 18) SM1_GRP(K, 3, 19) SM1_GRP(K, 4, 20) SM1_GRP(K, 5, 21)      \
-    SM1_GRP(K, 6, 22) SM1_GRP(K, 7, 23) SM1_GRP(K, 8, 24) SM1_GRP(K, 9, 25) SM1_GRP(K, 10, 26)     \
-    SM1_GRP(K, 11, 27) SM1_GRP(K, 12, 28) SM1_GRP(K, 13, 29) SM1_GRP(K, 14, 30) SM1_GRP(K, 15, 31) \
-    "add %[cs], %[p]\n\t"                                                                          \
-    "add $4, %[q]\n\t"                                                                             \
-    "dec %[n]\n\t"                                                                                 \
-    "jnz 1b\n\t"                                                                                   \
-    SM1_FOLD(16, 0) SM1_FOLD(17, 64) SM1_FOLD(18, 128) SM1_FOLD(19, 192) SM1_FOLD(20, 256)         \
-    SM1_FOLD(21, 320) SM1_FOLD(22, 384) SM1_FOLD(23, 448) SM1_FOLD(24, 512) SM1_FOLD(25, 576)      \
-    SM1_FOLD(26, 640) SM1_FOLD(27, 704) SM1_FOLD(28, 768) SM1_FOLD(29, 832) SM1_FOLD(30, 896)      \
-    SM1_FOLD(31, 960)
-#define SM1_ASM(K)                                                                                 \
-    __asm__ volatile(SM1_LOOP(K)                                                                   \
-                     : [p] "+r"(p), [q] "+r"(q), [n] "+r"(n), [pp] "+r"(pp), [t] "=&v"(t),          \
-                       [qv] "=&v"(qv), [r0] "=&r"(r0), [r1] "=&r"(r1)                              \
-                     : [sh] "v"(d->shbc), [mk] "v"(d->mask), [mul] "v"(d->mul), [ad] "v"(d->add),  \
-                       [m3] "Yk"(m3), [cs] "r"(cs), [dl] "r"(dl), [corr] "r"(corr), [dv] "v"(dv),  \
-                       [acc] "r"(acc)                                                              \
-                     : "cc", "memory", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", \
-                       "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31")
-
-static void scatter_fast_m1(const ks_args *a, const dec *d, const char *next)
-{
-    const tcq_trellis *w = a->w;
-    const kq_act *qa = a->qa;
-    const uint32_t *cb;
-    int64_t csw;
-    kblock_col(w, a->b, &cb, &csw);
-    const int64_t cs = csw * 4, kb = a->i0 / QB;
-    const char *p = (const char *)(cb + a->i0 * csw);
-    const uint32_t *q = qa->q4 + a->i0;
-    const int32_t *corr = qa->corr + kb;
-    const __m512 dv = _mm512_set1_ps(qa->d[kb]);
-    float *acc = a->acc;
-    int64_t n = a->i1 - a->i0;
-    /* the prefetch runs SM1_PF rows ahead in the order of the reads: into the next pass (next,
-     * NULL: none known, stay in this column) for this pass's last SM1_PF rows */
-    const int64_t dl = next ? next - (p + n * cs) : 0;
-    const char *pp = p + SM1_PF_ROWS * cs + (n < SM1_PF_ROWS ? dl : 0);
-    const __mmask8 m3 = 3;
-    __m512i t, qv;
-    uint64_t r0, r1;
-    if (d->bc == 2) SM1_ASM(2);
-    else if (d->bc == 3) SM1_ASM(3);
-    else SM1_ASM(4);
-}
-
-/* M = 2..4: the same for MC activation rows, in scatter_fast_body's
- * passes (MC = 2: two of G = 8 groups, MC = 3, 4: four of G = 4); the accumulator of row m, group
- * g0 + g in zmm(16 + mG + g).  Only a chunk's first pass prefetches (as scatter_fast_m1), the
- * later ones find the chunk's rows in L1.  Same bits as scatter_fast_body.
+/* One chunk of stored rows (<= QB, one activation block) of one column block for MC = 1..4
+ * activation rows, in scatter_fast_body's passes (MC = 1: one of G = 16 groups, MC = 2: two of
+ * G = 8, MC = 3, 4: four of G = 4); the integer accumulator of row m, group g0 + g in
+ * zmm(16 + mG + g) over the chunk.  Same bits as scatter_fast_body.  A chunk's first pass
+ * prefetches SMC_PF_ROWS rows ahead in the order of the reads (its last rows into the next pass:
+ * the next column block, or the next chunk); the later passes find the chunk's rows in L1.
  *   q: q4 of row m0, rows qs bytes apart   cv: the rows' corr (int32 [4]) and d (f32 [4]) of the block
  *   acc: [MC, T] f32 from group g0 */
+#define SMC_PF_ROWS 24   /* 8 left k = 3, 4 at 0.72 of the floor (bench/NOTES.md, session 17) */
+#define SMC_STR_(x) #x
+#define SMC_STR(x) SMC_STR_(x)
 #define SMC_Q0 ""
 #define SMC_Q1 ", %[qs], 1"
 #define SMC_Q2 ", %[qs], 2"
 #define SMC_Q3 ", %[qs3], 1"
 #define SMC_DP(m, A) "vpdpbusd %[q" #m "], %[t], %%zmm" #A "\n\t"
-#define SMC_G2(K, G, A0, A1) RM1_X(K, G) SMC_DP(0, A0) SMC_DP(1, A1)
+#define SMC_G1(K, G, A0) RM1_X(K, G) SMC_DP(0, A0)
+#define SMC_G2(K, G, A0, A1) SMC_G1(K, G, A0) SMC_DP(1, A1)
 #define SMC_G3(K, G, A0, A1, A2) SMC_G2(K, G, A0, A1) SMC_DP(2, A2)
 #define SMC_G4(K, G, A0, A1, A2, A3) SMC_G3(K, G, A0, A1, A2) SMC_DP(3, A3)
-#define SMC_W2(K, A0, A1) RM1_WRAP_##K RM1_DEC SMC_DP(0, A0) SMC_DP(1, A1)
+#define SMC_W1(K, A0) RM1_WRAP_##K RM1_DEC SMC_DP(0, A0)
+#define SMC_W2(K, A0, A1) SMC_W1(K, A0) SMC_DP(1, A1)
 #define SMC_W3(K, A0, A1, A2) SMC_W2(K, A0, A1) SMC_DP(2, A2)
 #define SMC_W4(K, A0, A1, A2, A3) SMC_W3(K, A0, A1, A2) SMC_DP(3, A3)
 /* row m's accumulators A0 and the registers LIST after it: seeded with its corr; folded into
@@ -286,12 +218,19 @@ static void scatter_fast_m1(const ks_args *a, const dec *d, const char *next)
     "vcvtdq2ps %%zmm\\r, %%zmm\\r\n\t"                                                             \
     "vfmadd213ps " #m "*1024+(\\r-" #A0 ")*64(%[acc]), %[t], %%zmm\\r\n\t"                        \
     "vmovups %%zmm\\r, " #m "*1024+(\\r-" #A0 ")*64(%[acc])\n\t.endr\n\t"
+#define SMC_SEEDS_1 SMC_SEED(0, 16, "17,18,19,20,21,22,23,24,25,26,27,28,29,30,31")
+#define SMC_FOLDS_1 SMC_FOLD(0, 16, "17,18,19,20,21,22,23,24,25,26,27,28,29,30,31")
 #define SMC_SEEDS_2 SMC_SEED(0, 16, "17,18,19,20,21,22,23") SMC_SEED(1, 24, "25,26,27,28,29,30,31")
 #define SMC_FOLDS_2 SMC_FOLD(0, 16, "17,18,19,20,21,22,23") SMC_FOLD(1, 24, "25,26,27,28,29,30,31")
 #define SMC_SEEDS_3 SMC_SEED(0, 16, "17,18,19") SMC_SEED(1, 20, "21,22,23") SMC_SEED(2, 24, "25,26,27")
 #define SMC_FOLDS_3 SMC_FOLD(0, 16, "17,18,19") SMC_FOLD(1, 20, "21,22,23") SMC_FOLD(2, 24, "25,26,27")
 #define SMC_SEEDS_4 SMC_SEEDS_3 SMC_SEED(3, 28, "29,30,31")
 #define SMC_FOLDS_4 SMC_FOLDS_3 SMC_FOLD(3, 28, "29,30,31")
+#define SMC_GRPS_1_0(K)                                                                            \
+    SMC_W1(K, 16) SMC_G1(K, 1, 17) SMC_G1(K, 2, 18) SMC_G1(K, 3, 19) SMC_G1(K, 4, 20)              \
+    SMC_G1(K, 5, 21) SMC_G1(K, 6, 22) SMC_G1(K, 7, 23) SMC_G1(K, 8, 24) SMC_G1(K, 9, 25)           \
+    SMC_G1(K, 10, 26) SMC_G1(K, 11, 27) SMC_G1(K, 12, 28) SMC_G1(K, 13, 29) SMC_G1(K, 14, 30)      \
+    SMC_G1(K, 15, 31)
 #define SMC_GRPS_2_0(K)                                                                            \
     SMC_W2(K, 16, 24) SMC_G2(K, 1, 17, 25) SMC_G2(K, 2, 18, 26) SMC_G2(K, 3, 19, 27)               \
     SMC_G2(K, 4, 20, 28) SMC_G2(K, 5, 21, 29) SMC_G2(K, 6, 22, 30) SMC_G2(K, 7, 23, 31)
@@ -325,7 +264,7 @@ static void scatter_fast_m1(const ks_args *a, const dec *d, const char *next)
 #define SMC_BC(m, i) "vpbroadcastd (%[q]" SMC_Q##m "), %[q" #m "]\n\t"
 #define SMC_PF(K)                                                                                  \
     "lea (%[pp], %[dl]), %[r0]\n\t"                                                                \
-    "cmp $" SM1_PF ", %[n]\n\t"                                                                    \
+    "cmp $" SMC_STR(SMC_PF_ROWS) ", %[n]\n\t"                                                                    \
     "cmove %[r0], %[pp]\n\t"                                                                       \
     "prefetcht0 (%[pp])\n\t"                                                                       \
     "prefetcht0 " RM1_NB_##K "-1(%[pp])\n\t"                                                       \
@@ -351,12 +290,14 @@ static void scatter_fast_m1(const ks_args *a, const dec *d, const char *next)
         const char *p = p0, *pp = pp0;                                                             \
         const uint32_t *q = q0;                                                                    \
         int64_t n = n0;                                                                            \
-        float *acc = acc0 + (P) * (MC == 2 ? 8 : 4) * 16;                                          \
+        float *acc = acc0 + (P) * (MC == 1 ? 16 : MC == 2 ? 8 : 4) * 16;                           \
         SMC_ASM(K, MC, P, PF);                                                                     \
     } while (0)
 #define SMC_CASE(K)                                                                                \
     case K:                                                                                        \
-        if (MC == 2) {                                                                             \
+        if (MC == 1) {                                                                             \
+            SMC_PASS(K, 1, 0, SMC_PF);                                                             \
+        } else if (MC == 2) {                                                                      \
             SMC_PASS(K, 2, 0, SMC_PF);                                                             \
             SMC_PASS(K, 2, 1, SMC_NOPF);                                                           \
         } else if (MC == 3) {                                                                      \
@@ -372,7 +313,8 @@ static void scatter_fast_m1(const ks_args *a, const dec *d, const char *next)
         }                                                                                          \
         break;
 
-/* rows m0..m0+MC-1 (2 <= MC <= 4) of one chunk (<= QB stored rows, one activation block) */
+/* rows m0..m0+MC-1 (MC <= 4) of one chunk; next: the next pass's first block (NULL: none known,
+ * the prefetch stays in this column) */
 static void scatter_fast_mc(const ks_args *a, const dec *d, const char *next, int MC, int64_t m0)
 {
     const tcq_trellis *w = a->w;
@@ -391,7 +333,7 @@ static void scatter_fast_mc(const ks_args *a, const dec *d, const char *next, in
     float *acc0 = a->acc + m0 * 256;
     const int64_t n0 = a->i1 - a->i0;
     const int64_t dl = next ? next - (p0 + n0 * cs) : 0;
-    const char *pp0 = p0 + SM1_PF_ROWS * cs + (n0 < SM1_PF_ROWS ? dl : 0);
+    const char *pp0 = p0 + SMC_PF_ROWS * cs + (n0 < SMC_PF_ROWS ? dl : 0);
     const __mmask8 m3 = 3;
     __m512i t, qv[4];
     uint64_t r0, r1;

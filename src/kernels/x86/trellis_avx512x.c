@@ -403,9 +403,8 @@ static void scatter_fast_shared(const ks_args *a)
             const char *next = use_asm && nic < a->i1 ? (const char *)kblock(a->w, nic, a->b + ncb) : NULL;
             for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
                 const int mc = (int)TCQ_MIN(4, a->M - m0);
-                if (use_asm && a->M == 1) scatter_fast_m1(&s, &d, next);
-                else if (use_asm && mc > 1) scatter_fast_mc(&s, &d, next, mc, m0);
-                else SC_DISPATCH(scatter_fast_body, &s, &d, mc, m0);   /* also a last row of M = 5, 9, ... */
+                if (use_asm) scatter_fast_mc(&s, &d, next, mc, m0);
+                else SC_DISPATCH(scatter_fast_body, &s, &d, mc, m0);
             }
         }
     const __m512 ri = _mm512_set1_ps(TCQ_RMAD_RINV);
