@@ -520,13 +520,13 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
     const int kp = kpath_of(c);
     const tcq_kregime reg = pick_regime(c, M, 1, 1, kp == KP_EXACT);
     const int rg = reduce_col(tab, kp, reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE, M);
-    const int64_t rpi = reduce_rows(c, out, M);
-    TCQ_TRY(ensure_scratch(c, TCQ_MAX(kernel_private_bytes(&gate->tr), kernel_private_bytes(&up->tr)) +
-                                  (size_t)(2 * M * rpi) * 4));
-    if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, gate->in, NULL));
-    if (kp == KP_FAST && tab->qt && rg != KRG_M1) TCQ_TRY(tcq_kq_transpose(&c->qa, M));
     run_ctx r = {.c = c, .w = &gate->tr, .wu = &up->tr, .M = M, .x = x, .y = y, .ldy = out};
     const int64_t nitems = items_plan(&r, c, out, M);
+    /* per thread: the kernels' part, then the item's gate and up outputs (r.rpi, the longest) */
+    TCQ_TRY(ensure_scratch(c, TCQ_MAX(kernel_private_bytes(&gate->tr), kernel_private_bytes(&up->tr)) +
+                                  (size_t)(2 * M * r.rpi) * 4));
+    if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, gate->in, NULL));
+    if (kp == KP_FAST && tab->qt && rg != KRG_M1) TCQ_TRY(tcq_kq_transpose(&c->qa, M));
     r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
     r.rf_up = r.rf;
     snprintf(c->last, sizeof c->last, "swiglu.fused.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
