@@ -61,6 +61,34 @@ static inline __attribute__((always_inline)) __m256i SFX(dec_x)(const SFX(dec) *
     return g < 8 ? SFX(dec_x_)(d, b, g, 1) : SFX(dec_x_)(d, b, g, 0);
 }
 
+/* ---- T = 256 with k a compile-time constant (every artifact's block shape) ----
+ * The generic bodies spent ~3.4 cycles a group of 8 on Zen 5 (perf: the per-group tail test,
+ * a 16-byte tail copied per block, offsets rebuilt from runtime k).  With K a constant the
+ * offsets fold into immediates and the wrap groups' qwords are two scalar loads and a shift.
+ * The same decoder, DOT sequence and fold as the generic bodies: the same bits. */
+static inline __attribute__((always_inline)) int64_t SFX(qw256)(const uint8_t *p, const int K, const int g)
+{
+    const int nbytes = 32 * K, B = (31 - g) * K;
+    int64_t v;
+    if (B + 8 <= nbytes) {
+        memcpy(&v, p + B, 8);
+        return v;
+    }
+    /* the tail [last 8 | first 8] read at o = 1..6 */
+    uint64_t lo, hi;
+    memcpy(&lo, p + nbytes - 8, 8);
+    memcpy(&hi, p, 8);
+    const int o = B - (nbytes - 8);
+    return (int64_t)((lo >> (8 * o)) | (hi << (64 - 8 * o)));
+}
+
+static inline __attribute__((always_inline)) __m256i SFX(dec_q)(const SFX(dec) *d, int64_t v)
+{
+    __m256i w = _mm256_shuffle_epi8(_mm256_set1_epi64x(v), d->shuf);
+    w = _mm256_and_si256(_mm256_srlv_epi32(w, d->shift), d->mask);
+    return _mm256_add_epi32(_mm256_mullo_epi32(w, d->mul), d->add);
+}
+
 static inline __attribute__((always_inline)) __m256 SFX(dec_w)(const SFX(dec) *d, const SFX(blk) *b, int g,
                                                                __m256 scale)
 {
@@ -133,6 +161,56 @@ static inline __attribute__((always_inline)) void SFX(reduce_fast_body)(const kr
     }
 }
 
+/* reduce_fast_body for T = 256 and a constant K: per coded row, 4 activation blocks a coded
+ * block, 8 groups an activation block, all unrolled */
+static inline __attribute__((always_inline)) void SFX(reduce_fast_256)(const kr_args *a, const SFX(dec) *d,
+                                                                       const int K, const int MC, int64_t m0)
+{
+    const tcq_trellis *w = a->w;
+    const kq_act *qa = a->qa;
+    const int64_t nb = w->cols / 256;
+    for (int64_t r = a->r0; r < a->r1; r++) {
+        const uint8_t *rp = (const uint8_t *)(w->codes + r * (w->cols * K / 32));   /* [nb, 32K] bytes */
+        const uint32_t *q4[4];    /* row m's q4 [npad], corr [nblk], d [nblk] */
+        const uint32_t *q2[4];
+        const int32_t *corr[4];
+        const float *dd[4];
+        for (int m = 0; m < MC; m++) {
+            q4[m] = qa->q4 + (m0 + m) * qa->npad;
+            q2[m] = qa->q2 + (m0 + m) * qa->npad;
+            corr[m] = qa->corr + (m0 + m) * qa->nblk;
+            dd[m] = qa->d + (m0 + m) * qa->nblk;
+        }
+        (void)q4;    /* DOT reads one of the two */
+        (void)q2;
+        __m256 facc[4];
+        for (int m = 0; m < MC; m++) facc[m] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *p = rp + b * 32 * K;
+#pragma GCC unroll 4
+            for (int qb = 0; qb < 4; qb++) {
+                const int64_t kb = b * 4 + qb;
+                __m256i iacc[4];
+                for (int m = 0; m < MC; m++) iacc[m] = _mm256_zextsi128_si256(_mm_cvtsi32_si128(corr[m][kb]));
+#pragma GCC unroll 8
+                for (int gg = 0; gg < 8; gg++) {
+                    const int g = qb * 8 + gg;
+                    const __m256i x = SFX(dec_q)(d, SFX(qw256)(p, K, g));
+                    for (int m = 0; m < MC; m++) {
+                        const int64_t o = b * 256 + g * 8;
+                        iacc[m] = DOT(iacc[m], x, _mm256_loadu_si256((const __m256i *)(q4[m] + o)),
+                                      _mm256_loadu_si256((const __m256i *)(q2[m] + o)));
+                    }
+                }
+                for (int m = 0; m < MC; m++)
+                    facc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[m]), _mm256_set1_ps(dd[m][kb]), facc[m]);
+            }
+        }
+        const float f = _cvtsh_ss(w->scales[r]) * TCQ_RMAD_RINV;
+        for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r] = SFX(hsum)(facc[m]) * f;
+    }
+}
+
 static inline __attribute__((always_inline)) void SFX(reduce_exact_body)(const kr_args *a, const SFX(dec) *d,
                                                                          const int MC, int64_t m0)
 {
@@ -158,10 +236,28 @@ static inline __attribute__((always_inline)) void SFX(reduce_exact_body)(const k
     }
 }
 
+#define SFX_RF256_MC(K)                                                                            \
+    switch (mc) {                                                                                  \
+    case 1: SFX(reduce_fast_256)(a, &d, K, 1, m0); break;                                          \
+    case 2: SFX(reduce_fast_256)(a, &d, K, 2, m0); break;                                          \
+    case 3: SFX(reduce_fast_256)(a, &d, K, 3, m0); break;                                          \
+    default: SFX(reduce_fast_256)(a, &d, K, 4, m0); break;                                         \
+    }
+
 static void SFX(reduce_fast)(const kr_args *a)
 {
     SFX(dec) d;
     SFX(dec_init)(&d, a->w->p);
+    const int k = a->w->p.k;
+    if (a->w->p.T == 256 && k >= 2 && k <= 4) {
+        for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
+            const int64_t mc = TCQ_MIN(4, a->M - m0);
+            if (k == 2) { SFX_RF256_MC(2) }
+            else if (k == 3) { SFX_RF256_MC(3) }
+            else { SFX_RF256_MC(4) }
+        }
+        return;
+    }
     for (int64_t m0 = 0; m0 < a->M; m0 += 4) {
         switch (TCQ_MIN(4, a->M - m0)) {
         case 1: SFX(reduce_fast_body)(a, &d, 1, m0); break;
@@ -171,6 +267,8 @@ static void SFX(reduce_fast)(const kr_args *a)
         }
     }
 }
+
+#undef SFX_RF256_MC
 
 static void SFX(reduce_exact)(const kr_args *a)
 {
@@ -224,17 +322,89 @@ static inline __attribute__((always_inline)) void SFX(scatter_fast_body)(const k
     }
 }
 
+/* scatter_fast_body for T = 256 and a constant K: GP groups a pass (8 at MC = 1, 4 at MC = 2: 8
+ * accumulators), W = 1 for the pass holding the wrap groups (g0 = 0), whose offsets are then
+ * all constants; the other passes read group g0 + g's qword at (31 - g0) K - g K. */
+#ifndef SC256_PF_ROWS
+#define SC256_PF_ROWS 24
+#endif
+#ifndef SC256_GP1
+#define SC256_GP1 8
+#endif
+static inline __attribute__((always_inline)) void SFX(scatter_fast_256)(const ks_args *a, const SFX(dec) *d,
+                                                                        const int K, const int MC, int64_t m0,
+                                                                        const int W, int g0)
+{
+    const int GP = MC == 1 ? SC256_GP1 : 4;
+    const tcq_trellis *w = a->w;
+    const uint32_t *cb;
+    int64_t cs;
+    kblock_col(w, a->b, &cb, &cs);
+    const kq_act *qa = a->qa;
+    const int pb = (31 - g0) * K;
+    for (int64_t ic = a->i0; ic < a->i1; ic += TCQ_FAST_QB) {
+        const int64_t kb = ic / TCQ_FAST_QB, ie = TCQ_MIN(a->i1, ic + TCQ_FAST_QB);
+        __m256i iacc[8];
+        for (int m = 0; m < MC; m++)
+            for (int g = 0; g < GP; g++) iacc[m * GP + g] = _mm256_set1_epi32(qa->corr[(m0 + m) * qa->nblk + kb]);
+        for (int64_t i = ic; i < ie; i++) {
+            const uint8_t *p = (const uint8_t *)(cb + i * cs);
+            if (W) {   /* the first pass meets each row's block first: fetch 24 rows ahead */
+                const uint8_t *pf = p + SC256_PF_ROWS * cs * 4;
+                _mm_prefetch((const char *)pf, _MM_HINT_T0);
+                _mm_prefetch((const char *)pf + 32 * K - 1, _MM_HINT_T0);
+            }
+#pragma GCC unroll 8
+            for (int g = 0; g < GP; g++) {
+                int64_t v;
+                if (W) v = SFX(qw256)(p, K, g);
+                else memcpy(&v, p + pb - g * K, 8);
+                const __m256i x = SFX(dec_q)(d, v);
+                for (int m = 0; m < MC; m++) {
+                    const int64_t o = (m0 + m) * qa->npad + i;
+                    iacc[m * GP + g] = DOT(iacc[m * GP + g], x, _mm256_set1_epi32((int)qa->q4[o]),
+                                           _mm256_set1_epi32((int)qa->q2[o]));
+                }
+            }
+        }
+        for (int m = 0; m < MC; m++) {
+            const __m256 dv = _mm256_set1_ps(qa->d[(m0 + m) * qa->nblk + kb]);
+            float *acc = a->acc + (m0 + m) * 256 + g0 * 8;
+            for (int g = 0; g < GP; g++)
+                _mm256_storeu_ps(acc + g * 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[m * GP + g]), dv,
+                                                              _mm256_loadu_ps(acc + g * 8)));
+        }
+    }
+}
+
+#define SFX_SF256(K)                                                                               \
+    for (int64_t m0 = 0; m0 < a->M; m0 += 2) {                                                     \
+        if (a->M - m0 >= 2) {                                                                      \
+            SFX(scatter_fast_256)(a, &d, K, 2, m0, 1, 0);                                          \
+            for (int g0 = 4; g0 < 32; g0 += 4) SFX(scatter_fast_256)(a, &d, K, 2, m0, 0, g0);      \
+        } else {                                                                                   \
+            SFX(scatter_fast_256)(a, &d, K, 1, m0, 1, 0);                                          \
+            for (int g0 = SC256_GP1; g0 < 32; g0 += SC256_GP1)                                    \
+                SFX(scatter_fast_256)(a, &d, K, 1, m0, 0, g0);                                     \
+        }                                                                                          \
+    }
+
 static void SFX(scatter_fast)(const ks_args *a)
 {
     SFX(dec) d;
     SFX(dec_init)(&d, a->w->p);
     const int T = a->w->p.T;
     for (int64_t j = 0; j < a->M * T; j++) a->acc[j] = 0;
-    for (int64_t m0 = 0; m0 < a->M; m0 += 2)
-        for (int g0 = 0; g0 < d.ng; g0 += 4) {
-            if (a->M - m0 >= 2) SFX(scatter_fast_body)(a, &d, 2, m0, g0);
-            else SFX(scatter_fast_body)(a, &d, 1, m0, g0);
-        }
+    const int k = a->w->p.k;
+    if (T == 256 && k == 2) { SFX_SF256(2) }
+    else if (T == 256 && k == 3) { SFX_SF256(3) }
+    else if (T == 256 && k == 4) { SFX_SF256(4) }
+    else
+        for (int64_t m0 = 0; m0 < a->M; m0 += 2)
+            for (int g0 = 0; g0 < d.ng; g0 += 4) {
+                if (a->M - m0 >= 2) SFX(scatter_fast_body)(a, &d, 2, m0, g0);
+                else SFX(scatter_fast_body)(a, &d, 1, m0, g0);
+            }
     const __m256 ri = _mm256_set1_ps(TCQ_RMAD_RINV);
     for (int64_t j = 0; j < a->M * T; j += 8) _mm256_storeu_ps(a->acc + j, _mm256_mul_ps(_mm256_loadu_ps(a->acc + j), ri));
 }
@@ -263,6 +433,8 @@ static inline __attribute__((always_inline)) void SFX(scatter_exact_body)(const 
     for (int m = 0; m < MC; m++)
         for (int g = 0; g < 4; g++) _mm256_storeu_ps(a->acc + (m0 + m) * T + (g0 + g) * 8, facc[m * 4 + g]);
 }
+
+#undef SFX_SF256
 
 static void SFX(scatter_exact)(const ks_args *a)
 {
