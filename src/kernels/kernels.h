@@ -128,6 +128,9 @@ typedef struct tr_table {
     int fast_shared_from;                   /* fast reduce, shared regime: M below this runs the
                                              * M1 entry (it shares a decode among up to 4 rows);
                                              * 0: the shared entry for every M of the regime */
+    int gemm_from[2][2];                    /* first M of the GEMM regime by [axis != 0][exact,
+                                             * fast] where this ISA's tiles lose sooner than the
+                                             * default (linear.c); 0: the default */
 } tr_table;
 
 extern const tr_table tcq_tr_ref;          /* ref/trellis_ref.c */

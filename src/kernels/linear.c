@@ -218,15 +218,18 @@ static const int64_t gemm_from_M[2][2] = {
                    * (before: 128; against OpenBLAS's AVX2 kernels the tile wins past 512) */
 };
 
-static tcq_kregime pick_regime(const tcq_kctx *c, int64_t M, int is_trellis, int axis, int exact)
+static tcq_kregime pick_regime(const tcq_kctx *c, const tr_table *tab, int64_t M, int is_trellis, int axis,
+                               int exact)
 {
+    const int ai = axis != 0, pi = exact ? 0 : 1;
+    const int64_t gemm_from = tab->gemm_from[ai][pi] ? tab->gemm_from[ai][pi] : gemm_from_M[ai][pi];
     tcq_kregime r = c->force_regime;
     if (r == TCQ_KR_M1 && M != 1) r = TCQ_KR_AUTO;
     if (r != TCQ_KR_AUTO && !is_trellis) r = TCQ_KR_AUTO;
     if (r != TCQ_KR_AUTO) return r;
     if (M == 1) return TCQ_KR_M1;
     if (M <= SHARED_MAX_M) return TCQ_KR_SHARED;
-    if (M < gemm_from_M[axis != 0][exact ? 0 : 1]) return TCQ_KR_TILE;
+    if (M < gemm_from) return TCQ_KR_TILE;
     return TCQ_KR_GEMM;
 }
 
@@ -382,7 +385,7 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
     const tr_table *tab = table_for(isa);
     const int kp = kpath_of(c);
-    const tcq_kregime reg = pick_regime(c, M, 1, w->axis, kp == KP_EXACT);
+    const tcq_kregime reg = pick_regime(c, tab, M, 1, w->axis, kp == KP_EXACT);
     run_ctx r = {.c = c, .w = w, .M = M, .x = x, .y = y, .ldy = wt->out, .df = tab->decode};
     if (!r.df) r.df = tcq_ref_decode;
     const char *op = w->axis ? "reduce" : "scatter";
@@ -501,8 +504,10 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
     if (gate->out != up->out || gate->in != up->in)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "swiglu: gate [%lld, %lld] and up [%lld, %lld] differ",
                         (long long)gate->out, (long long)gate->in, (long long)up->out, (long long)up->in);
+    const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
+    const tr_table *tab = table_for(isa);
     const int fused = gate->fmt == TCQ_WF_TRELLIS && up->fmt == TCQ_WF_TRELLIS && gate->tr.axis == 1 &&
-                      up->tr.axis == 1 && pick_regime(c, M, 1, 1, kpath_of(c) == KP_EXACT) != TCQ_KR_GEMM;
+                      up->tr.axis == 1 && pick_regime(c, tab, M, 1, 1, kpath_of(c) == KP_EXACT) != TCQ_KR_GEMM;
     const int64_t out = gate->out;
     if (!fused) {
         /* materialized fallback (dense weights, axis 0, prefill): 2 * M * out floats */
@@ -515,10 +520,8 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
         snprintf(c->last, sizeof c->last, "swiglu.unfused.%.70s", k);
         return TCQ_OK;
     }
-    const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    const tr_table *tab = table_for(isa);
     const int kp = kpath_of(c);
-    const tcq_kregime reg = pick_regime(c, M, 1, 1, kp == KP_EXACT);
+    const tcq_kregime reg = pick_regime(c, tab, M, 1, 1, kp == KP_EXACT);
     const int rg = reduce_col(tab, kp, reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE, M);
     run_ctx r = {.c = c, .w = &gate->tr, .wu = &up->tr, .M = M, .x = x, .y = y, .ldy = out};
     const int64_t nitems = items_plan(&r, c, out, M);

@@ -454,4 +454,7 @@ static const tr_table SFX(table) = {
     .scatter = {{SFX(scatter_exact), SFX(scatter_exact), SFX(scatter_exact)},
                 {SFX(scatter_fast), SFX(scatter_fast), SFX(scatter_fast)}},
     .decode = SFX(decode_rows),
+    /* no tile kernels: M rows in chunks of 4 decode each weight M / 4 times, so decode + sgemm
+     * wins early (2 threads, Zen 5 with OpenBLAS's Haswell kernels, bench/NOTES.md session 18) */
+    .gemm_from = {{8, 12}, {12, 32}},
 };
