@@ -322,20 +322,16 @@ static inline __attribute__((always_inline)) void SFX(scatter_fast_body)(const k
     }
 }
 
-/* scatter_fast_body for T = 256 and a constant K: GP groups a pass (8 at MC = 1, 4 at MC = 2: 8
- * accumulators), W = 1 for the pass holding the wrap groups (g0 = 0), whose offsets are then
- * all constants; the other passes read group g0 + g's qword at (31 - g0) K - g K. */
-#ifndef SC256_PF_ROWS
+/* scatter_fast_body for T = 256 and a constant K: GP groups a pass (8 at MC = 1, 4 at MC = 2: the
+ * 8 accumulators the registers allow; 4 at MC = 1 took up to 1.3x the time), W = 1 for the pass
+ * holding the wrap groups (g0 = 0), whose offsets are then all constants; the other passes
+ * (g0 >= 4, inside the block at every k >= 2) read group g0 + g's qword at (31 - g0) K - g K. */
 #define SC256_PF_ROWS 24
-#endif
-#ifndef SC256_GP1
-#define SC256_GP1 8
-#endif
 static inline __attribute__((always_inline)) void SFX(scatter_fast_256)(const ks_args *a, const SFX(dec) *d,
                                                                         const int K, const int MC, int64_t m0,
                                                                         const int W, int g0)
 {
-    const int GP = MC == 1 ? SC256_GP1 : 4;
+    const int GP = MC == 1 ? 8 : 4;
     const tcq_trellis *w = a->w;
     const uint32_t *cb;
     int64_t cs;
@@ -349,7 +345,7 @@ static inline __attribute__((always_inline)) void SFX(scatter_fast_256)(const ks
             for (int g = 0; g < GP; g++) iacc[m * GP + g] = _mm256_set1_epi32(qa->corr[(m0 + m) * qa->nblk + kb]);
         for (int64_t i = ic; i < ie; i++) {
             const uint8_t *p = (const uint8_t *)(cb + i * cs);
-            if (W) {   /* the first pass meets each row's block first: fetch 24 rows ahead */
+            if (W) {   /* the first pass meets each row's block first: fetch SC256_PF_ROWS ahead */
                 const uint8_t *pf = p + SC256_PF_ROWS * cs * 4;
                 _mm_prefetch((const char *)pf, _MM_HINT_T0);
                 _mm_prefetch((const char *)pf + 32 * K - 1, _MM_HINT_T0);
@@ -384,8 +380,7 @@ static inline __attribute__((always_inline)) void SFX(scatter_fast_256)(const ks
             for (int g0 = 4; g0 < 32; g0 += 4) SFX(scatter_fast_256)(a, &d, K, 2, m0, 0, g0);      \
         } else {                                                                                   \
             SFX(scatter_fast_256)(a, &d, K, 1, m0, 1, 0);                                          \
-            for (int g0 = SC256_GP1; g0 < 32; g0 += SC256_GP1)                                    \
-                SFX(scatter_fast_256)(a, &d, K, 1, m0, 0, g0);                                     \
+            for (int g0 = 8; g0 < 32; g0 += 8) SFX(scatter_fast_256)(a, &d, K, 1, m0, 0, g0);      \
         }                                                                                          \
     }
 
@@ -435,6 +430,7 @@ static inline __attribute__((always_inline)) void SFX(scatter_exact_body)(const 
 }
 
 #undef SFX_SF256
+#undef SC256_PF_ROWS
 
 static void SFX(scatter_exact)(const ks_args *a)
 {
