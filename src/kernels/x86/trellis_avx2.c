@@ -8,11 +8,21 @@
 #include <immintrin.h>
 #include <string.h>
 
+/* the int16 tile's pass: coded rows x activation rows (2 x 3: 6 int and 6 float accumulators, 2
+ * rows' values and the activation in 15 of the 16 ymm registers) */
+#ifndef SC16_RR
+#define SC16_RR 2
+#endif
+#ifndef SC16_MC
+#define SC16_MC 3
+#endif
+
 /* without VNNI: bytesum via byte pairs (<= 510, no saturation), then pairs x q as int16 pairs */
 #define SFX(n) n##_emu
 #define ISA_TAG ""
 #define DOT(acc, x, q4, q2)                                                                        \
     _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, _mm256_set1_epi8(1)), q2))
+#define DOT16(acc, y, q) _mm256_add_epi32(acc, _mm256_madd_epi16(y, q))
 #define YSUM(x)                                                                                    \
     _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(x, _mm256_set1_epi8(1)), _mm256_set1_epi16(1)), \
                      _mm256_set1_epi32(510))
@@ -20,6 +30,7 @@
 #undef SFX
 #undef ISA_TAG
 #undef DOT
+#undef DOT16
 #undef YSUM
 
 #if defined(__clang__)
@@ -31,6 +42,7 @@
 #define SFX(n) n##_vnni
 #define ISA_TAG "vnni"
 #define DOT(acc, x, q4, q2) _mm256_dpbusd_avx_epi32(acc, x, q4)
+#define DOT16(acc, y, q) _mm256_dpwssd_avx_epi32(acc, y, q)
 #define YSUM(x) _mm256_dpbusd_avx_epi32(_mm256_set1_epi32(-510), x, _mm256_set1_epi32(0x01010101))
 #include "trellis_avx2_body.h"
 #if defined(__clang__)

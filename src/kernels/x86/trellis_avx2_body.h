@@ -211,6 +211,85 @@ static inline __attribute__((always_inline)) void SFX(reduce_fast_256)(const kr_
     }
 }
 
+/* ---- axis 1, tile regime, fast path: trellis_avx512x.c's int16 tile on ymm ----
+ * A coded row decoded once to int16 code values y = bytesum - 510 (kq_act.q16's order: per 32
+ * positions, vpackssdw of groups 0 and 2, then of 1 and 3), then per activation row one
+ * vpmaddwd (vpdpwssd with AVX-VNNI) per 16 weights against q16, int32 sums over TCQ_Q16_CHUNK
+ * positions (exact: |y q| <= 510 * 2047), an f32 fold, and one step d16 per activation row.
+ * Before it, M rows went through reduce_fast in chunks of 4, each weight decoded M / 4 times. */
+static void SFX(tile16_decode)(const SFX(dec) *d, const uint32_t *rb, int64_t nb, int64_t wpb, __m256i *yr)
+{
+    SFX(blk) bl;
+    for (int64_t b = 0; b < nb; b++) {
+        SFX(blk_load)(d, rb + b * wpb, &bl);
+        for (int g = 0; g < d->ng; g += 4) {
+            const __m256i y0 = YSUM(SFX(dec_x)(d, &bl, g)), y1 = YSUM(SFX(dec_x)(d, &bl, g + 1));
+            const __m256i y2 = YSUM(SFX(dec_x)(d, &bl, g + 2)), y3 = YSUM(SFX(dec_x)(d, &bl, g + 3));
+            __m256i *o = yr + (b * d->ng + g) / 2;
+            _mm256_store_si256(o, _mm256_packs_epi32(y0, y2));
+            _mm256_store_si256(o + 1, _mm256_packs_epi32(y1, y3));
+        }
+    }
+}
+
+/* RR coded rows (yr: row r + h at yr + h nv, nv ymm a row) against MC activation rows: each
+ * activation vector, loaded once, feeds all RR rows; per output the same sums whatever RR, MC */
+static inline __attribute__((always_inline)) void SFX(tile16_rows)(const kr_args *a, const __m256i *yr, int64_t nv,
+                                                                   int64_t r, const int RR, const int MC, int64_t m0)
+{
+    const kq_act *qa = a->qa;
+    const int64_t per = TCQ_Q16_CHUNK / 16;
+    __m256 facc[SC16_RR][SC16_MC];
+    for (int h = 0; h < RR; h++)
+        for (int m = 0; m < MC; m++) facc[h][m] = _mm256_setzero_ps();
+    for (int64_t v0 = 0; v0 < nv; v0 += per) {
+        __m256i iacc[SC16_RR][SC16_MC];
+        for (int h = 0; h < RR; h++)
+            for (int m = 0; m < MC; m++) iacc[h][m] = _mm256_setzero_si256();
+        const int64_t v1 = TCQ_MIN(nv, v0 + per);
+        for (int64_t v = v0; v < v1; v++) {
+            __m256i y[SC16_RR];
+            for (int h = 0; h < RR; h++) y[h] = _mm256_load_si256(yr + h * nv + v);
+            for (int m = 0; m < MC; m++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(qa->q16 + (m0 + m) * qa->npad + v * 16));
+                for (int h = 0; h < RR; h++) iacc[h][m] = DOT16(iacc[h][m], y[h], q);
+            }
+        }
+        for (int h = 0; h < RR; h++)
+            for (int m = 0; m < MC; m++) facc[h][m] = _mm256_add_ps(facc[h][m], _mm256_cvtepi32_ps(iacc[h][m]));
+    }
+    for (int h = 0; h < RR; h++) {
+        const float f = _cvtsh_ss(a->w->scales[r + h]) * TCQ_RMAD_RINV;
+        for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r + h] = SFX(hsum)(facc[h][m]) * (qa->d16[m0 + m] * f);
+    }
+}
+
+static void SFX(reduce_fast_tile16)(const kr_args *a)
+{
+    SFX(dec) d;
+    SFX(dec_init)(&d, a->w->p);
+    const tcq_trellis *w = a->w;
+    const int64_t wpb = w->p.T * w->p.k / 32, rw = w->cols * w->p.k / 32;
+    const int64_t nb = w->cols / w->p.T, nv = w->cols / 16;
+    __m256i *yr = a->scratch;   /* [RR][C/16] int16 code values in q16 order */
+    const int RR = (size_t)SC16_RR * nv * 32 <= kernel_private_bytes(w) ? SC16_RR : 1;
+    for (int64_t r = a->r0, rr; r < a->r1; r += rr) {
+        rr = r + RR <= a->r1 ? RR : 1;
+        for (int h = 0; h < rr; h++) SFX(tile16_decode)(&d, w->codes + (r + h) * rw, nb, wpb, yr + h * nv);
+        for (int64_t m0 = 0; m0 < a->M; m0 += SC16_MC) {
+            const int mc = (int)TCQ_MIN(SC16_MC, a->M - m0);
+            if (mc == SC16_MC) {
+                if (rr > 1) SFX(tile16_rows)(a, yr, nv, r, SC16_RR, SC16_MC, m0);
+                else SFX(tile16_rows)(a, yr, nv, r, 1, SC16_MC, m0);
+            } else
+                for (int64_t m = m0; m < m0 + mc; m++) {
+                    if (rr > 1) SFX(tile16_rows)(a, yr, nv, r, SC16_RR, 1, m);
+                    else SFX(tile16_rows)(a, yr, nv, r, 1, 1, m);
+                }
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void SFX(reduce_exact_body)(const kr_args *a, const SFX(dec) *d,
                                                                          const int MC, int64_t m0)
 {
@@ -446,11 +525,14 @@ static void SFX(scatter_exact)(const ks_args *a)
 static const tr_table SFX(table) = {
     .isa = "avx2" ISA_TAG,
     .reduce = {{SFX(reduce_exact), SFX(reduce_exact), SFX(reduce_exact)},
-               {SFX(reduce_fast), SFX(reduce_fast), SFX(reduce_fast)}},
+               {SFX(reduce_fast), SFX(reduce_fast), SFX(reduce_fast_tile16)}},
+    .tag = {{NULL, NULL, NULL}, {NULL, NULL, "i16"}},
     .scatter = {{SFX(scatter_exact), SFX(scatter_exact), SFX(scatter_exact)},
                 {SFX(scatter_fast), SFX(scatter_fast), SFX(scatter_fast)}},
     .decode = SFX(decode_rows),
-    /* no tile kernels: M rows in chunks of 4 decode each weight M / 4 times, so decode + sgemm
-     * wins early (2 threads, Zen 5 with OpenBLAS's Haswell kernels, bench/NOTES.md session 18) */
-    .gemm_from = {{8, 12}, {12, 32}},
+    /* the exact path and axis 0 have no tile kernels (M rows in chunks of 4 decode each weight
+     * M / 4 times), so decode + sgemm wins early there; the fast int16 tile took 0.8x its time
+     * at M = 128..512 (2 threads, Zen 5 with OpenBLAS's Haswell kernels, bench/NOTES.md
+     * "AVX2 at T = 256") */
+    .gemm_from = {{8, 12}, {12, 1024}},
 };
