@@ -17,6 +17,12 @@
 #define SC16_MC 3
 #endif
 
+/* the axis-0 int16 tile's activation rows per register block (2 groups x 4 rows: 8 accumulators;
+ * 6 rows took 1.2-1.5x the time) */
+#ifndef SC0_MC
+#define SC0_MC 4
+#endif
+
 /* without VNNI: bytesum via byte pairs (<= 510, no saturation), then pairs x q as int16 pairs */
 #define SFX(n) n##_emu
 #define ISA_TAG ""

@@ -483,6 +483,88 @@ static void SFX(scatter_fast)(const ks_args *a)
     for (int64_t j = 0; j < a->M * T; j += 8) _mm256_storeu_ps(a->acc + j, _mm256_mul_ps(_mm256_loadu_ps(a->acc + j), ri));
 }
 
+/* ---- axis 0, tile regime, fast path: trellis_avx512x.c's row-pair tile on ymm ----
+ * An activation block of stored rows (<= TCQ_FAST_QB) decoded once into the scratch as byte sums
+ * bs = bytesum(x) in [0, 1020], two stored rows per dword (row 2p low int16, 2p + 1 high); then
+ * per (SC0_MC activation rows) x (2 groups) register block one vpdpwssd (vpmaddwd + vpaddd without
+ * VNNI) with the pair (q[2p], q[2p + 1]) broadcast adds two rows' products for 8 columns.  The
+ * int32 sums are the same integers as the shared kernel's (sum_i bs_i q_i + corr, exact). */
+static inline __attribute__((always_inline)) void SFX(scatter_tile_blk)(const ks_args *a, const __m256i *xb, int ng,
+                                                                        int64_t ic, int np, const int32_t *qp,
+                                                                        const int MC, int64_t m0, int g0)
+{
+    const kq_act *qa = a->qa;
+    const int64_t kb = ic / TCQ_FAST_QB;
+    __m256i iacc[2 * SC0_MC];
+    for (int m = 0; m < MC; m++)
+        for (int g = 0; g < 2; g++) iacc[m * 2 + g] = _mm256_set1_epi32(qa->corr[(m0 + m) * qa->nblk + kb]);
+    for (int p = 0; p < np; p++) {
+        const __m256i x0 = _mm256_load_si256(xb + p * ng + g0), x1 = _mm256_load_si256(xb + p * ng + g0 + 1);
+        for (int m = 0; m < MC; m++) {
+            const __m256i q = _mm256_set1_epi32(qp[m * (TCQ_FAST_QB / 2) + p]);
+            iacc[m * 2] = DOT16(iacc[m * 2], x0, q);
+            iacc[m * 2 + 1] = DOT16(iacc[m * 2 + 1], x1, q);
+        }
+    }
+    for (int m = 0; m < MC; m++) {
+        const __m256 dv = _mm256_set1_ps(qa->d[(m0 + m) * qa->nblk + kb]);
+        float *acc = a->acc + (m0 + m) * a->w->p.T + g0 * 8;
+        for (int g = 0; g < 2; g++)
+            _mm256_storeu_ps(acc + g * 8,
+                             _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[m * 2 + g]), dv, _mm256_loadu_ps(acc + g * 8)));
+    }
+}
+
+static void SFX(scatter_fast_tile)(const ks_args *a)
+{
+    SFX(dec) d;
+    SFX(dec_init)(&d, a->w->p);
+    const tcq_trellis *w = a->w;
+    const uint32_t *cb;
+    int64_t cs;
+    kblock_col(w, a->b, &cb, &cs);
+    const int T = w->p.T;
+    const kq_act *qa = a->qa;
+    enum { QP = TCQ_FAST_QB / 2 };
+    __m256i *xb = a->scratch;                       /* [QP row pairs, ng] */
+    int32_t *qp = (int32_t *)(xb + QP * d.ng);      /* [SC0_MC, QP] (q[2p], q[2p+1]) as int16 */
+    const __m256i c510 = _mm256_set1_epi32(510);
+    for (int64_t j = 0; j < a->M * T; j++) a->acc[j] = 0;
+    for (int64_t ic = a->i0; ic < a->i1; ic += TCQ_FAST_QB) {
+        const int64_t n = TCQ_MIN(a->i1, ic + TCQ_FAST_QB) - ic;
+        const int np = (int)((n + 1) / 2);
+        SFX(blk) b0, b1;
+        for (int p = 0; p < np; p++) {
+            const int64_t i = ic + 2 * p;
+            const int has1 = 2 * p + 1 < n;
+            SFX(blk_load)(&d, cb + i * cs, &b0);
+            if (has1) SFX(blk_load)(&d, cb + (i + 1) * cs, &b1);
+            for (int g = 0; g < d.ng; g++) {
+                const __m256i s0 = _mm256_add_epi32(YSUM(SFX(dec_x)(&d, &b0, g)), c510);
+                const __m256i s1 = has1 ? _mm256_add_epi32(YSUM(SFX(dec_x)(&d, &b1, g)), c510) : _mm256_setzero_si256();
+                _mm256_store_si256(xb + p * d.ng + g, _mm256_or_si256(s0, _mm256_slli_epi32(s1, 16)));
+            }
+        }
+        for (int64_t m0 = 0; m0 < a->M; m0 += SC0_MC) {
+            const int mc = (int)TCQ_MIN(SC0_MC, a->M - m0);
+            /* q of rows ic.. (zero-padded past n) widened to int16: dword p is the pair */
+            for (int m = 0; m < mc; m++)
+                for (int j = 0; j < TCQ_FAST_QB / 16; j++)
+                    _mm256_store_si256((__m256i *)(qp + m * QP) + j,
+                                       _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                                           (const __m128i *)(qa->q + (m0 + m) * qa->npad + ic + 16 * j))));
+            for (int g0 = 0; g0 < d.ng; g0 += 2) switch (mc) {
+                case 1: SFX(scatter_tile_blk)(a, xb, d.ng, ic, np, qp, 1, m0, g0); break;
+                case 2: SFX(scatter_tile_blk)(a, xb, d.ng, ic, np, qp, 2, m0, g0); break;
+                case 3: SFX(scatter_tile_blk)(a, xb, d.ng, ic, np, qp, 3, m0, g0); break;
+                default: SFX(scatter_tile_blk)(a, xb, d.ng, ic, np, qp, 4, m0, g0); break;
+                }
+        }
+    }
+    const __m256 ri = _mm256_set1_ps(TCQ_RMAD_RINV);
+    for (int64_t j = 0; j < a->M * T; j += 8) _mm256_storeu_ps(a->acc + j, _mm256_mul_ps(_mm256_loadu_ps(a->acc + j), ri));
+}
+
 static inline __attribute__((always_inline)) void SFX(scatter_exact_body)(const ks_args *a, const SFX(dec) *d,
                                                                           const int MC, int64_t m0, int g0)
 {
@@ -528,11 +610,11 @@ static const tr_table SFX(table) = {
                {SFX(reduce_fast), SFX(reduce_fast), SFX(reduce_fast_tile16)}},
     .tag = {{NULL, NULL, NULL}, {NULL, NULL, "i16"}},
     .scatter = {{SFX(scatter_exact), SFX(scatter_exact), SFX(scatter_exact)},
-                {SFX(scatter_fast), SFX(scatter_fast), SFX(scatter_fast)}},
+                {SFX(scatter_fast), SFX(scatter_fast), SFX(scatter_fast_tile)}},
     .decode = SFX(decode_rows),
-    /* the exact path and axis 0 have no tile kernels (M rows in chunks of 4 decode each weight
-     * M / 4 times), so decode + sgemm wins early there; the fast int16 tile took 0.8x its time
-     * at M = 128..512 (2 threads, Zen 5 with OpenBLAS's Haswell kernels, bench/NOTES.md
-     * "AVX2 at T = 256") */
-    .gemm_from = {{8, 12}, {12, 1024}},
+    /* the exact path has no tile kernels (M rows in chunks of 4 decode each weight M / 4 times),
+     * so decode + sgemm wins from M = 8..12; the fast int16 tiles took 0.7-0.8x its time at M =
+     * 128..512 (2 threads, Zen 5 with OpenBLAS's Haswell kernels, bench/NOTES.md "AVX2 at T =
+     * 256") */
+    .gemm_from = {{8, 1024}, {12, 1024}},
 };
