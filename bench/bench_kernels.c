@@ -85,8 +85,43 @@ __attribute__((target("avx512f"))) static void bw_item(void *arg, int64_t item, 
     a->sink[thread & 63] ^= (uint64_t)_mm512_reduce_add_epi64(s0);
 }
 
+/* the same read with ymm loads, and with scalar ones: the AVX-512 loop would fault on a CPU
+ * without it (the bench runs on the active ISA) */
+__attribute__((target("avx2"))) static void bw_item_avx2(void *arg, int64_t item, int thread)
+{
+    bw_arg *a = arg;
+    const int64_t chunk = a->n / 64;
+    const __m256i *p = (const __m256i *)(a->buf + item * chunk);
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t i = 0; i < chunk / 4; i += 4) {
+        s0 = _mm256_xor_si256(s0, _mm256_load_si256(p + i));
+        s1 = _mm256_xor_si256(s1, _mm256_load_si256(p + i + 1));
+        s2 = _mm256_xor_si256(s2, _mm256_load_si256(p + i + 2));
+        s3 = _mm256_xor_si256(s3, _mm256_load_si256(p + i + 3));
+    }
+    s0 = _mm256_xor_si256(_mm256_xor_si256(s0, s1), _mm256_xor_si256(s2, s3));
+    a->sink[thread & 63] ^= (uint64_t)_mm256_extract_epi64(s0, 0) ^ (uint64_t)_mm256_extract_epi64(s0, 3);
+}
+
+static void bw_item_scalar(void *arg, int64_t item, int thread)
+{
+    bw_arg *a = arg;
+    const int64_t chunk = a->n / 64;
+    const uint64_t *p = a->buf + item * chunk;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int64_t i = 0; i < chunk; i += 4) {
+        s0 ^= p[i];
+        s1 ^= p[i + 1];
+        s2 ^= p[i + 2];
+        s3 ^= p[i + 3];
+    }
+    a->sink[thread & 63] ^= s0 ^ s1 ^ s2 ^ s3;
+}
+
 static double bench_bandwidth(tcq_pool *pool, double *cpu_gbps)
 {
+    const tcq_isa isa = tcq_isa_active();
+    void (*item)(void *, int64_t, int) = isa == TCQ_ISA_AVX512 ? bw_item : isa == TCQ_ISA_AVX2 ? bw_item_avx2 : bw_item_scalar;
     const int64_t n = (int64_t)1 << 26;   /* 512 MiB */
     uint64_t *buf = aligned_alloc(64, (size_t)n * 8);
     if (!buf) return *cpu_gbps = 1, 1;
@@ -95,7 +130,7 @@ static double bench_bandwidth(tcq_pool *pool, double *cpu_gbps)
     double t[7], c[7];
     for (int r = 0; r < 7; r++) {
         const double t0 = cli_now(), c0 = cpu_now();
-        tcq_pool_run(pool, 64, bw_item, &a);
+        tcq_pool_run(pool, 64, item, &a);
         t[r] = cli_now() - t0;
         c[r] = (cpu_now() - c0) / tcq_pool_size(pool);
     }
@@ -182,19 +217,85 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni"))) static void ir
     a->sink[thread & 63] ^= (uint64_t)_mm512_reduce_add_ps(s);
 }
 
-/* vector ALU instructions per group of ir_item / ir_item_exact (the broadcast is a load) */
+/* The AVX2 kernels' fast-path mix per group of 8 weights (trellis_avx2_body.h): vpbroadcastq from
+ * memory, vpshufb, vpsrlvd, vpand, vpmulld, vpaddd, then vpdpbusd (AVX-VNNI) or vpmaddubsw +
+ * vpmaddwd + vpaddd; 4 chains into 4 accumulators (ymm0..7), 8 groups an iteration. */
+#define IR2_DEC(j, off)                                                                            \
+    "vpbroadcastq " #off "(%[p]), %%ymm" #j "\n\t"                                                \
+    "vpshufb %[shuf], %%ymm" #j ", %%ymm" #j "\n\t"                                               \
+    "vpsrlvd %[shift], %%ymm" #j ", %%ymm" #j "\n\t"                                              \
+    "vpand %[mask], %%ymm" #j ", %%ymm" #j "\n\t"                                                 \
+    "vpmulld %[mul], %%ymm" #j ", %%ymm" #j "\n\t"                                                \
+    "vpaddd %[add], %%ymm" #j ", %%ymm" #j "\n\t"
+#define IR2_VNNI(j, acc, off) IR2_DEC(j, off) "%{vex%} vpdpbusd %[q], %%ymm" #j ", %%ymm" #acc "\n\t"
+#define IR2_EMU(j, acc, off)                                                                       \
+    IR2_DEC(j, off) "vpmaddubsw %[ones], %%ymm" #j ", %%ymm" #j "\n\t"                            \
+    "vpmaddwd %[q], %%ymm" #j ", %%ymm" #j "\n\t"                                                 \
+    "vpaddd %%ymm" #j ", %%ymm" #acc ", %%ymm" #acc "\n\t"
+#define IR2_LOOP(G)                                                                                \
+    __asm__ volatile("vpxor %%ymm4, %%ymm4, %%ymm4\n\tvmovdqa %%ymm4, %%ymm5\n\t"                  \
+                     "vmovdqa %%ymm4, %%ymm6\n\tvmovdqa %%ymm4, %%ymm7\n\t"                         \
+                     "1:\n\t"                                                                      \
+                     "lea (%[src], %[off]), %[p]\n\t"                                              \
+                     G(0, 4, 0) G(1, 5, 8) G(2, 6, 16) G(3, 7, 24)                                 \
+                     G(0, 4, 32) G(1, 5, 40) G(2, 6, 48) G(3, 7, 56)                               \
+                     "add $64, %[off]\n\tand $1984, %[off]\n\t"                                     \
+                     "dec %[n]\n\tjnz 1b\n\t"                                                       \
+                     "vpaddd %%ymm4, %%ymm7, %[s]\n\t"                                              \
+                     : [n] "+r"(n), [off] "+r"(off), [p] "=&r"(pp), [s] "=x"(s)                    \
+                     : [src] "r"(ir_src), [shuf] "x"(shuf), [shift] "x"(shift), [mask] "x"(mask),  \
+                       [mul] "x"(mul), [add] "x"(add), [q] "x"(q), [ones] "x"(ones)                \
+                     : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7")
+#define IR2_BODY(G)                                                                                \
+    ir_arg *a = arg;                                                                               \
+    (void)item;                                                                                    \
+    const __m256i shuf = _mm256_set1_epi32(0x03020100), shift = _mm256_set1_epi32(3),             \
+                  mask = _mm256_set1_epi32(0xfff), mul = _mm256_set1_epi32(34038481),              \
+                  add = _mm256_set1_epi32(76625530), q = _mm256_set1_epi32(0x01010101),            \
+                  ones = _mm256_set1_epi8(1);                                                      \
+    __m256i s;                                                                                     \
+    int64_t n = a->iters, off = 0;                                                                 \
+    const uint64_t *pp;                                                                            \
+    IR2_LOOP(G);                                                                                   \
+    a->sink[thread & 63] ^= (uint64_t)_mm256_extract_epi64(s, 0);
+
+__attribute__((target("avx2,avxvnni"))) static void ir_item_avx2vnni(void *arg, int64_t item, int thread)
+{
+    IR2_BODY(IR2_VNNI)
+}
+
+__attribute__((target("avx2"))) static void ir_item_avx2(void *arg, int64_t item, int thread)
+{
+    IR2_BODY(IR2_EMU)
+}
+
+/* vector ALU instructions per group of ir_item / ir_item_exact / ir_item_avx2vnni / ir_item_avx2
+ * (the broadcast is a load) */
 #define IR_INSTR_PER_GROUP 5
 #define IR_INSTR_PER_GROUP_EXACT 11
+#define IR_INSTR_PER_GROUP_AVX2VNNI 6
+#define IR_INSTR_PER_GROUP_AVX2 8
 
+/* The issue rate of the active ISA's decode mix, vector instructions a second (0: no mix, so no
+ * instruction floor: the scalar path, and AVX2's exact path) */
 static double bench_issue_rate(tcq_pool *pool, int exact, double *cpu_rate)
 {
     ir_arg a = {.iters = exact ? 1000000 : 2000000};
     const int n = tcq_pool_size(pool);
-    const double per = 8.0 * (exact ? IR_INSTR_PER_GROUP_EXACT : IR_INSTR_PER_GROUP);
+    const tcq_isa isa = tcq_isa_active();
+    const char *nv = getenv("TCQ_AVX2_NO_VNNI");   /* the AVX2 kernels' own switch (trellis_avx2.c) */
+    const int vnni = tcq_cpu()->avxvnni && !(nv && *nv == '1');
+    void (*item)(void *, int64_t, int) = NULL;
+    int ipg = 0;
+    if (isa == TCQ_ISA_AVX512) item = exact ? ir_item_exact : ir_item, ipg = exact ? IR_INSTR_PER_GROUP_EXACT : IR_INSTR_PER_GROUP;
+    else if (isa == TCQ_ISA_AVX2 && !exact)
+        item = vnni ? ir_item_avx2vnni : ir_item_avx2, ipg = vnni ? IR_INSTR_PER_GROUP_AVX2VNNI : IR_INSTR_PER_GROUP_AVX2;
+    if (!item) return *cpu_rate = 0, 0;
+    const double per = 8.0 * ipg;
     double t[5], c[5];
     for (int r = 0; r < 5; r++) {
         const double t0 = cli_now(), c0 = cpu_now();
-        tcq_pool_run(pool, n, exact ? ir_item_exact : ir_item, &a);
+        tcq_pool_run(pool, n, item, &a);
         t[r] = cli_now() - t0;
         c[r] = (cpu_now() - c0) / n;
     }
@@ -211,7 +312,11 @@ static double bench_issue_rate(tcq_pool *pool, int exact, double *cpu_rate)
  * that runs M=2..4 on axis 1), GEMM and AMX kernels: no instruction floor (0). */
 static double instr_per16(int op, int path, int64_t M, int k, const char *kernel)
 {
-    if (M > 4 || strstr(kernel, "amx") || strstr(kernel, ".i16")) return 0;
+    if (M > 4 || strstr(kernel, "amx") || strstr(kernel, ".i16") || strstr(kernel, ".scalar")) return 0;
+    /* trellis_avx2_body.h: 5 per 8 weights at every k (vpshufb, vpsrlvd, vpand, vpmulld, vpaddd),
+     * then per row vpdpbusd (AVX-VNNI) or vpmaddubsw + vpmaddwd + vpaddd; exact: no mix */
+    if (strstr(kernel, ".avx2"))
+        return path == TCQ_PATH_FAST ? 10.0 + M * (strstr(kernel, ".avx2vnni") ? 2.0 : 6.0) : 0;
     const double dec = k == 4 ? 5.0 : 4.0;
     if (path == TCQ_PATH_FAST) return op == 1 ? dec + M : dec + M * 1.75;
     return dec + 6.0 + M;
@@ -455,8 +560,9 @@ int bench_kernels(int argc, char **argv)
         printf("{\"op\":\"bandwidth\",\"gbps\":%.2f,\"cpu_gbps\":%.2f,\"threads\":%d}\n", bw, bw_cpu, nth);
         printf("{\"op\":\"blas\",\"lib\":\"OpenBLAS\",\"core\":\"%s\"}\n", blas_core ? blas_core : "?");
         for (int e = 0; e < 2; e++)
-            printf("{\"op\":\"issue_rate\",\"mix\":\"%s\",\"ginstr_per_s\":%.2f,\"cpu_ginstr_per_s\":%.2f,\"threads\":%d}\n",
-                   e ? "exact" : "fast", irw[e] / 1e9, irc[e] / 1e9, nth);
+            printf("{\"op\":\"issue_rate\",\"mix\":\"%s\",\"isa\":\"%s\",\"ginstr_per_s\":%.2f,\"cpu_ginstr_per_s\":%.2f,"
+                   "\"threads\":%d}\n",
+                   e ? "exact" : "fast", isa, irw[e] / 1e9, irc[e] / 1e9, nth);
     } else {
         printf("tcq bench kernels: isa %s, %d threads, codes %s; OpenBLAS core %s\n", isa, nth,
                o.encode ? "encoded N(0,1) (cached)" : "random words (valid codes; speed is data-independent)",
@@ -556,10 +662,10 @@ int bench_kernels(int argc, char **argv)
                     const double i16 = instr_per16(op, o.paths[pi], o.Ms[mi], k, tcq_kctx_last_kernel(c));
                     const int ex = o.paths[pi] == TCQ_PATH_EXACT;
                     const double ir = irw[ex], ir_cpu = irc[ex];
-                    const double ins = i16 > 0 ? nweights / 16 * i16 / ir : 0;
+                    const double ins = i16 > 0 && ir > 0 ? nweights / 16 * i16 / ir : 0;
                     const double floor = BK_MAX(mem, ins);
                     /* the same floors per CPU-second, against the CPU time the call took */
-                    const double ct = tcpu, cmem = bytes / (bw_cpu * 1e9), cins = i16 > 0 ? nweights / 16 * i16 / ir_cpu : 0;
+                    const double ct = tcpu, cmem = bytes / (bw_cpu * 1e9), cins = i16 > 0 && ir_cpu > 0 ? nweights / 16 * i16 / ir_cpu : 0;
                     const double cfloor = BK_MAX(cmem, cins);
                     const double fl = 2.0 * nweights * o.Ms[mi];
                     const char *path = o.paths[pi] == TCQ_PATH_EXACT ? "exact" : "fast";

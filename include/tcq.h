@@ -73,6 +73,7 @@ typedef struct tcq_cpu_features {
      * granted this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once here).  0
      * otherwise, or when TCQ_NO_AMX=1. */
     int amx_int8;
+    int avxvnni;                     /* AVX-VNNI: vpdpbusd / vpdpwssd on ymm with a VEX encoding */
 } tcq_cpu_features;
 
 /* Features of this CPU (cpuid + xgetbv), detected once. */

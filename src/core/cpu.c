@@ -71,8 +71,9 @@ static void cpu_detect(tcq_cpu_features *f)
     const int amx = ((d >> 24) & 1) && ((d >> 25) & 1);   /* AMX-TILE, AMX-INT8 */
     __cpuid_count(7, 1, a, b, c, d);
     f->avx512bf16 = (a >> 5) & 1;
+    f->avxvnni = (a >> 4) & 1;
     f->amx_int8 = amx && osxsave && (xgetbv0() & (3u << 17)) == (3u << 17) && amx_permit();
-    if (!f->os_avx) f->avx2 = f->fma = f->f16c = 0;
+    if (!f->os_avx) f->avx2 = f->fma = f->f16c = f->avxvnni = 0;
     if (!f->os_avx512) {
         f->avx512f = f->avx512dq = f->avx512bw = f->avx512vl = 0;
         f->avx512vbmi = f->avx512vbmi2 = f->avx512vnni = f->avx512bf16 = f->avx512fp16 = 0;

@@ -11,6 +11,21 @@ done
 n=$(grep -c '"path":' <<<"$out")
 [ "$n" -eq 12 ] || { echo "expected 12 kernel lines (3 ops x 2 M x 2 paths), got $n"; fail=1; }
 grep -q '"fast_rel_err":0\.0' <<<"$out" || { echo "fast-path error missing or not small"; fail=1; }
+# each ISA measures its floors with its own instructions (the AVX-512 loops fault on an AVX2-only
+# CPU): pinned to AVX2 the fast mix is AVX2's and the M = 1 kernel gets an instruction floor; the
+# scalar path has no mix, hence none
+for isa in avx2 scalar; do
+    o=$(TCQ_ISA=$isa "$tcq" bench kernels --json --shape 256x512 --k 2 --M 1 --path fast --ops reduce --reps 1 --no-dense) ||
+        { echo "bench failed with TCQ_ISA=$isa"; fail=1; continue; }
+    grep -q "\"op\":\"issue_rate\",\"mix\":\"fast\",\"isa\":\"$isa\"" <<<"$o" || { echo "$isa: no issue_rate line of its own"; fail=1; }
+    floor=$(grep '"op":"reduce"' <<<"$o" | sed -n 's/.*"instr_floor_us":\([0-9.]*\).*/\1/p')
+    if [ "$isa" = avx2 ]; then
+        grep -q '"kernel":"trellis.reduce.fast.m1.avx2' <<<"$o" || continue   # no AVX2 on this CPU
+        awk -v f="$floor" 'BEGIN { exit !(f > 0) }' || { echo "avx2: no instruction floor ($floor)"; fail=1; }
+    else
+        [ "$floor" = "0.0" ] || { echo "scalar: instruction floor $floor"; fail=1; }
+    fi
+done
 "$tcq" bench kernels --k 9 >/dev/null 2>&1; [ $? -eq 2 ] || { echo "--k 9 accepted"; fail=1; }
 "$tcq" bench kernels --regime nope >/dev/null 2>&1; [ $? -eq 2 ] || { echo "--regime nope accepted"; fail=1; }
 "$tcq" bench nope >/dev/null 2>&1; [ $? -eq 2 ] || { echo "bench nope accepted"; fail=1; }

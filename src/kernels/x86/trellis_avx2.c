@@ -4,7 +4,6 @@
  * M in chunks, and large M goes to the GEMM regime. */
 #include "../kernels.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 #include <string.h>
 
@@ -57,19 +56,11 @@
 #pragma GCC pop_options
 #endif
 
-static int has_avxvnni(void)
-{
-    unsigned a, b, c, d;
-    if (__get_cpuid_max(0, NULL) < 7) return 0;
-    __cpuid_count(7, 1, a, b, c, d);
-    return (a >> 4) & 1;
-}
-
 const tr_table *tcq_tr_avx2(void)
 {
     const tcq_cpu_features *f = tcq_cpu();
     if (!(f->avx2 && f->fma && f->f16c)) return NULL;
     /* TCQ_AVX2_NO_VNNI=1 measures the plain-AVX2 equivalent on a CPU that has AVX-VNNI */
     const char *e = getenv("TCQ_AVX2_NO_VNNI");
-    return has_avxvnni() && !(e && *e == '1') ? &table_vnni : &table_emu;
+    return f->avxvnni && !(e && *e == '1') ? &table_vnni : &table_emu;
 }
