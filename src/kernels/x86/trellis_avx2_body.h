@@ -565,6 +565,15 @@ static void SFX(scatter_fast_tile)(const ks_args *a)
     for (int64_t j = 0; j < a->M * T; j += 8) _mm256_storeu_ps(a->acc + j, _mm256_mul_ps(_mm256_loadu_ps(a->acc + j), ri));
 }
 
+/* The shared regime's axis-0 kernel: at M = 3, 4 the row-pair tile (its decode once per stored
+ * row pair, then one vpdpwssd per two rows, 8 columns and activation row) took 0.6-0.75x the time
+ * of scatter_fast's two sweeps of two rows; at M = 2 they tie (bench/NOTES.md, "AVX2 at T = 256") */
+static void SFX(scatter_fast_shared)(const ks_args *a)
+{
+    if (a->M >= 3) SFX(scatter_fast_tile)(a);
+    else SFX(scatter_fast)(a);
+}
+
 static inline __attribute__((always_inline)) void SFX(scatter_exact_body)(const ks_args *a, const SFX(dec) *d,
                                                                           const int MC, int64_t m0, int g0)
 {
@@ -610,7 +619,7 @@ static const tr_table SFX(table) = {
                {SFX(reduce_fast), SFX(reduce_fast), SFX(reduce_fast_tile16)}},
     .tag = {{NULL, NULL, NULL}, {NULL, NULL, "i16"}},
     .scatter = {{SFX(scatter_exact), SFX(scatter_exact), SFX(scatter_exact)},
-                {SFX(scatter_fast), SFX(scatter_fast), SFX(scatter_fast_tile)}},
+                {SFX(scatter_fast), SFX(scatter_fast_shared), SFX(scatter_fast_tile)}},
     .decode = SFX(decode_rows),
     /* the exact path has no tile kernels (M rows in chunks of 4 decode each weight M / 4 times),
      * so decode + sgemm wins from M = 8..12; the fast int16 tiles took 0.7-0.8x its time at M =
