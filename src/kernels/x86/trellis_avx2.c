@@ -1,7 +1,8 @@
 /* AVX2 trellis kernels: the body (trellis_avx2_body.h) built twice, with AVX-VNNI's ymm vpdpbusd
  * where the CPU has it, and with vpmaddubsw (byte pairs against ones) + vpmaddwd (against q in
- * two int16) otherwise.  No regime-specific kernels: the shared-decode kernels loop over rows of
- * M in chunks, and large M goes to the GEMM regime. */
+ * two int16) otherwise.  The fast path has the int16 tiles of the AVX-512 file for M >= 5 (axis 0
+ * also at M = 3, 4); otherwise the shared-decode kernels loop over rows of M in chunks of 2 or 4,
+ * and the exact path goes to the GEMM regime from M = 8..12 (tr_table.gemm_from). */
 #include "../kernels.h"
 
 #include <immintrin.h>
