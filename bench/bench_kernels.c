@@ -287,8 +287,11 @@ static double bench_issue_rate(tcq_pool *pool, int exact, double *cpu_rate)
     const int vnni = tcq_cpu()->avxvnni && !(nv && *nv == '1');
     void (*item)(void *, int64_t, int) = NULL;
     int ipg = 0;
-    if (isa == TCQ_ISA_AVX512) item = exact ? ir_item_exact : ir_item, ipg = exact ? IR_INSTR_PER_GROUP_EXACT : IR_INSTR_PER_GROUP;
-    else if (isa == TCQ_ISA_AVX2 && !exact)
+    /* the AVX-512 trellis kernels need VNNI and VBMI too (tcq_tr_avx512); without them the AVX2
+     * ones run, and so does their mix */
+    if (isa == TCQ_ISA_AVX512 && tcq_cpu()->avx512vnni && tcq_cpu()->avx512vbmi)
+        item = exact ? ir_item_exact : ir_item, ipg = exact ? IR_INSTR_PER_GROUP_EXACT : IR_INSTR_PER_GROUP;
+    else if (isa >= TCQ_ISA_AVX2 && !exact)
         item = vnni ? ir_item_avx2vnni : ir_item_avx2, ipg = vnni ? IR_INSTR_PER_GROUP_AVX2VNNI : IR_INSTR_PER_GROUP_AVX2;
     if (!item) return *cpu_rate = 0, 0;
     const double per = 8.0 * ipg;
