@@ -3,6 +3,7 @@
  *   SFX(name)           function-name suffixing
  *   DOT(acc, x, q4, q2) acc + bytesum(x) * q   (q4: q in 4 bytes, q2: q in 2 int16)
  *   YSUM(x)             bytesum(x) - 510
+ *   DOT16(acc, y, q)    acc + y q summed over int16 pairs (the int16 tiles)
  * A group is 8 weights (t = 8g + j): one 8-byte load (from the block, or from a 16-byte tail of
  * the block's last and first 8 bytes where the load would leave the block: that is also the
  * tail-biting wrap), vpshufb to give lane j its 4 bytes, vpsrlvd, vpand, vpmulld, vpaddd. */
@@ -42,6 +43,14 @@ static inline __attribute__((always_inline)) void SFX(blk_load)(const SFX(dec) *
     memcpy(b->tail + 8, b->p, 8);
 }
 
+/* the decoder on the qword whose bytes hold group g's windows */
+static inline __attribute__((always_inline)) __m256i SFX(dec_q)(const SFX(dec) *d, int64_t v)
+{
+    __m256i w = _mm256_shuffle_epi8(_mm256_set1_epi64x(v), d->shuf);
+    w = _mm256_and_si256(_mm256_srlv_epi32(w, d->shift), d->mask);
+    return _mm256_add_epi32(_mm256_mullo_epi32(w, d->mul), d->add);
+}
+
 /* maytail = 0 where the caller knows group g's 8 bytes lie inside the block (g >= 8: at most
  * the first 8/k - 1 groups reach past its end), which drops the per-group select. */
 static inline __attribute__((always_inline)) __m256i SFX(dec_x_)(const SFX(dec) *d, const SFX(blk) *b, int g,
@@ -51,9 +60,7 @@ static inline __attribute__((always_inline)) __m256i SFX(dec_x_)(const SFX(dec) 
     const uint8_t *src = !maytail || B + 8 <= d->nbytes ? b->p + B : b->tail + (B - (d->nbytes - 8));
     int64_t v;
     memcpy(&v, src, 8);
-    __m256i w = _mm256_shuffle_epi8(_mm256_set1_epi64x(v), d->shuf);
-    w = _mm256_and_si256(_mm256_srlv_epi32(w, d->shift), d->mask);
-    return _mm256_add_epi32(_mm256_mullo_epi32(w, d->mul), d->add);
+    return SFX(dec_q)(d, v);
 }
 
 static inline __attribute__((always_inline)) __m256i SFX(dec_x)(const SFX(dec) *d, const SFX(blk) *b, int g)
@@ -80,13 +87,6 @@ static inline __attribute__((always_inline)) int64_t SFX(qw256)(const uint8_t *p
     memcpy(&hi, p, 8);
     const int o = B - (nbytes - 8);
     return (int64_t)((lo >> (8 * o)) | (hi << (64 - 8 * o)));
-}
-
-static inline __attribute__((always_inline)) __m256i SFX(dec_q)(const SFX(dec) *d, int64_t v)
-{
-    __m256i w = _mm256_shuffle_epi8(_mm256_set1_epi64x(v), d->shuf);
-    w = _mm256_and_si256(_mm256_srlv_epi32(w, d->shift), d->mask);
-    return _mm256_add_epi32(_mm256_mullo_epi32(w, d->mul), d->add);
 }
 
 static inline __attribute__((always_inline)) __m256 SFX(dec_w)(const SFX(dec) *d, const SFX(blk) *b, int g,
