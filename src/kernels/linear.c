@@ -506,8 +506,10 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
                         (long long)gate->out, (long long)gate->in, (long long)up->out, (long long)up->in);
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
     const tr_table *tab = table_for(isa);
+    const int kp = kpath_of(c);
+    const tcq_kregime reg = pick_regime(c, tab, M, 1, 1, kp == KP_EXACT);
     const int fused = gate->fmt == TCQ_WF_TRELLIS && up->fmt == TCQ_WF_TRELLIS && gate->tr.axis == 1 &&
-                      up->tr.axis == 1 && pick_regime(c, tab, M, 1, 1, kpath_of(c) == KP_EXACT) != TCQ_KR_GEMM;
+                      up->tr.axis == 1 && reg != TCQ_KR_GEMM;
     const int64_t out = gate->out;
     if (!fused) {
         /* materialized fallback (dense weights, axis 0, prefill): 2 * M * out floats */
@@ -520,8 +522,6 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
         snprintf(c->last, sizeof c->last, "swiglu.unfused.%.70s", k);
         return TCQ_OK;
     }
-    const int kp = kpath_of(c);
-    const tcq_kregime reg = pick_regime(c, tab, M, 1, 1, kp == KP_EXACT);
     const int rg = reduce_col(tab, kp, reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE, M);
     run_ctx r = {.c = c, .w = &gate->tr, .wu = &up->tr, .M = M, .x = x, .y = y, .ldy = out};
     const int64_t nitems = items_plan(&r, c, out, M);
