@@ -169,20 +169,20 @@ static inline __attribute__((always_inline)) void SFX(reduce_fast_256)(const kr_
     const tcq_trellis *w = a->w;
     const kq_act *qa = a->qa;
     const int64_t nb = w->cols / 256;
+    const uint32_t *q4[4];    /* activation row m's q4 [npad], corr [nblk], d [nblk] */
+    const uint32_t *q2[4];
+    const int32_t *corr[4];
+    const float *dd[4];
+    for (int m = 0; m < MC; m++) {
+        q4[m] = qa->q4 + (m0 + m) * qa->npad;
+        q2[m] = qa->q2 + (m0 + m) * qa->npad;
+        corr[m] = qa->corr + (m0 + m) * qa->nblk;
+        dd[m] = qa->d + (m0 + m) * qa->nblk;
+    }
+    (void)q4;    /* DOT reads one of the two */
+    (void)q2;
     for (int64_t r = a->r0; r < a->r1; r++) {
         const uint8_t *rp = (const uint8_t *)(w->codes + r * (w->cols * K / 32));   /* [nb, 32K] bytes */
-        const uint32_t *q4[4];    /* row m's q4 [npad], corr [nblk], d [nblk] */
-        const uint32_t *q2[4];
-        const int32_t *corr[4];
-        const float *dd[4];
-        for (int m = 0; m < MC; m++) {
-            q4[m] = qa->q4 + (m0 + m) * qa->npad;
-            q2[m] = qa->q2 + (m0 + m) * qa->npad;
-            corr[m] = qa->corr + (m0 + m) * qa->nblk;
-            dd[m] = qa->d + (m0 + m) * qa->nblk;
-        }
-        (void)q4;    /* DOT reads one of the two */
-        (void)q2;
         __m256 facc[4];
         for (int m = 0; m < MC; m++) facc[m] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
