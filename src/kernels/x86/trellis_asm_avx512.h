@@ -264,7 +264,7 @@ static void reduce_fast_asm(const kr_args *a, const dec *d, int MC, int64_t m0)
 #define SMC_BC(m, i) "vpbroadcastd (%[q]" SMC_Q##m "), %[q" #m "]\n\t"
 #define SMC_PF(K)                                                                                  \
     "lea (%[pp], %[dl]), %[r0]\n\t"                                                                \
-    "cmp $" SMC_STR(SMC_PF_ROWS) ", %[n]\n\t"                                                                    \
+    "cmp $" SMC_STR(SMC_PF_ROWS) ", %[n]\n\t"                                                      \
     "cmove %[r0], %[pp]\n\t"                                                                       \
     "prefetcht0 (%[pp])\n\t"                                                                       \
     "prefetcht0 " RM1_NB_##K "-1(%[pp])\n\t"                                                       \
