@@ -14,7 +14,8 @@
  * TCQ_FAST_QB with zeros).  For axis 0 the activation is x[i] * scale[i] (the row scale of stored
  * row i folded in); for axis 1 it is x itself. */
 typedef struct kq_act {
-    int64_t n, npad, nblk;     /* positions, padded positions, blocks of TCQ_FAST_QB */
+    int64_t n, npad, nblk;     /* positions, the row stride, blocks of TCQ_FAST_QB: npad is nblk
+                                * TCQ_FAST_QB or one block more (tcq_kq_prepare), zeros past the data */
     int64_t cap;               /* allocated M * npad */
     int8_t *q;                 /* [M, npad] */
     uint32_t *q4;              /* [M, npad]: q replicated into the 4 bytes (vpdpbusd operand) */

@@ -110,7 +110,11 @@ void tcq_kq_fill_ref(kq_act *qa, const float *x, int64_t M, int64_t n, const uin
 
 tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, const uint16_t *scales)
 {
-    const int64_t nblk = (n + TCQ_FAST_QB - 1) / TCQ_FAST_QB, npad = nblk * TCQ_FAST_QB;
+    /* one more block where a row of int16 copies would be a multiple of 256 bytes: 5120 positions
+     * (10 KB) put every second row of the tile's chunk in the same 8 of L1's 64 sets, and 32 rows
+     * no longer fit its 12 ways (bench/NOTES.md, session 19: 5-8 % at M = 8..64) */
+    const int64_t nblk = (n + TCQ_FAST_QB - 1) / TCQ_FAST_QB, used = nblk * TCQ_FAST_QB,
+                  npad = used + ((used / 32) % 4 == 0 ? TCQ_FAST_QB : 0);
     if (!qa->q || qa->cap < M * npad) {
         /* grow: the buffers are reused across calls */
         tcq_kq_free(qa);
@@ -135,5 +139,13 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, cons
     if (isa >= TCQ_ISA_AVX512) tcq_kq_fill_avx512(qa, x, M, n, scales);
     else if (isa >= TCQ_ISA_AVX2) tcq_kq_fill_avx2(qa, x, M, n, scales);
     else tcq_kq_fill_ref(qa, x, M, n, scales);
+    /* the fills write the used positions (q16: n); the rest of each row is zero */
+    const int64_t u16 = !scales && n % 32 == 0 ? n : npad;
+    for (int64_t m = 0; m < M; m++) {
+        memset(qa->q + m * npad + used, 0, (size_t)(npad - used));
+        memset(qa->q4 + m * npad + used, 0, (size_t)(npad - used) * 4);
+        memset(qa->q2 + m * npad + used, 0, (size_t)(npad - used) * 4);
+        memset(qa->q16 + m * npad + u16, 0, (size_t)(npad - u16) * 2);
+    }
     return TCQ_OK;
 }

@@ -1,5 +1,6 @@
 /* The AVX-512 fast-path kernels for the artifacts' block shape (T = 256, k = 2..4) at M = 1..4,
- * with their inner loops in inline asm: reduce_fast_asm (axis 1) and scatter_fast_mc (axis 0).
+ * with their inner loops in inline asm: reduce_fast_asm (axis 1) and scatter_fast_mc (axis 0);
+ * and the axis-1 int16 tile's passes (any shape) and its T = 256 decode.
  * trellis_avx512x.c's intrinsics bodies compute the same sums in the same order (the same bits;
  * test_kernels and the bench compare them with the scalar reference) and serve every other shape.
  *
@@ -342,6 +343,140 @@ static void scatter_fast_mc(const ks_args *a, const dec *d, const char *next, in
         SMC_CASE(3)
     default:
         SMC_CASE(4)
+    }
+}
+
+/* ---- the int16 tile (axis 1, M >= 5): one pass ---------------------------------------------
+ * tile16_pass (trellis_avx512x.c) for RR = 3 or 1 coded rows x 4 activation rows, the same
+ * vpdpwssd sequence and fold: y (row h at y + h ys bytes) and q (activation row m at q + m qs
+ * bytes) from position v0 on, n > 0 vectors; the 4 RR int sums fold into fa[h][m] at fa_h + 64 m.
+ * As intrinsics, gcc kept the twelve accumulators on the stack (2x the time); here they are
+ * zmm16..27 (acc[h][m] = zmm(16 + 4h + m)), the three rows' values zmm28..30, the activation zmm31. */
+#define T16_DP3(A0, A1, A2, ADDR)                                                               \
+    "vmovdqa64 " ADDR ", %%zmm31\n\t"                                                              \
+    "vpdpwssd %%zmm31, %%zmm28, %%zmm" A0 "\n\t"                                                   \
+    "vpdpwssd %%zmm31, %%zmm29, %%zmm" A1 "\n\t"                                                   \
+    "vpdpwssd %%zmm31, %%zmm30, %%zmm" A2 "\n\t"
+#define T16_DP1(A0, ADDR) "vpdpwssd " ADDR ", %%zmm28, %%zmm" A0 "\n\t"
+#define T16_FOLD(A, OFF, FA)                                                                       \
+    "vcvtdq2ps %%zmm" A ", %%zmm" A "\n\t"                                                         \
+    "vaddps " OFF "(%[" FA "]), %%zmm" A ", %%zmm" A "\n\t"                                        \
+    "vmovaps %%zmm" A ", " OFF "(%[" FA "])\n\t"
+#define T16_FOLD4(A0, A1, A2, A3, FA) T16_FOLD(A0, "0", FA) T16_FOLD(A1, "64", FA) T16_FOLD(A2, "128", FA) T16_FOLD(A3, "192", FA)
+#define T16_CLOBBER                                                                                \
+    "zmm16", "zmm17", "zmm18", "zmm19", "zmm20", "zmm21", "zmm22", "zmm23", "zmm24", "zmm25",      \
+        "zmm26", "zmm27", "zmm28", "zmm29", "zmm30", "zmm31", "cc", "memory"
+
+static void tile16_pass_asm3(const __m512i *y, int64_t ys, const int16_t *q, int64_t qs, int64_t n, float *fa0,
+                             float *fa1, float *fa2)
+{
+    const int64_t q3 = 3 * qs;
+    __asm__ volatile(
+        "vpxord %%zmm16, %%zmm16, %%zmm16\n\tvmovdqa64 %%zmm16, %%zmm17\n\tvmovdqa64 %%zmm16, %%zmm18\n\t"
+        "vmovdqa64 %%zmm16, %%zmm19\n\tvmovdqa64 %%zmm16, %%zmm20\n\tvmovdqa64 %%zmm16, %%zmm21\n\t"
+        "vmovdqa64 %%zmm16, %%zmm22\n\tvmovdqa64 %%zmm16, %%zmm23\n\tvmovdqa64 %%zmm16, %%zmm24\n\t"
+        "vmovdqa64 %%zmm16, %%zmm25\n\tvmovdqa64 %%zmm16, %%zmm26\n\tvmovdqa64 %%zmm16, %%zmm27\n\t"
+        "1:\n\t"
+        "vmovdqa64 (%[y]), %%zmm28\n\t"
+        "vmovdqa64 (%[y],%[ys]), %%zmm29\n\t"
+        "vmovdqa64 (%[y],%[ys],2), %%zmm30\n\t"
+        T16_DP3("16", "20", "24", "(%[q])")
+        T16_DP3("17", "21", "25", "(%[q],%[qs])")
+        T16_DP3("18", "22", "26", "(%[q],%[qs],2)")
+        T16_DP3("19", "23", "27", "(%[q],%[q3])")
+        "add $64, %[y]\n\t"
+        "add $64, %[q]\n\t"
+        "dec %[n]\n\t"
+        "jnz 1b\n\t"
+        T16_FOLD4("16", "17", "18", "19", "f0")
+        T16_FOLD4("20", "21", "22", "23", "f1")
+        T16_FOLD4("24", "25", "26", "27", "f2")
+        : [y] "+r"(y), [q] "+r"(q), [n] "+r"(n)
+        : [ys] "r"(ys), [qs] "r"(qs), [q3] "r"(q3), [f0] "r"(fa0), [f1] "r"(fa1), [f2] "r"(fa2)
+        : T16_CLOBBER);
+}
+
+static void tile16_pass_asm1(const __m512i *y, const int16_t *q, int64_t qs, int64_t n, float *fa0)
+{
+    const int64_t q3 = 3 * qs;
+    __asm__ volatile(
+        "vpxord %%zmm16, %%zmm16, %%zmm16\n\tvmovdqa64 %%zmm16, %%zmm17\n\t"
+        "vmovdqa64 %%zmm16, %%zmm18\n\tvmovdqa64 %%zmm16, %%zmm19\n\t"
+        "1:\n\t"
+        "vmovdqa64 (%[y]), %%zmm28\n\t"
+        T16_DP1("16", "(%[q])")
+        T16_DP1("17", "(%[q],%[qs])")
+        T16_DP1("18", "(%[q],%[qs],2)")
+        T16_DP1("19", "(%[q],%[q3])")
+        "add $64, %[y]\n\t"
+        "add $64, %[q]\n\t"
+        "dec %[n]\n\t"
+        "jnz 1b\n\t"
+        T16_FOLD4("16", "17", "18", "19", "f0")
+        : [y] "+r"(y), [q] "+r"(q), [n] "+r"(n)
+        : [qs] "r"(qs), [q3] "r"(q3), [f0] "r"(fa0)
+        : T16_CLOBBER);
+}
+
+/* RR = 3 coded rows x 1 activation row (an M % 4 leftover row): acc[h] = zmm(16 + 4h) */
+static void tile16_pass_asm3x1(const __m512i *y, int64_t ys, const int16_t *q, int64_t n, float *fa0, float *fa1,
+                               float *fa2)
+{
+    __asm__ volatile(
+        "vpxord %%zmm16, %%zmm16, %%zmm16\n\tvmovdqa64 %%zmm16, %%zmm20\n\tvmovdqa64 %%zmm16, %%zmm24\n\t"
+        "1:\n\t"
+        "vmovdqa64 (%[q]), %%zmm31\n\t"
+        "vpdpwssd (%[y]), %%zmm31, %%zmm16\n\t"
+        "vpdpwssd (%[y],%[ys]), %%zmm31, %%zmm20\n\t"
+        "vpdpwssd (%[y],%[ys],2), %%zmm31, %%zmm24\n\t"
+        "add $64, %[y]\n\t"
+        "add $64, %[q]\n\t"
+        "dec %[n]\n\t"
+        "jnz 1b\n\t"
+        T16_FOLD("16", "0", "f0") T16_FOLD("20", "0", "f1") T16_FOLD("24", "0", "f2")
+        : [y] "+r"(y), [q] "+r"(q), [n] "+r"(n)
+        : [ys] "r"(ys), [f0] "r"(fa0), [f1] "r"(fa1), [f2] "r"(fa2)
+        : T16_CLOBBER);
+}
+
+/* The int16 tile's decode of one coded row at T = 256, k = 2..4: tile16_decode's values
+ * (bytesum - 510, vpackssdw of groups 2i and 2i + 1) for nb blocks of p into o (512 bytes a
+ * block).  The generic loop spent 3.5 cycles a group (a runtime group loop, the wrap test,
+ * offsets rebuilt each group): a third of the tile's time at M = 32. */
+#define T16D_Y(K, G, Y) RM1_X(K, G) "vmovdqa64 %[c510], %[" Y "]\n\tvpdpbusd %[ones], %[t], %[" Y "]\n\t"
+#define T16D_ST(I) "vpackssdw %[yb], %[ya], %[ya]\n\tvmovdqa64 %[ya], 64*" #I "(%[o])\n\t"
+#define T16D_PAIR(K, I, G0, G1) T16D_Y(K, G0, "ya") T16D_Y(K, G1, "yb") T16D_ST(I)
+#define T16D_LOOP(K)                                                                               \
+    "1:\n\t"                                                                                       \
+    RM1_WRAP_##K RM1_DEC "vmovdqa64 %[c510], %[ya]\n\tvpdpbusd %[ones], %[t], %[ya]\n\t"           \
+    T16D_Y(K, 1, "yb") T16D_ST(0)                                                                  \
+    T16D_PAIR(K, 1, 2, 3) T16D_PAIR(K, 2, 4, 5) T16D_PAIR(K, 3, 6, 7) T16D_PAIR(K, 4, 8, 9)        \
+    T16D_PAIR(K, 5, 10, 11) T16D_PAIR(K, 6, 12, 13) T16D_PAIR(K, 7, 14, 15)                        \
+    "add $" RM1_NB_##K ", %[p]\n\t"                                                                \
+    "add $512, %[o]\n\t"                                                                           \
+    "dec %[n]\n\t"                                                                                 \
+    "jnz 1b\n\t"
+#define T16D_CASE(K)                                                                               \
+    case K:                                                                                        \
+        __asm__ volatile(T16D_LOOP(K)                                                              \
+                         : [p] "+r"(p), [o] "+r"(o), [n] "+r"(n), [t] "=&v"(t), [ya] "=&v"(ya),    \
+                           [yb] "=&v"(yb), [r0] "=&r"(r0), [r1] "=&r"(r1)                          \
+                         : [sh] "v"(d->shbc), [mk] "v"(d->mask), [mul] "v"(d->mul),                \
+                           [ad] "v"(d->add), [m3] "Yk"(m3), [c510] "v"(c510), [ones] "v"(ones)     \
+                         : "cc", "memory");                                                        \
+        break;
+
+static void tile16_decode_asm(const dec *d, const char *p, int64_t n, __m512i *o)
+{
+    const __m512i c510 = _mm512_set1_epi32(-510), ones = _mm512_set1_epi32(0x01010101);
+    const __mmask8 m3 = 3;
+    __m512i t, ya, yb;
+    uint64_t r0, r1;
+    switch (d->bc) {
+        T16D_CASE(2)
+        T16D_CASE(3)
+    default:
+        T16D_CASE(4)
     }
 }
 

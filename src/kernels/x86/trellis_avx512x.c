@@ -158,39 +158,28 @@ static void reduce_exact_shared(const kr_args *a)
  * with -510, vpackssdw of two groups), then each activation row costs one vpdpwssd per 32
  * weights (two products per lane instead of vpdpbusd's one useful byte sum) and a fold every
  * TCQ_Q16_CHUNK weights; one f32 step per activation row (kq_act.q16).
- * A pass: RR coded rows (yr: their int16 values, row r + h at yr + h nv) against MC activation rows:
- * each activation vector, loaded once, feeds all RR rows' vpdpwssd.  With one coded row against
- * 8 activation rows the activations (8 x 2 bytes x cols: 80 KB at 5120) streamed from L2 once per
- * coded row.  Per output the same vpdpwssd sequence and fold whatever RR and MC are, so the same
- * bits. */
-AI void reduce_fast_tile16_rowsN(const kr_args *a, const __m512i *yr, int64_t nv, int64_t r, const int RR, const int MC,
-                                 int64_t m0)
+ * A pass: RR coded rows (yr: their int16 values, row h at yr + h nv) against MC activation rows
+ * over one chunk [v0, v1): each activation vector, loaded once, feeds all RR rows' vpdpwssd; the
+ * chunk's int sums fold into the f32 accumulators parked in fa[h * fs + m] between chunks.  Per
+ * output the same vpdpwssd sequence and fold whatever RR, MC and the pass order are, so the
+ * same bits. */
+AI void tile16_pass(const kq_act *qa, const __m512i *yr, int64_t nv, int64_t v0, int64_t v1, __m512 *fa, int64_t fs,
+                    const int RR, const int MC, int64_t m0)
 {
-    const kq_act *qa = a->qa;
-    const int64_t per = TCQ_Q16_CHUNK / 32;
-    __m512 facc[4][4];
+    __m512i iacc[4][4];
     for (int h = 0; h < RR; h++)
-        for (int m = 0; m < MC; m++) facc[h][m] = _mm512_setzero_ps();
-    for (int64_t v0 = 0; v0 < nv; v0 += per) {
-        __m512i iacc[4][4];
-        for (int h = 0; h < RR; h++)
-            for (int m = 0; m < MC; m++) iacc[h][m] = _mm512_setzero_si512();
-        const int64_t v1 = TCQ_MIN(nv, v0 + per);
-        for (int64_t v = v0; v < v1; v++) {
-            __m512i y[4];
-            for (int h = 0; h < RR; h++) y[h] = _mm512_load_si512(yr + h * nv + v);
-            for (int m = 0; m < MC; m++) {
-                const __m512i q = _mm512_load_si512(qa->q16 + (m0 + m) * qa->npad + v * 32);
-                for (int h = 0; h < RR; h++) dpwssd_rr(&iacc[h][m], y[h], q);
-            }
+        for (int m = 0; m < MC; m++) iacc[h][m] = _mm512_setzero_si512();
+    const int16_t *q0 = qa->q16 + m0 * qa->npad;
+    for (int64_t v = v0; v < v1; v++) {
+        __m512i y[4];
+        for (int h = 0; h < RR; h++) y[h] = _mm512_load_si512(yr + h * nv + v);
+        for (int m = 0; m < MC; m++) {
+            const __m512i q = _mm512_load_si512(q0 + m * qa->npad + v * 32);
+            for (int h = 0; h < RR; h++) dpwssd_rr(&iacc[h][m], y[h], q);
         }
-        for (int h = 0; h < RR; h++)
-            for (int m = 0; m < MC; m++) facc[h][m] = _mm512_add_ps(facc[h][m], _mm512_cvtepi32_ps(iacc[h][m]));
     }
-    for (int h = 0; h < RR; h++) {
-        const float f = _cvtsh_ss(a->w->scales[r + h]) * TCQ_RMAD_RINV;
-        for (int m = 0; m < MC; m++) a->y[(m0 + m) * a->ldy + r + h] = _mm512_reduce_add_ps(facc[h][m]) * (qa->d16[m0 + m] * f);
-    }
+    for (int h = 0; h < RR; h++)
+        for (int m = 0; m < MC; m++) fa[h * fs + m] = _mm512_add_ps(fa[h * fs + m], _mm512_cvtepi32_ps(iacc[h][m]));
 }
 
 /* One coded row's int16 code values y = bytesum - 510 into yr [C/32] (vpackssdw order). */
@@ -207,29 +196,91 @@ AI void tile16_decode(const dec *d, const uint32_t *rb, int64_t nb, int64_t wpb,
     }
 }
 
+/* The passes the asm does not take (two coded rows; one activation row against one or two coded
+ * rows): RR, MC as constants, one function each.  Even so gcc keeps the accumulators on the
+ * stack here (2x the asm's time), so the common passes are asm (trellis_asm_avx512.h). */
+#define TILE16_PASS_FN(RR, MC)                                                                     \
+    static __attribute__((noinline)) void tile16_pass_##RR##x##MC(const kq_act *qa, const __m512i *yr, int64_t nv, \
+                                                                  int64_t v0, int64_t v1, __m512 *fa, int64_t fs,   \
+                                                                  int64_t m0)                                       \
+    {                                                                                              \
+        tile16_pass(qa, yr, nv, v0, v1, fa, fs, RR, MC, m0);                                       \
+    }
+TILE16_PASS_FN(2, 4)
+TILE16_PASS_FN(2, 1)
+TILE16_PASS_FN(1, 1)
+
+static void tile16_pass_rm(const kq_act *qa, const __m512i *yr, int64_t nv, int64_t v0, int64_t v1, __m512 *fa,
+                           int64_t fs, int rr, int mc, int64_t m0)
+{
+    const int16_t *q = qa->q16 + m0 * qa->npad + v0 * 32;
+    if (mc == 4 && rr == 3)
+        tile16_pass_asm3(yr + v0, nv * 64, q, qa->npad * 2, v1 - v0, (float *)fa, (float *)(fa + fs), (float *)(fa + 2 * fs));
+    else if (mc == 4 && rr == 1)
+        tile16_pass_asm1(yr + v0, q, qa->npad * 2, v1 - v0, (float *)fa);
+    else if (mc == 4)
+        tile16_pass_2x4(qa, yr, nv, v0, v1, fa, fs, m0);
+    else
+        for (int m = 0; m < mc; m++) {
+            if (rr == 3)
+                tile16_pass_asm3x1(yr + v0, nv * 64, q + m * qa->npad, v1 - v0, (float *)(fa + m), (float *)(fa + fs + m),
+                                   (float *)(fa + 2 * fs + m));
+            else if (rr == 2) tile16_pass_2x1(qa, yr, nv, v0, v1, fa + m, fs, m0 + m);
+            else tile16_pass_1x1(qa, yr, nv, v0, v1, fa + m, fs, m0 + m);
+        }
+}
+
+#ifndef TCQ_TILE_RB
+/* Coded rows decoded per round and activation rows per slab.  A round's passes take the columns
+ * one chunk (TCQ_Q16_CHUNK) at a time for the slab, so the chunk's values (RB x 512 B), the
+ * slab's activations (MS x 512 B) and its parked sums (RB x MS x 64 B), 17 KB at 6 x 16, stay in
+ * L1, and the activations stream from L2 once per RB coded rows.  6 x 16 measured better than 6 x
+ * 32, 6 x 64 and 16 x 16 (bench/NOTES.md, session 19). */
+#define TCQ_TILE_RB 6
+#define TCQ_TILE_MS 16
+#endif
+
 AI void reduce_fast_tile16_(const kr_args *a, const dec *dp, const int BC)
 {
     const tcq_trellis *w = a->w;
+    const kq_act *qa = a->qa;
     const int64_t wpb = w->p.T * w->p.k / 32, rw = w->cols * w->p.k / 32;
     const dec d = *dp;
-    __m512i *yr = a->scratch;   /* [RR][C/32] int16 code values in vpackssdw order */
-    const int64_t nb = w->cols / w->p.T, nv = w->cols / 32;
-    /* TCQ_TILE_RR coded rows at a time where their values fit the kernel's scratch */
-    const int RR = (size_t)TCQ_TILE_RR * nv * 64 <= kernel_private_bytes(w) ? TCQ_TILE_RR : 1;
-    for (int64_t r = a->r0, rr; r < a->r1; r += rr) {
-        rr = r + RR <= a->r1 ? RR : 1;
-        for (int h = 0; h < rr; h++) tile16_decode(&d, w->codes + (r + h) * rw, nb, wpb, yr + h * nv, BC);
-        /* rr is a constant in each call, so each instance keeps its accumulators in registers */
-        for (int64_t m0 = 0; m0 < a->M; m0 += TCQ_TILE_MC) {
-            const int mc = (int)TCQ_MIN(TCQ_TILE_MC, a->M - m0);
-            if (mc == TCQ_TILE_MC) {
-                if (rr > 1) reduce_fast_tile16_rowsN(a, yr, nv, r, TCQ_TILE_RR, TCQ_TILE_MC, m0);
-                else reduce_fast_tile16_rowsN(a, yr, nv, r, 1, TCQ_TILE_MC, m0);
-            } else
-                for (int64_t m = m0; m < m0 + mc; m++) {
-                    if (rr > 1) reduce_fast_tile16_rowsN(a, yr, nv, r, TCQ_TILE_RR, 1, m);
-                    else reduce_fast_tile16_rowsN(a, yr, nv, r, 1, 1, m);
-                }
+    const int64_t nb = w->cols / w->p.T, nv = w->cols / 32, per = TCQ_Q16_CHUNK / 32;
+    /* scratch: fa [RB][MS] f32 sums, then yr [RB][C/32] int16 code values in vpackssdw order;
+     * fewer rows a round where a long row's values would not fit */
+    __m512 *fa = a->scratch;
+    const size_t room = kernel_private_bytes(w) - (size_t)TCQ_TILE_RB * TCQ_TILE_MS * 64;
+    const int64_t RB = TCQ_MAX(1, TCQ_MIN(TCQ_TILE_RB, (int64_t)(room / ((size_t)nv * 64))));
+    __m512i *yr = (__m512i *)(fa + TCQ_TILE_RB * TCQ_TILE_MS);
+    for (int64_t r = a->r0, rb; r < a->r1; r += rb) {
+        rb = TCQ_MIN(RB, a->r1 - r);
+        for (int h = 0; h < rb; h++) {
+            if (w->p.T == 256 && BC >= 2) tile16_decode_asm(&d, (const char *)(w->codes + (r + h) * rw), nb, yr + h * nv);
+            else tile16_decode(&d, w->codes + (r + h) * rw, nb, wpb, yr + h * nv, BC);
+        }
+        for (int64_t ms = 0; ms < a->M; ms += TCQ_TILE_MS) {
+            const int64_t ns = TCQ_MIN(TCQ_TILE_MS, a->M - ms);
+            for (int64_t i = 0; i < rb * TCQ_TILE_MS; i++) fa[i] = _mm512_setzero_ps();
+            /* the next round's codes, spread over the first slab's chunks: decoded cold, they
+             * stalled the decode on memory */
+            const char *pf = (const char *)(w->codes + (r + rb) * rw);
+            const int64_t pfl = ms ? 0 : TCQ_MIN(RB, w->rows - r - rb) * rw * 4 / 64, nch = (nv + per - 1) / per;
+            for (int64_t v0 = 0, l = 0; v0 < nv; v0 += per) {
+                const int64_t v1 = TCQ_MIN(nv, v0 + per);
+                for (const int64_t le = (v0 / per + 1) * pfl / nch; l < le; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+                for (int64_t m0 = ms; m0 < ms + ns; m0 += TCQ_TILE_MC)
+                    for (int64_t h0 = 0, rr; h0 < rb; h0 += rr) {
+                        rr = TCQ_MIN(TCQ_TILE_RR, rb - h0);
+                        tile16_pass_rm(qa, yr + h0 * nv, nv, v0, v1, fa + h0 * TCQ_TILE_MS + (m0 - ms), TCQ_TILE_MS,
+                                       (int)rr, (int)TCQ_MIN(TCQ_TILE_MC, ms + ns - m0), m0);
+                    }
+            }
+            for (int64_t h = 0; h < rb; h++) {
+                const float f = _cvtsh_ss(w->scales[r + h]) * TCQ_RMAD_RINV;
+                for (int64_t m = ms; m < ms + ns; m++)
+                    a->y[m * a->ldy + r + h] = _mm512_reduce_add_ps(fa[h * TCQ_TILE_MS + m - ms]) * (qa->d16[m] * f);
+            }
         }
     }
 }
