@@ -439,6 +439,121 @@ static void tile16_pass_asm3x1(const __m512i *y, int64_t ys, const int16_t *q, i
         : T16_CLOBBER);
 }
 
+/* The axis-0 int16 tile's block (scatter_fast_tile_blk) at MC = 8: np > 0 row pairs p of groups
+ * g0 and g0 + 1 (x: xb + p ng + g0, xs = 64 ng bytes apart) against the 8 activation rows' pairs (q:
+ * qp + p, rows 128 bytes apart), the same sums in the same order: accumulators seeded with the
+ * rows' corr (c, rows cs bytes apart), the vpdpwssd, then acc += float(sum) * d (dd, rows cs apart;
+ * acc: row m's groups at acc + 1024 m, T = 256).  Row m's two accumulators are zmm(16 + 2m), zmm(17 + 2m),
+ * the pair's groups zmm0, zmm1.  gcc kept some of the sixteen on the stack, badly so at k = 4 (2x
+ * the time at M = 8). */
+#define ST16_C0 ""
+#define ST16_C1 ", %[cs], 1"
+#define ST16_C2 ", %[cs], 2"
+#define ST16_C3 ", %[cs3], 1"
+#define ST16_SEED(M, B, R, A0, A1)                                                                 \
+    "vpbroadcastd (%[" B "]" ST16_C##R "), %%zmm" A0 "\n\t"                                        \
+    "vmovdqa64 %%zmm" A0 ", %%zmm" A1 "\n\t"
+#define ST16_DP(M, A0, A1)                                                                         \
+    "vpdpwssd 128*" #M "(%[q])%{1to16%}, %%zmm0, %%zmm" A0 "\n\t"                                  \
+    "vpdpwssd 128*" #M "(%[q])%{1to16%}, %%zmm1, %%zmm" A1 "\n\t"
+#define ST16_OUT1(M, B, R, A, OFF)                                                                 \
+    "vcvtdq2ps %%zmm" A ", %%zmm" A "\n\t"                                                         \
+    "vmovups 1024*" #M "+" OFF "(%[acc]), %%zmm0\n\t"                                              \
+    "vfmadd231ps (%[" B "]" ST16_C##R ")%{1to16%}, %%zmm" A ", %%zmm0\n\t"                         \
+    "vmovups %%zmm0, 1024*" #M "+" OFF "(%[acc])\n\t"
+#define ST16_OUT(M, B, R, A0, A1) ST16_OUT1(M, B, R, A0, "0") ST16_OUT1(M, B, R, A1, "64")
+static void scatter_tile_blk8(const __m512i *x, int64_t xs, const int32_t *q, int64_t np, const int32_t *c,
+                              const float *dd, int64_t cs, float *acc)
+{
+    const int32_t *c4 = (const int32_t *)((const char *)c + 4 * cs);
+    const float *d4 = (const float *)((const char *)dd + 4 * cs);
+    __asm__ volatile(ST16_SEED(0, "c", 0, "16", "17") ST16_SEED(1, "c", 1, "18", "19")
+                     ST16_SEED(2, "c", 2, "20", "21") ST16_SEED(3, "c", 3, "22", "23")
+                     ST16_SEED(4, "c4", 0, "24", "25") ST16_SEED(5, "c4", 1, "26", "27")
+                     ST16_SEED(6, "c4", 2, "28", "29") ST16_SEED(7, "c4", 3, "30", "31")
+                     "1:\n\t"
+                     "vmovdqa64 (%[x]), %%zmm0\n\t"
+                     "vmovdqa64 64(%[x]), %%zmm1\n\t"
+                     ST16_DP(0, "16", "17") ST16_DP(1, "18", "19") ST16_DP(2, "20", "21") ST16_DP(3, "22", "23")
+                     ST16_DP(4, "24", "25") ST16_DP(5, "26", "27") ST16_DP(6, "28", "29") ST16_DP(7, "30", "31")
+                     "add %[xs], %[x]\n\t"
+                     "add $4, %[q]\n\t"
+                     "dec %[n]\n\t"
+                     "jnz 1b\n\t"
+                     ST16_OUT(0, "dd", 0, "16", "17") ST16_OUT(1, "dd", 1, "18", "19")
+                     ST16_OUT(2, "dd", 2, "20", "21") ST16_OUT(3, "dd", 3, "22", "23")
+                     ST16_OUT(4, "d4", 0, "24", "25") ST16_OUT(5, "d4", 1, "26", "27")
+                     ST16_OUT(6, "d4", 2, "28", "29") ST16_OUT(7, "d4", 3, "30", "31")
+                     : [x] "+r"(x), [q] "+r"(q), [n] "+r"(np)
+                     : [xs] "r"(xs), [c] "r"(c), [c4] "r"(c4), [dd] "r"(dd), [d4] "r"(d4), [cs] "r"(cs),
+                       [cs3] "r"(3 * cs), [acc] "r"(acc)
+                     : "zmm0", "zmm1", "zmm16", "zmm17", "zmm18", "zmm19", "zmm20", "zmm21", "zmm22", "zmm23", "zmm24",
+                       "zmm25", "zmm26", "zmm27", "zmm28", "zmm29", "zmm30", "zmm31", "cc", "memory");
+}
+
+/* The axis-0 int16 tile's decode at T = 256, k = 2..4 (scatter_fast_tile_): npairs pairs of stored
+ * rows, rows p and p + csb bytes, the next pair 2 csb further; per group g, bytesum(row 0) |
+ * bytesum(row 1) << 16 into o[16 pair + g].  dec_x's broadcast decoder as RM1_X, for a block
+ * pointer in operand P. */
+#define ST16D_HI_2(G, P) ""
+#define ST16D_HI_3(G, P) ""
+#define ST16D_HI_4(G, P) "vpbroadcastq " RM1_O0_4 "+4-8*" #G "(%[" P "]), %[t]%{%[m3]%}\n\t"
+#define ST16D_X(K, G, P) "vpbroadcastq " RM1_O0_##K "-" RM1_K2_##K "*" #G "(%[" P "]), %[t]\n\t" ST16D_HI_##K(G, P) RM1_DEC
+#define ST16D_WRAP_K3(K, SHR, P)                                                                   \
+    "mov " RM1_NB_##K "-8(%[" P "]), %[r0]\n\t"                                                    \
+    "mov (%[" P "]), %[r1]\n\t"                                                                    \
+    "shrd $" SHR ", %[r1], %[r0]\n\t"                                                              \
+    "vpbroadcastq %[r0], %[t]\n\t" RM1_DEC
+#define ST16D_X0_2(P) ST16D_WRAP_K3(2, "32", P)
+#define ST16D_X0_3(P) ST16D_WRAP_K3(3, "16", P)
+#define ST16D_X0_4(P)                                                                              \
+    "mov " RM1_NB_4 "-8(%[" P "]), %[r0]\n\t"                                                      \
+    "mov (%[" P "]), %[r1]\n\t"                                                                    \
+    "vpbroadcastq %[r0], %[t]\n\t"                                                                 \
+    "shrd $32, %[r1], %[r0]\n\t"                                                                   \
+    "vpbroadcastq %[r0], %[t]%{%[m3]%}\n\t" RM1_DEC
+#define ST16D_SUMS(G)                                                                              \
+    "vpslld $16, %[yb], %[yb]\n\t"                                                                 \
+    "vpord %[ya], %[yb], %[ya]\n\t"                                                                \
+    "vmovdqa64 %[ya], 64*" #G "(%[o])\n\t"
+#define ST16D_BS(Y) "vpxord %[" Y "], %[" Y "], %[" Y "]\n\tvpdpbusd %[ones], %[t], %[" Y "]\n\t"
+#define ST16D_G(K, G) ST16D_X(K, G, "p") ST16D_BS("ya") ST16D_X(K, G, "p1") ST16D_BS("yb") ST16D_SUMS(G)
+#define ST16D_LOOP(K)                                                                              \
+    "1:\n\t"                                                                                       \
+    "lea (%[p], %[cs]), %[p1]\n\t"                                                                 \
+    ST16D_X0_##K("p") ST16D_BS("ya") ST16D_X0_##K("p1") ST16D_BS("yb") ST16D_SUMS(0)               \
+    ST16D_G(K, 1) ST16D_G(K, 2) ST16D_G(K, 3) ST16D_G(K, 4) ST16D_G(K, 5) ST16D_G(K, 6)            \
+    ST16D_G(K, 7) ST16D_G(K, 8) ST16D_G(K, 9) ST16D_G(K, 10) ST16D_G(K, 11) ST16D_G(K, 12)         \
+    ST16D_G(K, 13) ST16D_G(K, 14) ST16D_G(K, 15)                                                   \
+    "lea (%[p], %[cs], 2), %[p]\n\t"                                                               \
+    "add $1024, %[o]\n\t"                                                                          \
+    "dec %[n]\n\t"                                                                                 \
+    "jnz 1b\n\t"
+#define ST16D_CASE(K)                                                                              \
+    case K:                                                                                        \
+        __asm__ volatile(ST16D_LOOP(K)                                                             \
+                         : [p] "+r"(p), [o] "+r"(o), [n] "+r"(npairs), [p1] "=&r"(p1), [t] "=&v"(t), \
+                           [ya] "=&v"(ya), [yb] "=&v"(yb), [r0] "=&r"(r0), [r1] "=&r"(r1)          \
+                         : [sh] "v"(d->shbc), [mk] "v"(d->mask), [mul] "v"(d->mul),                \
+                           [ad] "v"(d->add), [m3] "Yk"(m3), [ones] "v"(ones), [cs] "r"(csb)        \
+                         : "cc", "memory");                                                        \
+        break;
+
+static void scatter_tile_decode_pairs(const dec *d, const char *p, int64_t csb, int64_t npairs, __m512i *o)
+{
+    const __m512i ones = _mm512_set1_epi32(0x01010101);
+    const __mmask8 m3 = 3;
+    const char *p1;
+    __m512i t, ya, yb;
+    uint64_t r0, r1;
+    switch (d->bc) {
+        ST16D_CASE(2)
+        ST16D_CASE(3)
+    default:
+        ST16D_CASE(4)
+    }
+}
+
 /* The int16 tile's decode of one coded row at T = 256, k = 2..4: tile16_decode's values
  * (bytesum - 510, vpackssdw of groups 2i and 2i + 1) for nb blocks of p into o (512 bytes a
  * block).  The generic loop spent 3.5 cycles a group (a runtime group loop, the wrap test,

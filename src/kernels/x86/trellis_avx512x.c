@@ -497,6 +497,11 @@ AI void scatter_fast_tile_blk(const ks_args *a, const __m512i *xb, int ng, int64
 {
     const kq_act *qa = a->qa;
     const int64_t kb = ic / QB;
+    if (MC == 8 && np > 0 && a->w->p.T == 256) {
+        scatter_tile_blk8(xb + g0, (int64_t)ng * 64, qp, np, qa->corr + m0 * qa->nblk + kb, qa->d + m0 * qa->nblk + kb,
+                          qa->nblk * 4, a->acc + m0 * 256 + g0 * 16);
+        return;
+    }
     __m512i iacc[16];
     for (int m = 0; m < MC; m++)
         for (int g = 0; g < 2; g++) iacc[m * 2 + g] = _mm512_set1_epi32(qa->corr[(m0 + m) * qa->nblk + kb]);
@@ -532,7 +537,12 @@ AI void scatter_fast_tile_(const ks_args *a, const dec *dp, const int BC)
     for (int64_t ic = a->i0; ic < a->i1; ic += QB) {
         const int64_t n = TCQ_MIN(a->i1, ic + QB) - ic;
         const int np = (int)((n + 1) / 2);
-        for (int p = 0; p < np; p++) {
+        int p = 0;
+        if (T == 256 && BC >= 2 && n / 2 > 0) {
+            scatter_tile_decode_pairs(&d, (const char *)(cb + ic * cs), cs * 4, n / 2, xb);
+            p = (int)(n / 2);
+        }
+        for (; p < np; p++) {
             const int64_t i = ic + 2 * p;
             const int has1 = 2 * p + 1 < n;
             const blk b0 = blk_load(&d, (cb + i * cs), BC), b1 = has1 ? blk_load(&d, (cb + (i + 1) * cs), BC) : b0;
