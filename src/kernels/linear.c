@@ -262,15 +262,14 @@ typedef struct run_ctx {
     const tcq_trellis *wu;
 } run_ctx;
 
-/* Axis-1 outputs per work item.  At M = 1, long runs of consecutive coded rows per thread: with 2
- * threads, 16-row items alternating between the threads cost 4-10 % on the reduce and ~14 % on
- * the fused SwiGLU against 256-row ones (each item restarts a hardware prefetch stream;
- * bench/NOTES.md, "Zen 5, session 12"), but still about 8 items a thread for the balance.  M >= 2
- * measured mixed (-13 .. +7 %), so it keeps 16.  Rows are independent: any split gives the same
- * bits. */
-static int64_t reduce_rows(const tcq_kctx *c, int64_t rows, int64_t M)
+/* Axis-1 outputs per work item: long runs of consecutive coded rows per thread.  With 2 threads,
+ * 16-row items alternating between the threads cost 4-10 % on the reduce and ~14 % on the fused
+ * SwiGLU against 256-row ones at M = 1 (each item restarts a hardware prefetch stream;
+ * bench/NOTES.md, "Zen 5, session 12"), and 7-23 % at M = 2..32 once the int16 tile decoded in
+ * rounds (session 19); still about 8 items a thread for the balance.  Rows are independent: any
+ * split gives the same bits. */
+static int64_t reduce_rows(const tcq_kctx *c, int64_t rows)
 {
-    if (M > 1) return REDUCE_ROWS;
     const int64_t per = rows / (8 * (int64_t)tcq_pool_size(c->pool)) / REDUCE_ROWS * REDUCE_ROWS;
     return TCQ_MAX((int64_t)REDUCE_ROWS, TCQ_MIN((int64_t)REDUCE_ROWS_MAX, per));
 }
@@ -279,9 +278,9 @@ static int64_t reduce_rows(const tcq_kctx *c, int64_t rows, int64_t M)
  * of TAIL_ROWS, so that the threads finish within a short item of each other: with 16 items of
  * 256 rows on 2 threads one item was 6 % of the call (bench/NOTES.md, session 17).  Returns the
  * item count. */
-static int64_t items_plan(run_ctx *r, const tcq_kctx *c, int64_t rows, int64_t M)
+static int64_t items_plan(run_ctx *r, const tcq_kctx *c, int64_t rows)
 {
-    r->rpi = r->rpt = reduce_rows(c, rows, M);
+    r->rpi = r->rpt = reduce_rows(c, rows);
     r->nbig = 0;
     if (r->rpi > TAIL_ROWS) {
         r->rpt = TAIL_ROWS;
@@ -412,7 +411,7 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
         snprintf(c->last, sizeof c->last, "trellis.reduce.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
                  tab->reduce[kp][rc] ? tab->isa : "scalar", tab->reduce[kp][rc] && tab->tag[kp][rc] ? "." : "",
                  tab->reduce[kp][rc] && tab->tag[kp][rc] ? tab->tag[kp][rc] : "");
-        tcq_pool_run(c->pool, items_plan(&r, c, w->rows, M), reduce_item, &r);
+        tcq_pool_run(c->pool, items_plan(&r, c, w->rows), reduce_item, &r);
         return TCQ_OK;
     }
     r.sf = tab->scatter[kp][rg] ? tab->scatter[kp][rg] : tcq_tr_ref.scatter[kp][rg];
@@ -524,7 +523,7 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
     }
     const int rg = reduce_col(tab, kp, reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE, M);
     run_ctx r = {.c = c, .w = &gate->tr, .wu = &up->tr, .M = M, .x = x, .y = y, .ldy = out};
-    const int64_t nitems = items_plan(&r, c, out, M);
+    const int64_t nitems = items_plan(&r, c, out);
     /* per thread: the kernels' part, then the item's gate and up outputs (r.rpi, the longest) */
     TCQ_TRY(ensure_scratch(c, TCQ_MAX(kernel_private_bytes(&gate->tr), kernel_private_bytes(&up->tr)) +
                                   (size_t)(2 * M * r.rpi) * 4));
