@@ -31,31 +31,38 @@
 #define RM1_K2_2 "4"
 #define RM1_K2_3 "6"
 #define RM1_K2_4 "8"
-#define RM1_HI_2(G) ""
-#define RM1_HI_3(G) ""
-#define RM1_HI_4(G) "vpbroadcastq " RM1_O0_4 "+4-8*" #G "(%[p]), %[t]%{%[m3]%}\n\t"
+/* The block pointer is operand P ("p" in the kernels below; the axis-0 tile's pair decode reads two
+ * rows). */
+#define RM1_HIP_2(G, P) ""
+#define RM1_HIP_3(G, P) ""
+#define RM1_HIP_4(G, P) "vpbroadcastq " RM1_O0_4 "+4-8*" #G "(%[" P "]), %[t]%{%[m3]%}\n\t"
 /* k <= 3: group 0's qword = the block's last 8 bytes >> (64 - 16k) | its first 8 << 16k.
  * k = 4: lanes 4..15 from the block's last 8 bytes, lanes 0..3 from its last 4 and first 4. */
-#define RM1_WRAP_K3(K, SHR)                                                                        \
-    "mov " RM1_NB_##K "-8(%[p]), %[r0]\n\t"                                                        \
-    "mov (%[p]), %[r1]\n\t"                                                                        \
+#define RM1_WRAPP_K3(K, SHR, P)                                                                    \
+    "mov " RM1_NB_##K "-8(%[" P "]), %[r0]\n\t"                                                    \
+    "mov (%[" P "]), %[r1]\n\t"                                                                    \
     "shrd $" SHR ", %[r1], %[r0]\n\t"                                                              \
     "vpbroadcastq %[r0], %[t]\n\t"
-#define RM1_WRAP_2 RM1_WRAP_K3(2, "32")
-#define RM1_WRAP_3 RM1_WRAP_K3(3, "16")
-#define RM1_WRAP_4                                                                                 \
-    "mov " RM1_NB_4 "-8(%[p]), %[r0]\n\t"                                                          \
-    "mov (%[p]), %[r1]\n\t"                                                                        \
+#define RM1_WRAPP_2(P) RM1_WRAPP_K3(2, "32", P)
+#define RM1_WRAPP_3(P) RM1_WRAPP_K3(3, "16", P)
+#define RM1_WRAPP_4(P)                                                                             \
+    "mov " RM1_NB_4 "-8(%[" P "]), %[r0]\n\t"                                                      \
+    "mov (%[" P "]), %[r1]\n\t"                                                                    \
     "vpbroadcastq %[r0], %[t]\n\t"                                                                 \
     "shrd $32, %[r1], %[r0]\n\t"                                                                   \
     "vpbroadcastq %[r0], %[t]%{%[m3]%}\n\t"
+#define RM1_WRAP_2 RM1_WRAPP_2("p")
+#define RM1_WRAP_3 RM1_WRAPP_3("p")
+#define RM1_WRAP_4 RM1_WRAPP_4("p")
 #define RM1_DEC                                                                                    \
     "vpmultishiftqb %[t], %[sh], %[t]\n\t"                                                         \
     "vpandd %[t], %[mk], %[t]\n\t"                                                                 \
     "vpmulld %[mul], %[t], %[t]\n\t"                                                               \
     "vpaddd %[ad], %[t], %[t]\n\t"
 /* group G's x in t */
-#define RM1_X(K, G) "vpbroadcastq " RM1_O0_##K "-" RM1_K2_##K "*" #G "(%[p]), %[t]\n\t" RM1_HI_##K(G) RM1_DEC
+#define RM1_XP(K, G, P)                                                                            \
+    "vpbroadcastq " RM1_O0_##K "-" RM1_K2_##K "*" #G "(%[" P "]), %[t]\n\t" RM1_HIP_##K(G, P) RM1_DEC
+#define RM1_X(K, G) RM1_XP(K, G, "p")
 
 /* ---- axis 1 --------------------------------------------------------------------------------
  * A run of blocks of one coded row, as reduce_fast_body: per group of 16 weights the decoder and
@@ -362,7 +369,8 @@ static void scatter_fast_mc(const ks_args *a, const dec *d, const char *next, in
     "vcvtdq2ps %%zmm" A ", %%zmm" A "\n\t"                                                         \
     "vaddps " OFF "(%[" FA "]), %%zmm" A ", %%zmm" A "\n\t"                                        \
     "vmovaps %%zmm" A ", " OFF "(%[" FA "])\n\t"
-#define T16_FOLD4(A0, A1, A2, A3, FA) T16_FOLD(A0, "0", FA) T16_FOLD(A1, "64", FA) T16_FOLD(A2, "128", FA) T16_FOLD(A3, "192", FA)
+#define T16_FOLD4(A0, A1, A2, A3, FA)                                                              \
+    T16_FOLD(A0, "0", FA) T16_FOLD(A1, "64", FA) T16_FOLD(A2, "128", FA) T16_FOLD(A3, "192", FA)
 #define T16_CLOBBER                                                                                \
     "zmm16", "zmm17", "zmm18", "zmm19", "zmm20", "zmm21", "zmm22", "zmm23", "zmm24", "zmm25",      \
         "zmm26", "zmm27", "zmm28", "zmm29", "zmm30", "zmm31", "cc", "memory"
@@ -450,7 +458,7 @@ static void tile16_pass_asm3x1(const __m512i *y, int64_t ys, const int16_t *q, i
 #define ST16_C1 ", %[cs], 1"
 #define ST16_C2 ", %[cs], 2"
 #define ST16_C3 ", %[cs3], 1"
-#define ST16_SEED(M, B, R, A0, A1)                                                                 \
+#define ST16_SEED(B, R, A0, A1)                                                                 \
     "vpbroadcastd (%[" B "]" ST16_C##R "), %%zmm" A0 "\n\t"                                        \
     "vmovdqa64 %%zmm" A0 ", %%zmm" A1 "\n\t"
 #define ST16_DP(M, A0, A1)                                                                         \
@@ -467,10 +475,10 @@ static void scatter_tile_blk8(const __m512i *x, int64_t xs, const int32_t *q, in
 {
     const int32_t *c4 = (const int32_t *)((const char *)c + 4 * cs);
     const float *d4 = (const float *)((const char *)dd + 4 * cs);
-    __asm__ volatile(ST16_SEED(0, "c", 0, "16", "17") ST16_SEED(1, "c", 1, "18", "19")
-                     ST16_SEED(2, "c", 2, "20", "21") ST16_SEED(3, "c", 3, "22", "23")
-                     ST16_SEED(4, "c4", 0, "24", "25") ST16_SEED(5, "c4", 1, "26", "27")
-                     ST16_SEED(6, "c4", 2, "28", "29") ST16_SEED(7, "c4", 3, "30", "31")
+    __asm__ volatile(ST16_SEED("c", 0, "16", "17") ST16_SEED("c", 1, "18", "19")
+                     ST16_SEED("c", 2, "20", "21") ST16_SEED("c", 3, "22", "23")
+                     ST16_SEED("c4", 0, "24", "25") ST16_SEED("c4", 1, "26", "27")
+                     ST16_SEED("c4", 2, "28", "29") ST16_SEED("c4", 3, "30", "31")
                      "1:\n\t"
                      "vmovdqa64 (%[x]), %%zmm0\n\t"
                      "vmovdqa64 64(%[x]), %%zmm1\n\t"
@@ -493,35 +501,18 @@ static void scatter_tile_blk8(const __m512i *x, int64_t xs, const int32_t *q, in
 
 /* The axis-0 int16 tile's decode at T = 256, k = 2..4 (scatter_fast_tile_): npairs pairs of stored
  * rows, rows p and p + csb bytes, the next pair 2 csb further; per group g, bytesum(row 0) |
- * bytesum(row 1) << 16 into o[16 pair + g].  dec_x's broadcast decoder as RM1_X, for a block
- * pointer in operand P. */
-#define ST16D_HI_2(G, P) ""
-#define ST16D_HI_3(G, P) ""
-#define ST16D_HI_4(G, P) "vpbroadcastq " RM1_O0_4 "+4-8*" #G "(%[" P "]), %[t]%{%[m3]%}\n\t"
-#define ST16D_X(K, G, P) "vpbroadcastq " RM1_O0_##K "-" RM1_K2_##K "*" #G "(%[" P "]), %[t]\n\t" ST16D_HI_##K(G, P) RM1_DEC
-#define ST16D_WRAP_K3(K, SHR, P)                                                                   \
-    "mov " RM1_NB_##K "-8(%[" P "]), %[r0]\n\t"                                                    \
-    "mov (%[" P "]), %[r1]\n\t"                                                                    \
-    "shrd $" SHR ", %[r1], %[r0]\n\t"                                                              \
-    "vpbroadcastq %[r0], %[t]\n\t" RM1_DEC
-#define ST16D_X0_2(P) ST16D_WRAP_K3(2, "32", P)
-#define ST16D_X0_3(P) ST16D_WRAP_K3(3, "16", P)
-#define ST16D_X0_4(P)                                                                              \
-    "mov " RM1_NB_4 "-8(%[" P "]), %[r0]\n\t"                                                      \
-    "mov (%[" P "]), %[r1]\n\t"                                                                    \
-    "vpbroadcastq %[r0], %[t]\n\t"                                                                 \
-    "shrd $32, %[r1], %[r0]\n\t"                                                                   \
-    "vpbroadcastq %[r0], %[t]%{%[m3]%}\n\t" RM1_DEC
+ * bytesum(row 1) << 16 into o[16 pair + g]: RM1_XP on either row. */
+#define ST16D_X0(K, P) RM1_WRAPP_##K(P) RM1_DEC
 #define ST16D_SUMS(G)                                                                              \
     "vpslld $16, %[yb], %[yb]\n\t"                                                                 \
     "vpord %[ya], %[yb], %[ya]\n\t"                                                                \
     "vmovdqa64 %[ya], 64*" #G "(%[o])\n\t"
 #define ST16D_BS(Y) "vpxord %[" Y "], %[" Y "], %[" Y "]\n\tvpdpbusd %[ones], %[t], %[" Y "]\n\t"
-#define ST16D_G(K, G) ST16D_X(K, G, "p") ST16D_BS("ya") ST16D_X(K, G, "p1") ST16D_BS("yb") ST16D_SUMS(G)
+#define ST16D_G(K, G) RM1_XP(K, G, "p") ST16D_BS("ya") RM1_XP(K, G, "p1") ST16D_BS("yb") ST16D_SUMS(G)
 #define ST16D_LOOP(K)                                                                              \
     "1:\n\t"                                                                                       \
     "lea (%[p], %[cs]), %[p1]\n\t"                                                                 \
-    ST16D_X0_##K("p") ST16D_BS("ya") ST16D_X0_##K("p1") ST16D_BS("yb") ST16D_SUMS(0)               \
+    ST16D_X0(K, "p") ST16D_BS("ya") ST16D_X0(K, "p1") ST16D_BS("yb") ST16D_SUMS(0)                 \
     ST16D_G(K, 1) ST16D_G(K, 2) ST16D_G(K, 3) ST16D_G(K, 4) ST16D_G(K, 5) ST16D_G(K, 6)            \
     ST16D_G(K, 7) ST16D_G(K, 8) ST16D_G(K, 9) ST16D_G(K, 10) ST16D_G(K, 11) ST16D_G(K, 12)         \
     ST16D_G(K, 13) ST16D_G(K, 14) ST16D_G(K, 15)                                                   \

@@ -215,7 +215,8 @@ static void tile16_pass_rm(const kq_act *qa, const __m512i *yr, int64_t nv, int6
 {
     const int16_t *q = qa->q16 + m0 * qa->npad + v0 * 32;
     if (mc == 4 && rr == 3)
-        tile16_pass_asm3(yr + v0, nv * 64, q, qa->npad * 2, v1 - v0, (float *)fa, (float *)(fa + fs), (float *)(fa + 2 * fs));
+        tile16_pass_asm3(yr + v0, nv * 64, q, qa->npad * 2, v1 - v0, (float *)fa, (float *)(fa + fs),
+                         (float *)(fa + 2 * fs));
     else if (mc == 4 && rr == 1)
         tile16_pass_asm1(yr + v0, q, qa->npad * 2, v1 - v0, (float *)fa);
     else if (mc == 4)
@@ -223,8 +224,8 @@ static void tile16_pass_rm(const kq_act *qa, const __m512i *yr, int64_t nv, int6
     else
         for (int m = 0; m < mc; m++) {
             if (rr == 3)
-                tile16_pass_asm3x1(yr + v0, nv * 64, q + m * qa->npad, v1 - v0, (float *)(fa + m), (float *)(fa + fs + m),
-                                   (float *)(fa + 2 * fs + m));
+                tile16_pass_asm3x1(yr + v0, nv * 64, q + m * qa->npad, v1 - v0, (float *)(fa + m),
+                                   (float *)(fa + fs + m), (float *)(fa + 2 * fs + m));
             else if (rr == 2) tile16_pass_2x1(qa, yr, nv, v0, v1, fa + m, fs, m0 + m);
             else tile16_pass_1x1(qa, yr, nv, v0, v1, fa + m, fs, m0 + m);
         }
@@ -256,7 +257,8 @@ AI void reduce_fast_tile16_(const kr_args *a, const dec *dp, const int BC)
     for (int64_t r = a->r0, rb; r < a->r1; r += rb) {
         rb = TCQ_MIN(RB, a->r1 - r);
         for (int h = 0; h < rb; h++) {
-            if (w->p.T == 256 && BC >= 2) tile16_decode_asm(&d, (const char *)(w->codes + (r + h) * rw), nb, yr + h * nv);
+            if (w->p.T == 256 && BC >= 2)
+                tile16_decode_asm(&d, (const char *)(w->codes + (r + h) * rw), nb, yr + h * nv);
             else tile16_decode(&d, w->codes + (r + h) * rw, nb, wpb, yr + h * nv, BC);
         }
         for (int64_t ms = 0; ms < a->M; ms += TCQ_TILE_MS) {
