@@ -270,7 +270,8 @@ AI void reduce_fast_tile16_(const kr_args *a, const dec *dp, const int BC)
             const int64_t pfl = ms ? 0 : TCQ_MIN(RB, w->rows - r - rb) * rw * 4 / 64, nch = (nv + per - 1) / per;
             for (int64_t v0 = 0, l = 0; v0 < nv; v0 += per) {
                 const int64_t v1 = TCQ_MIN(nv, v0 + per);
-                for (const int64_t le = (v0 / per + 1) * pfl / nch; l < le; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+                const int64_t le = (v0 / per + 1) * pfl / nch;   /* lines prefetched by this chunk's end */
+                for (; l < le; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
                 for (int64_t m0 = ms; m0 < ms + ns; m0 += TCQ_TILE_MC)
                     for (int64_t h0 = 0, rr; h0 < rb; h0 += rr) {
                         rr = TCQ_MIN(TCQ_TILE_RR, rb - h0);
