@@ -63,6 +63,8 @@
 #define RM1_XP(K, G, P)                                                                            \
     "vpbroadcastq " RM1_O0_##K "-" RM1_K2_##K "*" #G "(%[" P "]), %[t]\n\t" RM1_HIP_##K(G, P) RM1_DEC
 #define RM1_X(K, G) RM1_XP(K, G, "p")
+/* group 0 (the wrap) */
+#define RM1_X0P(K, P) RM1_WRAPP_##K(P) RM1_DEC
 
 /* ---- axis 1 --------------------------------------------------------------------------------
  * A run of blocks of one coded row, as reduce_fast_body: per group of 16 weights the decoder and
@@ -502,7 +504,6 @@ static void scatter_tile_blk8(const __m512i *x, int64_t xs, const int32_t *q, in
 /* The axis-0 int16 tile's decode at T = 256, k = 2..4 (scatter_fast_tile_): npairs pairs of stored
  * rows, rows p and p + csb bytes, the next pair 2 csb further; per group g, bytesum(row 0) |
  * bytesum(row 1) << 16 into o[16 pair + g]: RM1_XP on either row. */
-#define ST16D_X0(K, P) RM1_WRAPP_##K(P) RM1_DEC
 #define ST16D_SUMS(G)                                                                              \
     "vpslld $16, %[yb], %[yb]\n\t"                                                                 \
     "vpord %[ya], %[yb], %[ya]\n\t"                                                                \
@@ -512,7 +513,7 @@ static void scatter_tile_blk8(const __m512i *x, int64_t xs, const int32_t *q, in
 #define ST16D_LOOP(K)                                                                              \
     "1:\n\t"                                                                                       \
     "lea (%[p], %[cs]), %[p1]\n\t"                                                                 \
-    ST16D_X0(K, "p") ST16D_BS("ya") ST16D_X0(K, "p1") ST16D_BS("yb") ST16D_SUMS(0)                 \
+    RM1_X0P(K, "p") ST16D_BS("ya") RM1_X0P(K, "p1") ST16D_BS("yb") ST16D_SUMS(0)                   \
     ST16D_G(K, 1) ST16D_G(K, 2) ST16D_G(K, 3) ST16D_G(K, 4) ST16D_G(K, 5) ST16D_G(K, 6)            \
     ST16D_G(K, 7) ST16D_G(K, 8) ST16D_G(K, 9) ST16D_G(K, 10) ST16D_G(K, 11) ST16D_G(K, 12)         \
     ST16D_G(K, 13) ST16D_G(K, 14) ST16D_G(K, 15)                                                   \
@@ -549,12 +550,13 @@ static void scatter_tile_decode_pairs(const dec *d, const char *p, int64_t csb, 
  * (bytesum - 510, vpackssdw of groups 2i and 2i + 1) for nb blocks of p into o (512 bytes a
  * block).  The generic loop spent 3.5 cycles a group (a runtime group loop, the wrap test,
  * offsets rebuilt each group): a third of the tile's time at M = 32. */
-#define T16D_Y(K, G, Y) RM1_X(K, G) "vmovdqa64 %[c510], %[" Y "]\n\tvpdpbusd %[ones], %[t], %[" Y "]\n\t"
+#define T16D_SEED(Y) "vmovdqa64 %[c510], %[" Y "]\n\tvpdpbusd %[ones], %[t], %[" Y "]\n\t"
+#define T16D_Y(K, G, Y) RM1_X(K, G) T16D_SEED(Y)
 #define T16D_ST(I) "vpackssdw %[yb], %[ya], %[ya]\n\tvmovdqa64 %[ya], 64*" #I "(%[o])\n\t"
 #define T16D_PAIR(K, I, G0, G1) T16D_Y(K, G0, "ya") T16D_Y(K, G1, "yb") T16D_ST(I)
 #define T16D_LOOP(K)                                                                               \
     "1:\n\t"                                                                                       \
-    RM1_WRAP_##K RM1_DEC "vmovdqa64 %[c510], %[ya]\n\tvpdpbusd %[ones], %[t], %[ya]\n\t"           \
+    RM1_X0P(K, "p") T16D_SEED("ya")                                                                \
     T16D_Y(K, 1, "yb") T16D_ST(0)                                                                  \
     T16D_PAIR(K, 1, 2, 3) T16D_PAIR(K, 2, 4, 5) T16D_PAIR(K, 3, 6, 7) T16D_PAIR(K, 4, 8, 9)        \
     T16D_PAIR(K, 5, 10, 11) T16D_PAIR(K, 6, 12, 13) T16D_PAIR(K, 7, 14, 15)                        \

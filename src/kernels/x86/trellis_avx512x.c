@@ -146,13 +146,12 @@ static void reduce_exact_shared(const kr_args *a)
     for (int64_t m0 = 0; m0 < a->M; m0 += 4) MC_SWITCH(reduce_exact_body, a, &d, TCQ_MIN(4, a->M - m0), m0);
 }
 
-#ifndef TCQ_TILE_RR
-/* Coded rows and activation rows per pass of the int16 tile (each <= 4): 3 x 4 holds 12 int and
- * 12 float accumulators, 3 rows' values and the activation in 28 of the 32 zmm registers; it
- * measured 4-9 % faster than 2 x 4, and 4 x 2 or 4 x 3 slower (bench/NOTES.md, session 16). */
+/* Coded rows and activation rows per pass of the int16 tile: 3 x 4, the shape of the asm passes
+ * (tile16_pass_asm3: 12 int accumulators, 3 rows' values and the activation in zmm16..31).  As
+ * whole-row passes with the f32 sums in registers too, 3 x 4 measured 4-9 % faster than 2 x 4, and
+ * 4 x 2 or 4 x 3 slower (bench/NOTES.md, session 16). */
 #define TCQ_TILE_RR 3
 #define TCQ_TILE_MC 4
-#endif
 
 /* tile, int16: decode a coded row once to int16 code values y (vpdpbusd against ones seeded
  * with -510, vpackssdw of two groups), then each activation row costs one vpdpwssd per 32
@@ -214,16 +213,16 @@ static void tile16_pass_rm(const kq_act *qa, const __m512i *yr, int64_t nv, int6
                            int64_t fs, int rr, int mc, int64_t m0)
 {
     const int16_t *q = qa->q16 + m0 * qa->npad + v0 * 32;
-    if (mc == 4 && rr == 3)
+    if (mc == TCQ_TILE_MC && rr == TCQ_TILE_RR)
         tile16_pass_asm3(yr + v0, nv * 64, q, qa->npad * 2, v1 - v0, (float *)fa, (float *)(fa + fs),
                          (float *)(fa + 2 * fs));
-    else if (mc == 4 && rr == 1)
+    else if (mc == TCQ_TILE_MC && rr == 1)
         tile16_pass_asm1(yr + v0, q, qa->npad * 2, v1 - v0, (float *)fa);
-    else if (mc == 4)
+    else if (mc == TCQ_TILE_MC)
         tile16_pass_2x4(qa, yr, nv, v0, v1, fa, fs, m0);
     else
         for (int m = 0; m < mc; m++) {
-            if (rr == 3)
+            if (rr == TCQ_TILE_RR)
                 tile16_pass_asm3x1(yr + v0, nv * 64, q + m * qa->npad, v1 - v0, (float *)(fa + m),
                                    (float *)(fa + fs + m), (float *)(fa + 2 * fs + m));
             else if (rr == 2) tile16_pass_2x1(qa, yr, nv, v0, v1, fa + m, fs, m0 + m);
