@@ -6,6 +6,7 @@
 #include "../core/internal.h"
 
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 
 #define TCQ_RMAD_RINV (1.0f / TCQ_RMAD_DIV)
@@ -117,6 +118,8 @@ enum { KRG_M1 = 0, KRG_SHARED = 1, KRG_TILE = 2, KRG_COUNT };
 
 /* One ISA's trellis kernels, indexed by path and regime.  NULL entries fall back to the scalar
  * reference.  name strings describe each entry for the bench and tests. */
+#define TR_GEMM_NEVER INT_MAX
+
 typedef struct tr_table {
     const char *isa;
     kr_fn reduce[KP_COUNT][KRG_COUNT];
@@ -129,9 +132,9 @@ typedef struct tr_table {
     int fast_shared_from;                   /* fast reduce, shared regime: M below this runs the
                                              * M1 entry (it shares a decode among up to 4 rows);
                                              * 0: the shared entry for every M of the regime */
-    int gemm_from[2][2];                    /* first M of the GEMM regime by [axis != 0][exact,
-                                             * fast] where this ISA's tiles lose sooner than the
-                                             * default (linear.c); 0: the default */
+    int gemm_from[2][2];                    /* first M of the GEMM regime (decode + sgemm) by
+                                             * [axis != 0][exact, fast], measured per ISA;
+                                             * TR_GEMM_NEVER: the tiles win at every M */
 } tr_table;
 
 extern const tr_table tcq_tr_ref;          /* ref/trellis_ref.c */

@@ -19,6 +19,7 @@ enum {
     GEMM_TILE_BYTES = 4 << 20,   /* f32 weight tile decoded per sgemm call (per thread) */
     GEMM_KC = 512,         /* axis-0 GEMM: stored rows per sgemm call */
     DENSE_ROWS = 64,       /* dense/affine outputs per work item */
+    TILE_CHUNK_M = 128,    /* the tile regime takes a longer call in chunks of at most this many rows */
 };
 
 struct tcq_kctx {
@@ -207,22 +208,11 @@ static const tr_table *table_for(int isa)
     return t ? t : &tcq_tr_ref;
 }
 
-/* First M that goes to the GEMM regime, by [axis][exact, fast]: CPU-time medians of
- * `tcq bench kernels --regime tile|gemm --k 3 --M 16,32,64,128` (bench/NOTES.md). */
-static const int64_t gemm_from_M[2][2] = {
-    {192, 512},   /* axis 0: the tile kernels keep up with sgemm longer (no transposed tile); the
-                   * fast one (vpdpwssd on row pairs) is 1.65x faster than sgemm at M=512 too, but
-                   * its partial sums take 4 * M * out floats */
-    {16, 256},    /* axis 1: f32 tile loses to sgemm from 16; the int16 tile, three coded rows a
-                   * pass since session 16, ties OpenBLAS's AVX-512 sgemm on Zen 5 at M = 192-320
-                   * (before: 128; against OpenBLAS's AVX2 kernels the tile wins past 512) */
-};
-
 static tcq_kregime pick_regime(const tcq_kctx *c, const tr_table *tab, int64_t M, int is_trellis, int axis,
                                int exact)
 {
     const int ai = axis != 0, pi = exact ? 0 : 1;
-    const int64_t gemm_from = tab->gemm_from[ai][pi] ? tab->gemm_from[ai][pi] : gemm_from_M[ai][pi];
+    const int64_t gemm_from = tab->gemm_from[ai][pi];
     tcq_kregime r = c->force_regime;
     if (r == TCQ_KR_M1 && M != 1) r = TCQ_KR_AUTO;
     if (r != TCQ_KR_AUTO && !is_trellis) r = TCQ_KR_AUTO;
@@ -378,13 +368,13 @@ static void gemm_scatter_item(void *arg, int64_t item, int thread)
 
 static const char *path_name(int kp) { return kp == KP_EXACT ? "exact" : "fast"; }
 
-static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float *x, float *y, int64_t M)
+static tcq_status trellis_rows(tcq_kctx *c, const tcq_weight *wt, const float *x, float *y, int64_t M,
+                               tcq_kregime reg)
 {
     const tcq_trellis *w = &wt->tr;
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
     const tr_table *tab = table_for(isa);
     const int kp = kpath_of(c);
-    const tcq_kregime reg = pick_regime(c, tab, M, 1, w->axis, kp == KP_EXACT);
     run_ctx r = {.c = c, .w = w, .M = M, .x = x, .y = y, .ldy = wt->out, .df = tab->decode};
     if (!r.df) r.df = tcq_ref_decode;
     const char *op = w->axis ? "reduce" : "scatter";
@@ -427,6 +417,28 @@ static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float 
     TCQ_TRY(ensure_buf(&c->part, &c->part_cap, (size_t)(r.nparts * M * w->cols), "axis-0 partial sums"));
     tcq_pool_run(c->pool, r.nparts * ((r.nb + SCATTER_COLS - 1) / SCATTER_COLS), scatter_item, &r);
     tcq_pool_run(c->pool, (M * w->cols + 4095) / 4096, partsum_item, &r);
+    return TCQ_OK;
+}
+
+/* The tile kernels compute every activation row on its own (per-row activation scales, exact
+ * integer sums, the same fold order in every pass), so a long call runs as balanced chunks of at
+ * most TILE_CHUNK_M rows with the same bits: the axis-0 partial sums, the prepared activations
+ * and the SwiGLU's gate/up scratch stay at chunk size, and the activations a round of decoded
+ * rows reads stay near L2.  Returns the chunk count; chunk i is rows [M i / n, M (i + 1) / n). */
+static int64_t tile_chunks(tcq_kregime reg, int64_t M)
+{
+    return reg == TCQ_KR_TILE ? (M + TILE_CHUNK_M - 1) / TILE_CHUNK_M : 1;
+}
+
+static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float *x, float *y, int64_t M)
+{
+    const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
+    const tcq_kregime reg = pick_regime(c, table_for(isa), M, 1, wt->tr.axis, kpath_of(c) == KP_EXACT);
+    const int64_t n = tile_chunks(reg, M);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t m0 = M * i / n, m1 = M * (i + 1) / n;
+        TCQ_TRY(trellis_rows(c, wt, x + m0 * wt->in, y + m0 * wt->out, m1 - m0, reg));
+    }
     return TCQ_OK;
 }
 
@@ -495,32 +507,13 @@ static void swiglu_item(void *arg, int64_t item, int thread)
             r->y[m * r->ldy + o] = silu_mul(g[m * rpi + o - r0], u[m * rpi + o - r0]);
 }
 
-tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const float *x, float *y, int64_t M,
-                             tcq_kctx *c)
+static tcq_status swiglu_rows(tcq_kctx *c, const tcq_weight *gate, const tcq_weight *up, const float *x, float *y,
+                              int64_t M, tcq_kregime reg)
 {
-    TCQ_TRY(check_call(gate, x, y, M, c));
-    TCQ_TRY(check_call(up, x, y, M, c));
-    if (gate->out != up->out || gate->in != up->in)
-        return tcq_fail(TCQ_ERR_INVALID_ARG, "swiglu: gate [%lld, %lld] and up [%lld, %lld] differ",
-                        (long long)gate->out, (long long)gate->in, (long long)up->out, (long long)up->in);
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
     const tr_table *tab = table_for(isa);
     const int kp = kpath_of(c);
-    const tcq_kregime reg = pick_regime(c, tab, M, 1, 1, kp == KP_EXACT);
-    const int fused = gate->fmt == TCQ_WF_TRELLIS && up->fmt == TCQ_WF_TRELLIS && gate->tr.axis == 1 &&
-                      up->tr.axis == 1 && reg != TCQ_KR_GEMM;
     const int64_t out = gate->out;
-    if (!fused) {
-        /* materialized fallback (dense weights, axis 0, prefill): 2 * M * out floats */
-        TCQ_TRY(ensure_buf(&c->gu, &c->gu_cap, (size_t)(2 * M * out), "swiglu gate/up buffer"));
-        TCQ_TRY(tcq_linear(gate, x, c->gu, M, c));
-        TCQ_TRY(tcq_linear(up, x, c->gu + M * out, M, c));
-        for (int64_t j = 0; j < M * out; j++) y[j] = silu_mul(c->gu[j], c->gu[M * out + j]);
-        char k[sizeof c->last];
-        memcpy(k, c->last, sizeof k);
-        snprintf(c->last, sizeof c->last, "swiglu.unfused.%.70s", k);
-        return TCQ_OK;
-    }
     const int rg = reduce_col(tab, kp, reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE, M);
     run_ctx r = {.c = c, .w = &gate->tr, .wu = &up->tr, .M = M, .x = x, .y = y, .ldy = out};
     const int64_t nitems = items_plan(&r, c, out);
@@ -537,3 +530,36 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
     tcq_pool_run(c->pool, nitems, swiglu_item, &r);
     return TCQ_OK;
 }
+
+tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const float *x, float *y, int64_t M,
+                             tcq_kctx *c)
+{
+    TCQ_TRY(check_call(gate, x, y, M, c));
+    TCQ_TRY(check_call(up, x, y, M, c));
+    if (gate->out != up->out || gate->in != up->in)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "swiglu: gate [%lld, %lld] and up [%lld, %lld] differ",
+                        (long long)gate->out, (long long)gate->in, (long long)up->out, (long long)up->in);
+    const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
+    const tcq_kregime reg = pick_regime(c, table_for(isa), M, 1, 1, kpath_of(c) == KP_EXACT);
+    const int fused = gate->fmt == TCQ_WF_TRELLIS && up->fmt == TCQ_WF_TRELLIS && gate->tr.axis == 1 &&
+                      up->tr.axis == 1 && reg != TCQ_KR_GEMM;
+    const int64_t out = gate->out;
+    if (fused) {
+        const int64_t n = tile_chunks(reg, M);
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t m0 = M * i / n, m1 = M * (i + 1) / n;
+            TCQ_TRY(swiglu_rows(c, gate, up, x + m0 * gate->in, y + m0 * out, m1 - m0, reg));
+        }
+        return TCQ_OK;
+    }
+    /* materialized fallback (dense weights, axis 0, the GEMM regime): 2 * M * out floats */
+    TCQ_TRY(ensure_buf(&c->gu, &c->gu_cap, (size_t)(2 * M * out), "swiglu gate/up buffer"));
+    TCQ_TRY(tcq_linear(gate, x, c->gu, M, c));
+    TCQ_TRY(tcq_linear(up, x, c->gu + M * out, M, c));
+    for (int64_t j = 0; j < M * out; j++) y[j] = silu_mul(c->gu[j], c->gu[M * out + j]);
+    char k[sizeof c->last];
+    memcpy(k, c->last, sizeof k);
+    snprintf(c->last, sizeof c->last, "swiglu.unfused.%.70s", k);
+    return TCQ_OK;
+}
+

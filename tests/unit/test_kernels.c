@@ -199,12 +199,16 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     int64_t M = reg == TCQ_KR_M1 ? 1 : reg == TCQ_KR_SHARED ? rnd(st, 2, 4) : reg == TCQ_KR_TILE ? rnd(st, 5, 40)
                                    : reg == TCQ_KR_GEMM ? rnd(st, 33, 100) : rnd(st, 1, 40);
     if (reg == TCQ_KR_AUTO && rnd(st, 0, 7) == 0) M = 100;
+    /* past 128 rows the tile regime runs in chunks (linear.c tile_chunks) */
+    const int long_tile = reg == TCQ_KR_TILE && rnd(st, 0, 5) == 0;
+    if (long_tile) M = rnd(st, 129, 300);
     if (g_force_M) M = g_force_M;
     if (f > F_TR0I && reg == TCQ_KR_AUTO && rnd(st, 0, 1)) M = rnd(st, 1, 4);   /* the direct dense kernels */
     /* now and then a taller axis-1 matrix: its work items (items_plan) are longer than 16 rows,
      * end in shorter ones from 640 rows (one thread) or 1280 (two), and differ between the 1- and
      * 2-thread runs, which must still agree to the bit */
-    const int coded_dim = (int)p.T * rnd(st, 1, 3), other = rnd(st, 0, 5) ? rnd(st, 1, 150) : rnd(st, 500, 2600);
+    const int coded_dim = (int)p.T * rnd(st, 1, 3),
+              other = rnd(st, 0, 5) || long_tile ? rnd(st, 1, 150) : rnd(st, 500, 2600);
     int out, in;
     if (f == F_TR1 || swiglu) out = other, in = coded_dim;
     else if (f == F_TR0 || f == F_TR0I) out = coded_dim * rnd(st, 1, 2), in = other * rnd(st, 1, 3);
@@ -294,6 +298,17 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
         CHECK(badq == 0, "%s: %d outputs differ from the fast-path specification", label, badq);
     }
     CHECK(memcmp(y, y1, (size_t)(M * O) * 4) == 0, "%s: 1-thread and 2-thread outputs differ", label);
+    if (long_tile) {
+        /* every row on its own: any run of rows called alone gives the same bits as in the long
+         * call, whichever chunks the two calls cut */
+        const int64_t a = rnd(st, 0, (int)M - 5), n = rnd(st, 5, M - a < 128 ? (int)(M - a) : 128);
+        for (int64_t j = 0; j < n * O; j++) y1[j] = NAN;
+        tcq_status s = swiglu ? tcq_linear_swiglu(&g.w, &up.w, x + a * I, y1, n, c1)
+                              : tcq_linear(&g.w, x + a * I, y1, n, c1);
+        CHECK(s == TCQ_OK && memcmp(y + a * O, y1, (size_t)(n * O) * 4) == 0,
+              "%s: rows [%lld, %lld) called alone differ from the long call", label, (long long)a,
+              (long long)(a + n));
+    }
     tcq_kctx_free(c2);
     tcq_kctx_free(c1);
     free(x), free(y), free(y1), free(ref), free(bd), free(ref2), free(bd2), free(sp), free(tl), free(sp2), free(tl2);

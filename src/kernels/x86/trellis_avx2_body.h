@@ -623,7 +623,7 @@ static const tr_table SFX(table) = {
     .decode = SFX(decode_rows),
     /* the exact path has no tile kernels (M rows in chunks of 4 decode each weight M / 4 times),
      * so decode + sgemm wins from M = 8..12; the fast int16 tiles took 0.7-0.8x its time at M =
-     * 128..512 (2 threads, Zen 5 with OpenBLAS's Haswell kernels, bench/NOTES.md "AVX2 at T =
-     * 256") */
-    .gemm_from = {{8, 1024}, {12, 1024}},
+     * 64..1024, with and without VNNI (2 threads, Zen 5 with OpenBLAS's Haswell kernels,
+     * bench/NOTES.md "AVX2 at T = 256", "The fast tiles at every M") */
+    .gemm_from = {{8, TR_GEMM_NEVER}, {12, TR_GEMM_NEVER}},
 };

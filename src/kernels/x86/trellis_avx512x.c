@@ -640,6 +640,10 @@ static const tr_table table = {
     .tag = {{NULL, NULL, NULL}, {NULL, "i16", "i16"}},
     .scatter_nbc = {{4, 4, 1}, {4, 4, 1}},
     .fast_shared_from = 4,
+    /* exact: the f32 tile loses to decode + sgemm from M = 16 on axis 1, from 192 on axis 0;
+     * fast: the int16 tiles took 0.5-0.7x the time of decode + OpenBLAS's AVX-512 sgemm at M =
+     * 64..512 on Zen 5 (bench/NOTES.md "The fast tiles at every M") */
+    .gemm_from = {{192, TR_GEMM_NEVER}, {16, TR_GEMM_NEVER}},
 };
 
 /* AMX-INT8: the fast tile-regime kernels (M = 5..; trellis_*_amx.c).  M = 2..4 keep the register
@@ -656,6 +660,10 @@ static const tr_table table_amx = {
     .stag = {{NULL, NULL, NULL}, {NULL, NULL, "amx"}},
     .scatter_nbc = {{4, 4, 1}, {4, 4, 4}},
     .qt = 1,
+    /* AMX's tiles ran M = 32 in 2.9-3.9x M = 1 on Sapphire Rapids (session 7), ahead of the
+     * vector int16 tiles that beat sgemm at every M; never measured against sgemm at M > 32 (no
+     * AMX machine since session 8) */
+    .gemm_from = {{192, TR_GEMM_NEVER}, {16, TR_GEMM_NEVER}},
 };
 
 const tr_table *tcq_tr_avx512(void)
