@@ -132,6 +132,8 @@ typedef struct tr_table {
     int fast_shared_from;                   /* fast reduce, shared regime: M below this runs the
                                              * M1 entry (it shares a decode among up to 4 rows);
                                              * 0: the shared entry for every M of the regime */
+    kr_fn reduce_fast_gemm;                 /* the fast path's axis-1 GEMM regime: a blocked int16
+                                             * kernel (NULL: decode + sgemm) */
     int gemm_from[2][2];                    /* first M of the GEMM regime (decode + sgemm) by
                                              * [axis != 0][exact, fast], measured per ISA;
                                              * TR_GEMM_NEVER: the tiles win at every M */
@@ -143,6 +145,10 @@ const tr_table *tcq_tr_avx512(void);       /* x86/trellis_avx512x.c: needs VNNI 
                                             * AMX-INT8 (unless TCQ_NO_AMX=1) the AMX entries */
 void tcq_amx_scatter_fast(const ks_args *a);   /* x86/trellis_scatter_amx.c: tcq_cpu()->amx_int8 only */
 void tcq_amx_reduce_fast(const kr_args *a);    /* x86/trellis_reduce_amx.c; needs qa->qt */
+void tcq_avx512_reduce_fast_panel(const kr_args *a);   /* x86/trellis_panel_avx512x.c; needs qa->q16 */
+/* Blocks [b0, b0 + nb) of axis-1 coded row r as int16 code values (bytesum - 510) in vpackssdw
+ * order, 2 T bytes a block (x86/trellis_avx512x.c). */
+void tcq_avx512_decode_i16(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb, void *out);
 
 /* Scalar reference kernels (also used by the SIMD files for edge cases). */
 void tcq_ref_reduce_exact(const kr_args *a);

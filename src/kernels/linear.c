@@ -20,6 +20,7 @@ enum {
     GEMM_KC = 512,         /* axis-0 GEMM: stored rows per sgemm call */
     DENSE_ROWS = 64,       /* dense/affine outputs per work item */
     TILE_CHUNK_M = 128,    /* the tile regime takes a longer call in chunks of at most this many rows */
+    PANEL_CHUNK_M = 256,   /* ... and the tables' own GEMM kernels */
 };
 
 struct tcq_kctx {
@@ -368,6 +369,12 @@ static void gemm_scatter_item(void *arg, int64_t item, int thread)
 
 static const char *path_name(int kp) { return kp == KP_EXACT ? "exact" : "fast"; }
 
+/* The table's own kernel for the GEMM regime (the fast path on axis 1), or NULL: decode + sgemm */
+static kr_fn own_gemm(const tr_table *tab, int kp, int axis)
+{
+    return kp == KP_FAST && axis ? tab->reduce_fast_gemm : NULL;
+}
+
 static tcq_status trellis_rows(tcq_kctx *c, const tcq_weight *wt, const float *x, float *y, int64_t M,
                                tcq_kregime reg)
 {
@@ -378,7 +385,8 @@ static tcq_status trellis_rows(tcq_kctx *c, const tcq_weight *wt, const float *x
     run_ctx r = {.c = c, .w = w, .M = M, .x = x, .y = y, .ldy = wt->out, .df = tab->decode};
     if (!r.df) r.df = tcq_ref_decode;
     const char *op = w->axis ? "reduce" : "scatter";
-    if (reg == TCQ_KR_GEMM) {
+    const kr_fn own = own_gemm(tab, kp, w->axis);
+    if (reg == TCQ_KR_GEMM && !own) {
         snprintf(c->last, sizeof c->last, "trellis.%s.gemm.%s", op, tab->isa);
         if (w->axis) {
             const int64_t rows = TCQ_MAX(1, GEMM_TILE_BYTES / (w->cols * 4));
@@ -393,7 +401,15 @@ static tcq_status trellis_rows(tcq_kctx *c, const tcq_weight *wt, const float *x
     }
     const int rg = reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE;
     TCQ_TRY(ensure_scratch(c, kernel_private_bytes(w) + (size_t)(SCATTER_COLS * M * w->p.T) * 4));
-    if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, wt->in, w->axis ? NULL : w->scales));
+    if (kp == KP_FAST && !(own && reg == TCQ_KR_GEMM))
+        TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, wt->in, w->axis ? NULL : w->scales));
+    if (own && reg == TCQ_KR_GEMM) {
+        TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, wt->in, NULL));
+        r.rf = own;
+        snprintf(c->last, sizeof c->last, "trellis.reduce.fast.gemm.%s.i16.panel", tab->isa);
+        tcq_pool_run(c->pool, items_plan(&r, c, w->rows), reduce_item, &r);
+        return TCQ_OK;
+    }
     if (w->axis) {
         const int rc = reduce_col(tab, kp, rg, M);
         if (kp == KP_FAST && tab->qt && rc != KRG_M1) TCQ_TRY(tcq_kq_transpose(&c->qa, M));
@@ -425,16 +441,18 @@ static tcq_status trellis_rows(tcq_kctx *c, const tcq_weight *wt, const float *x
  * most TILE_CHUNK_M rows with the same bits: the axis-0 partial sums, the prepared activations
  * and the SwiGLU's gate/up scratch stay at chunk size, and the activations a round of decoded
  * rows reads stay near L2.  Returns the chunk count; chunk i is rows [M i / n, M (i + 1) / n). */
-static int64_t tile_chunks(tcq_kregime reg, int64_t M)
+static int64_t tile_chunks(tcq_kregime reg, int own, int64_t M)
 {
-    return reg == TCQ_KR_TILE ? (M + TILE_CHUNK_M - 1) / TILE_CHUNK_M : 1;
+    if (reg == TCQ_KR_TILE) return (M + TILE_CHUNK_M - 1) / TILE_CHUNK_M;
+    return reg == TCQ_KR_GEMM && own ? (M + PANEL_CHUNK_M - 1) / PANEL_CHUNK_M : 1;
 }
 
 static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float *x, float *y, int64_t M)
 {
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    const tcq_kregime reg = pick_regime(c, table_for(isa), M, 1, wt->tr.axis, kpath_of(c) == KP_EXACT);
-    const int64_t n = tile_chunks(reg, M);
+    const tr_table *tab = table_for(isa);
+    const tcq_kregime reg = pick_regime(c, tab, M, 1, wt->tr.axis, kpath_of(c) == KP_EXACT);
+    const int64_t n = tile_chunks(reg, own_gemm(tab, kpath_of(c), wt->tr.axis) != NULL, M);
     for (int64_t i = 0; i < n; i++) {
         const int64_t m0 = M * i / n, m1 = M * (i + 1) / n;
         TCQ_TRY(trellis_rows(c, wt, x + m0 * wt->in, y + m0 * wt->out, m1 - m0, reg));
@@ -515,18 +533,22 @@ static tcq_status swiglu_rows(tcq_kctx *c, const tcq_weight *gate, const tcq_wei
     const int kp = kpath_of(c);
     const int64_t out = gate->out;
     const int rg = reduce_col(tab, kp, reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE, M);
+    const kr_fn own = reg == TCQ_KR_GEMM ? own_gemm(tab, kp, 1) : NULL;
     run_ctx r = {.c = c, .w = &gate->tr, .wu = &up->tr, .M = M, .x = x, .y = y, .ldy = out};
     const int64_t nitems = items_plan(&r, c, out);
     /* per thread: the kernels' part, then the item's gate and up outputs (r.rpi, the longest) */
     TCQ_TRY(ensure_scratch(c, TCQ_MAX(kernel_private_bytes(&gate->tr), kernel_private_bytes(&up->tr)) +
                                   (size_t)(2 * M * r.rpi) * 4));
     if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, gate->in, NULL));
-    if (kp == KP_FAST && tab->qt && rg != KRG_M1) TCQ_TRY(tcq_kq_transpose(&c->qa, M));
-    r.rf = tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
+    if (kp == KP_FAST && tab->qt && rg != KRG_M1 && !own) TCQ_TRY(tcq_kq_transpose(&c->qa, M));
+    r.rf = own ? own : tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
     r.rf_up = r.rf;
-    snprintf(c->last, sizeof c->last, "swiglu.fused.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
-             tab->reduce[kp][rg] ? tab->isa : "scalar", tab->reduce[kp][rg] && tab->tag[kp][rg] ? "." : "",
-             tab->reduce[kp][rg] && tab->tag[kp][rg] ? tab->tag[kp][rg] : "");
+    if (own)
+        snprintf(c->last, sizeof c->last, "swiglu.fused.fast.gemm.%s.i16.panel", tab->isa);
+    else
+        snprintf(c->last, sizeof c->last, "swiglu.fused.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
+                 tab->reduce[kp][rg] ? tab->isa : "scalar", tab->reduce[kp][rg] && tab->tag[kp][rg] ? "." : "",
+                 tab->reduce[kp][rg] && tab->tag[kp][rg] ? tab->tag[kp][rg] : "");
     tcq_pool_run(c->pool, nitems, swiglu_item, &r);
     return TCQ_OK;
 }
@@ -540,12 +562,14 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
         return tcq_fail(TCQ_ERR_INVALID_ARG, "swiglu: gate [%lld, %lld] and up [%lld, %lld] differ",
                         (long long)gate->out, (long long)gate->in, (long long)up->out, (long long)up->in);
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    const tcq_kregime reg = pick_regime(c, table_for(isa), M, 1, 1, kpath_of(c) == KP_EXACT);
+    const tr_table *tab = table_for(isa);
+    const tcq_kregime reg = pick_regime(c, tab, M, 1, 1, kpath_of(c) == KP_EXACT);
+    const int own = own_gemm(tab, kpath_of(c), 1) != NULL;
     const int fused = gate->fmt == TCQ_WF_TRELLIS && up->fmt == TCQ_WF_TRELLIS && gate->tr.axis == 1 &&
-                      up->tr.axis == 1 && reg != TCQ_KR_GEMM;
+                      up->tr.axis == 1 && (reg != TCQ_KR_GEMM || own);
     const int64_t out = gate->out;
     if (fused) {
-        const int64_t n = tile_chunks(reg, M);
+        const int64_t n = tile_chunks(reg, own, M);
         for (int64_t i = 0; i < n; i++) {
             const int64_t m0 = M * i / n, m1 = M * (i + 1) / n;
             TCQ_TRY(swiglu_rows(c, gate, up, x + m0 * gate->in, y + m0 * out, m1 - m0, reg));

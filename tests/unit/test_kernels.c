@@ -172,6 +172,7 @@ static void reference(const wbuf *b, const float *x, int64_t M, int fast, int q1
 }
 
 static tcq_pool *g_pool2;
+static int g_long;      /* tile and GEMM cases: always a long call; 2: also > 1024 outputs */
 static int g_force_k;   /* > 0: L = 12, T = 256 and this k (the block shape of every artifact) */
 static int g_force_M;   /* > 0: this M */
 static int g_cases, g_isas[TCQ_ISA_COUNT + 2], g_nisa;
@@ -199,16 +200,17 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     int64_t M = reg == TCQ_KR_M1 ? 1 : reg == TCQ_KR_SHARED ? rnd(st, 2, 4) : reg == TCQ_KR_TILE ? rnd(st, 5, 40)
                                    : reg == TCQ_KR_GEMM ? rnd(st, 33, 100) : rnd(st, 1, 40);
     if (reg == TCQ_KR_AUTO && rnd(st, 0, 7) == 0) M = 100;
-    /* past 128 rows the tile regime runs in chunks (linear.c tile_chunks) */
-    const int long_tile = reg == TCQ_KR_TILE && rnd(st, 0, 5) == 0;
-    if (long_tile) M = rnd(st, 129, 300);
+    /* past 128 rows the tile regime runs in chunks, past 256 a table's own GEMM kernel (linear.c
+     * tile_chunks) */
+    const int long_tile = (reg == TCQ_KR_TILE || reg == TCQ_KR_GEMM) && (g_long || rnd(st, 0, 5) == 0);
+    if (long_tile) M = reg == TCQ_KR_TILE ? rnd(st, 129, 300) : rnd(st, 257, 400);
     if (g_force_M) M = g_force_M;
     if (f > F_TR0I && reg == TCQ_KR_AUTO && rnd(st, 0, 1)) M = rnd(st, 1, 4);   /* the direct dense kernels */
     /* now and then a taller axis-1 matrix: its work items (items_plan) are longer than 16 rows,
      * end in shorter ones from 640 rows (one thread) or 1280 (two), and differ between the 1- and
      * 2-thread runs, which must still agree to the bit */
     const int coded_dim = (int)p.T * rnd(st, 1, 3),
-              other = rnd(st, 0, 5) || long_tile ? rnd(st, 1, 150) : rnd(st, 500, 2600);
+              other = g_long == 2 ? rnd(st, 1100, 1400) : rnd(st, 0, 5) || long_tile ? rnd(st, 1, 150) : rnd(st, 500, 2600);
     int out, in;
     if (f == F_TR1 || swiglu) out = other, in = coded_dim;
     else if (f == F_TR0 || f == F_TR0I) out = coded_dim * rnd(st, 1, 2), in = other * rnd(st, 1, 3);
@@ -298,9 +300,9 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
         CHECK(badq == 0, "%s: %d outputs differ from the fast-path specification", label, badq);
     }
     CHECK(memcmp(y, y1, (size_t)(M * O) * 4) == 0, "%s: 1-thread and 2-thread outputs differ", label);
-    if (long_tile) {
+    if (long_tile && (strstr(tcq_kctx_last_kernel(c2), ".tile.") || strstr(tcq_kctx_last_kernel(c2), ".panel"))) {
         /* every row on its own: any run of rows called alone gives the same bits as in the long
-         * call, whichever chunks the two calls cut */
+         * call, whichever chunks the two calls cut (not asked of sgemm) */
         const int64_t a = rnd(st, 0, (int)M - 5), n = rnd(st, 5, M - a < 128 ? (int)(M - a) : 128);
         for (int64_t j = 0; j < n * O; j++) y1[j] = NAN;
         tcq_status s = swiglu ? tcq_linear_swiglu(&g.w, &up.w, x + a * I, y1, n, c1)
@@ -446,6 +448,14 @@ int main(void)
                     for (int f = 0; f <= F_TR0I; f++)
                         run_case(&st, op, f, g_isas[ii], 1, g_force_M == 1 ? TCQ_KR_M1 : TCQ_KR_SHARED);
     g_force_k = g_force_M = 0;
+    /* long calls of the fast tile and GEMM regimes on every ISA (the chunks), then with > 1024
+     * outputs: the AVX-512 panel kernel's 64-row asm blocks need work items of >= 64 rows */
+    for (g_long = 1; g_long <= 2; g_long++)
+        for (int ii = 0; ii < g_nisa; ii++)
+            for (int op = 0; op < 2; op++)
+                for (int reg = TCQ_KR_TILE; reg <= TCQ_KR_GEMM; reg++)
+                    if (g_long == 1 || reg == TCQ_KR_GEMM) run_case(&st, op, F_TR1, g_isas[ii], 1, (tcq_kregime)reg);
+    g_long = 0;
     const char *e = getenv("TCQ_TEST_EXTRA");
     const int extra = e ? atoi(e) : 150;
     for (int i = 0; i < extra; i++)

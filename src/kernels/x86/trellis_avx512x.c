@@ -195,6 +195,17 @@ AI void tile16_decode(const dec *d, const uint32_t *rb, int64_t nb, int64_t wpb,
     }
 }
 
+/* Blocks [b0, b0 + nb) of coded row r as tile16_decode's int16 values (512 bytes a block at
+ * T = 256), for the panel kernel (trellis_panel_avx512x.c). */
+void tcq_avx512_decode_i16(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb, void *out)
+{
+    dec d;
+    dec_init(&d, w->p);
+    const uint32_t *rb = kblock(w, r, b0);
+    if (w->p.T == 256 && d.bc >= 2) tile16_decode_asm(&d, (const char *)rb, nb, out);
+    else BC_CALL(&d, tile16_decode(&d, rb, nb, w->p.T * w->p.k / 32, out, BC));
+}
+
 /* The passes the asm does not take (two coded rows; one activation row against one or two coded
  * rows): RR, MC as constants, one function each.  Even so gcc keeps the accumulators on the
  * stack here (2x the asm's time), so the common passes are asm (trellis_asm_avx512.h). */
@@ -642,8 +653,10 @@ static const tr_table table = {
     .fast_shared_from = 4,
     /* exact: the f32 tile loses to decode + sgemm from M = 16 on axis 1, from 192 on axis 0;
      * fast: the int16 tiles took 0.5-0.7x the time of decode + OpenBLAS's AVX-512 sgemm at M =
-     * 64..512 on Zen 5 (bench/NOTES.md "The fast tiles at every M") */
-    .gemm_from = {{192, TR_GEMM_NEVER}, {16, TR_GEMM_NEVER}},
+     * 64..512 on Zen 5 (bench/NOTES.md "The fast tiles at every M"), and the axis-1 panel kernel
+     * beats the tile from M = 24 (0.82-0.88x at 24..48, 0.58x at 512: "The panel kernel") */
+    .reduce_fast_gemm = tcq_avx512_reduce_fast_panel,
+    .gemm_from = {{192, TR_GEMM_NEVER}, {16, 24}},
 };
 
 /* AMX-INT8: the fast tile-regime kernels (M = 5..; trellis_*_amx.c).  M = 2..4 keep the register
