@@ -17,7 +17,8 @@
 typedef struct kq_act {
     int64_t n, npad, nblk;     /* positions, the row stride, blocks of TCQ_FAST_QB: npad is nblk
                                 * TCQ_FAST_QB or one block more (tcq_kq_prepare), zeros past the data */
-    int64_t cap;               /* allocated M * npad */
+    int64_t cap, mcap, bcap;   /* allocated M * npad, M (d16) and M * nblk (d, corr): separate, since
+                                * a call with more rows of fewer positions fits cap but not mcap */
     int8_t *q;                 /* [M, npad] */
     uint32_t *q4;              /* [M, npad]: q replicated into the 4 bytes (vpdpbusd operand) */
     uint32_t *q2;              /* [M, npad]: q as two int16 (vpmaddwd operand, AVX2 without VNNI) */
@@ -34,7 +35,7 @@ typedef struct kq_act {
     uint32_t *qt;              /* [ceil(M/16), npad, 16] */
     float *dt;                 /* [ceil(M/16), nblk, 16] */
     int32_t *corrt;            /* [ceil(M/16), nblk, 16] */
-    int64_t tcap;              /* allocated ceil(M/16) * npad */
+    int64_t tcap, tbcap;       /* allocated ceil(M/16) * npad (qt) and * nblk (dt, corrt) */
 } kq_act;
 
 /* The step of a block (or, for q16, a row) from its max |a| (NaN when it holds a NaN or Inf):

@@ -25,7 +25,7 @@ void tcq_kq_free(kq_act *qa)
 tcq_status tcq_kq_transpose(kq_act *qa, int64_t M)
 {
     const int64_t nt = (M + 15) / 16, npad = qa->npad, nblk = qa->nblk;
-    if (!qa->qt || qa->tcap < nt * npad) {
+    if (!qa->qt || qa->tcap < nt * npad || qa->tbcap < nt * nblk) {
         tcq_afree(qa->qt);
         tcq_afree(qa->dt);
         tcq_afree(qa->corrt);
@@ -33,6 +33,7 @@ tcq_status tcq_kq_transpose(kq_act *qa, int64_t M)
         qa->dt = tcq_amalloc((size_t)(nt * nblk) * 64);
         qa->corrt = tcq_amalloc((size_t)(nt * nblk) * 64);
         qa->tcap = qa->qt && qa->dt && qa->corrt ? nt * npad : 0;
+        qa->tbcap = qa->tcap ? nt * nblk : 0;
         if (!qa->tcap) return tcq_fail(TCQ_ERR_NOMEM, "AMX activation tiles (%lld x %lld)", (long long)M, (long long)npad);
     }
     for (int64_t t = 0; t < nt; t++)
@@ -115,7 +116,7 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, cons
      * no longer fit its 12 ways (bench/NOTES.md, session 19: 5-8 % at M = 8..64) */
     const int64_t nblk = (n + TCQ_FAST_QB - 1) / TCQ_FAST_QB, used = nblk * TCQ_FAST_QB,
                   npad = used + ((used / 32) % 4 == 0 ? TCQ_FAST_QB : 0);
-    if (!qa->q || qa->cap < M * npad) {
+    if (!qa->q || qa->cap < M * npad || qa->mcap < M || qa->bcap < M * nblk) {
         /* grow: the buffers are reused across calls */
         tcq_kq_free(qa);
         qa->q = tcq_amalloc((size_t)(M * npad));
@@ -131,6 +132,8 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, cons
                             (long long)npad);
         }
         qa->cap = M * npad;
+        qa->mcap = M;
+        qa->bcap = M * nblk;
     }
     qa->n = n;
     qa->npad = npad;
