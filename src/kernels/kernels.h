@@ -161,6 +161,9 @@ void tcq_ref_decode(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb, flo
 /* Fast-path activation preparation (prep.c). scales: [n] fp16 row scales for axis 0, or NULL. */
 tcq_status tcq_kq_prepare(kq_act *qa, const float *x /* [M, n] */, int64_t M, int64_t n,
                           const uint16_t *scales);
+/* ... the same, rows split over pool's threads (NULL: the caller's) */
+tcq_status tcq_kq_prepare_pool(kq_act *qa, const float *x, int64_t M, int64_t n, const uint16_t *scales,
+                               tcq_pool *pool);
 void tcq_kq_free(kq_act *qa);
 /* Its arithmetic, on buffers already sized (n, npad, nblk set): the scalar definition and the
  * AVX2 / AVX-512 versions (prep_avx2.c, prep_avx512.c; the active ISA picks), equal bit for bit. */

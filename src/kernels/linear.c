@@ -402,9 +402,9 @@ static tcq_status trellis_rows(tcq_kctx *c, const tcq_weight *wt, const float *x
     const int rg = reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE;
     TCQ_TRY(ensure_scratch(c, kernel_private_bytes(w) + (size_t)(SCATTER_COLS * M * w->p.T) * 4));
     if (kp == KP_FAST && !(own && reg == TCQ_KR_GEMM))
-        TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, wt->in, w->axis ? NULL : w->scales));
+        TCQ_TRY(tcq_kq_prepare_pool(&c->qa, x, M, wt->in, w->axis ? NULL : w->scales, c->pool));
     if (own && reg == TCQ_KR_GEMM) {
-        TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, wt->in, NULL));
+        TCQ_TRY(tcq_kq_prepare_pool(&c->qa, x, M, wt->in, NULL, c->pool));
         r.rf = own;
         snprintf(c->last, sizeof c->last, "trellis.reduce.fast.gemm.%s.i16.panel", tab->isa);
         tcq_pool_run(c->pool, items_plan(&r, c, w->rows), reduce_item, &r);
@@ -539,7 +539,7 @@ static tcq_status swiglu_rows(tcq_kctx *c, const tcq_weight *gate, const tcq_wei
     /* per thread: the kernels' part, then the item's gate and up outputs (r.rpi, the longest) */
     TCQ_TRY(ensure_scratch(c, TCQ_MAX(kernel_private_bytes(&gate->tr), kernel_private_bytes(&up->tr)) +
                                   (size_t)(2 * M * r.rpi) * 4));
-    if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare(&c->qa, x, M, gate->in, NULL));
+    if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare_pool(&c->qa, x, M, gate->in, NULL, c->pool));
     if (kp == KP_FAST && tab->qt && rg != KRG_M1 && !own) TCQ_TRY(tcq_kq_transpose(&c->qa, M));
     r.rf = own ? own : tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
     r.rf_up = r.rf;

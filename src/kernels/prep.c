@@ -26,14 +26,15 @@ tcq_status tcq_kq_transpose(kq_act *qa, int64_t M)
 {
     const int64_t nt = (M + 15) / 16, npad = qa->npad, nblk = qa->nblk;
     if (!qa->qt || qa->tcap < nt * npad || qa->tbcap < nt * nblk) {
+        const int64_t tcap = TCQ_MAX(qa->tcap, nt * npad), tbcap = TCQ_MAX(qa->tbcap, nt * nblk);
         tcq_afree(qa->qt);
         tcq_afree(qa->dt);
         tcq_afree(qa->corrt);
-        qa->qt = tcq_amalloc((size_t)(nt * npad) * 64);
-        qa->dt = tcq_amalloc((size_t)(nt * nblk) * 64);
-        qa->corrt = tcq_amalloc((size_t)(nt * nblk) * 64);
-        qa->tcap = qa->qt && qa->dt && qa->corrt ? nt * npad : 0;
-        qa->tbcap = qa->tcap ? nt * nblk : 0;
+        qa->qt = tcq_amalloc((size_t)tcap * 64);
+        qa->dt = tcq_amalloc((size_t)tbcap * 64);
+        qa->corrt = tcq_amalloc((size_t)tbcap * 64);
+        qa->tcap = qa->qt && qa->dt && qa->corrt ? tcap : 0;
+        qa->tbcap = qa->tcap ? tbcap : 0;
         if (!qa->tcap) return tcq_fail(TCQ_ERR_NOMEM, "AMX activation tiles (%lld x %lld)", (long long)M, (long long)npad);
     }
     for (int64_t t = 0; t < nt; t++)
@@ -109,7 +110,47 @@ void tcq_kq_fill_ref(kq_act *qa, const float *x, int64_t M, int64_t n, const uin
     }
 }
 
+typedef struct fill_job {
+    const kq_act *qa;
+    const float *x;
+    int64_t M, n, used;
+    const uint16_t *scales;
+    tcq_isa isa;
+} fill_job;
+
+/* Rows per fill item: rows are independent, so any split gives the same bytes. */
+enum { PREP_ROWS = 16 };
+
+static void fill_item(void *arg, int64_t item, int thread)
+{
+    (void)thread;
+    const fill_job *J = arg;
+    const int64_t m0 = item * PREP_ROWS, M = TCQ_MIN(PREP_ROWS, J->M - m0), n = J->n, used = J->used;
+    const int64_t npad = J->qa->npad, nblk = J->qa->nblk;
+    kq_act v = *J->qa;   /* a view of rows m0.. */
+    v.q += m0 * npad, v.q4 += m0 * npad, v.q2 += m0 * npad, v.q16 += m0 * npad;
+    v.d += m0 * nblk, v.corr += m0 * nblk, v.d16 += m0;
+    const float *x = J->x + m0 * n;
+    if (J->isa >= TCQ_ISA_AVX512) tcq_kq_fill_avx512(&v, x, M, n, J->scales);
+    else if (J->isa >= TCQ_ISA_AVX2) tcq_kq_fill_avx2(&v, x, M, n, J->scales);
+    else tcq_kq_fill_ref(&v, x, M, n, J->scales);
+    /* the fills write the used positions (q16: n); the rest of each row is zero */
+    const int64_t u16 = !J->scales && n % 32 == 0 ? n : npad;
+    for (int64_t m = 0; m < M; m++) {
+        memset(v.q + m * npad + used, 0, (size_t)(npad - used));
+        memset(v.q4 + m * npad + used, 0, (size_t)(npad - used) * 4);
+        memset(v.q2 + m * npad + used, 0, (size_t)(npad - used) * 4);
+        memset(v.q16 + m * npad + u16, 0, (size_t)(npad - u16) * 2);
+    }
+}
+
 tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, const uint16_t *scales)
+{
+    return tcq_kq_prepare_pool(qa, x, M, n, scales, NULL);
+}
+
+tcq_status tcq_kq_prepare_pool(kq_act *qa, const float *x, int64_t M, int64_t n, const uint16_t *scales,
+                               tcq_pool *pool)
 {
     /* one more block where a row of int16 copies would be a multiple of 256 bytes: 5120 positions
      * (10 KB) put every second row of the tile's chunk in the same 8 of L1's 64 sets, and 32 rows
@@ -117,38 +158,31 @@ tcq_status tcq_kq_prepare(kq_act *qa, const float *x, int64_t M, int64_t n, cons
     const int64_t nblk = (n + TCQ_FAST_QB - 1) / TCQ_FAST_QB, used = nblk * TCQ_FAST_QB,
                   npad = used + ((used / 32) % 4 == 0 ? TCQ_FAST_QB : 0);
     if (!qa->q || qa->cap < M * npad || qa->mcap < M || qa->bcap < M * nblk) {
-        /* grow: the buffers are reused across calls */
+        /* grow, each size to the largest asked so far: the buffers are reused by calls of every
+         * shape, and reallocating at each change of shape cost page faults on every layer */
+        const int64_t cap = TCQ_MAX(qa->cap, M * npad), mcap = TCQ_MAX(qa->mcap, M),
+                      bcap = TCQ_MAX(qa->bcap, M * nblk);
         tcq_kq_free(qa);
-        qa->q = tcq_amalloc((size_t)(M * npad));
-        qa->q4 = tcq_amalloc((size_t)(M * npad) * 4);
-        qa->q2 = tcq_amalloc((size_t)(M * npad) * 4);
-        qa->d = tcq_amalloc((size_t)(M * nblk) * 4);
-        qa->corr = tcq_amalloc((size_t)(M * nblk) * 4);
-        qa->q16 = tcq_amalloc((size_t)(M * npad) * 2);
-        qa->d16 = tcq_amalloc((size_t)M * 4);
+        qa->q = tcq_amalloc((size_t)cap);
+        qa->q4 = tcq_amalloc((size_t)cap * 4);
+        qa->q2 = tcq_amalloc((size_t)cap * 4);
+        qa->d = tcq_amalloc((size_t)bcap * 4);
+        qa->corr = tcq_amalloc((size_t)bcap * 4);
+        qa->q16 = tcq_amalloc((size_t)cap * 2);
+        qa->d16 = tcq_amalloc((size_t)mcap * 4);
         if (!qa->q || !qa->q4 || !qa->q2 || !qa->d || !qa->corr || !qa->q16 || !qa->d16) {
             tcq_kq_free(qa);
             return tcq_fail(TCQ_ERR_NOMEM, "fast-path activation buffers (%lld x %lld)", (long long)M,
                             (long long)npad);
         }
-        qa->cap = M * npad;
-        qa->mcap = M;
-        qa->bcap = M * nblk;
+        qa->cap = cap;
+        qa->mcap = mcap;
+        qa->bcap = bcap;
     }
     qa->n = n;
     qa->npad = npad;
     qa->nblk = nblk;
-    const tcq_isa isa = tcq_isa_active();
-    if (isa >= TCQ_ISA_AVX512) tcq_kq_fill_avx512(qa, x, M, n, scales);
-    else if (isa >= TCQ_ISA_AVX2) tcq_kq_fill_avx2(qa, x, M, n, scales);
-    else tcq_kq_fill_ref(qa, x, M, n, scales);
-    /* the fills write the used positions (q16: n); the rest of each row is zero */
-    const int64_t u16 = !scales && n % 32 == 0 ? n : npad;
-    for (int64_t m = 0; m < M; m++) {
-        memset(qa->q + m * npad + used, 0, (size_t)(npad - used));
-        memset(qa->q4 + m * npad + used, 0, (size_t)(npad - used) * 4);
-        memset(qa->q2 + m * npad + used, 0, (size_t)(npad - used) * 4);
-        memset(qa->q16 + m * npad + u16, 0, (size_t)(npad - u16) * 2);
-    }
+    fill_job J = {qa, x, M, n, used, scales, tcq_isa_active()};
+    tcq_pool_run(pool, (M + PREP_ROWS - 1) / PREP_ROWS, fill_item, &J);
     return TCQ_OK;
 }

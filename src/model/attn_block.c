@@ -20,7 +20,12 @@ typedef struct blk_job {
     tcq_model *m;
     const tcq_session *s;
     int p0, M, layer;
+    int r0;   /* the rows' first index in m->q and m->att */
 } blk_job;
+
+/* Rows per attention block: the scratch grows with rows x positions, so a long prefill chunk
+ * (TCQ_PREFILL_CHUNK) takes its attention in blocks of about this many rows. */
+enum { ATTN_BLOCK_ROWS = 64 };
 
 static void blk_item(void *arg, int64_t kvh, int thread)
 {
@@ -55,7 +60,8 @@ static void blk_item(void *arg, int64_t kvh, int thread)
         ld = hd;
     }
     for (int r = 0; r < M; r++)
-        memcpy(Q + (size_t)r * G * hd, m->q + (size_t)r * qd + (size_t)kvh * G * hd, (size_t)G * hd * sizeof *Q);
+        memcpy(Q + (size_t)r * G * hd, m->q + (size_t)(J->r0 + r) * qd + (size_t)kvh * G * hd,
+               (size_t)G * hd * sizeof *Q);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, hd, 1.0f / sqrtf((float)hd), Q, hd, K, ld, 0.0f, S, n);
     for (int i = 0; i < R; i++) {
         float *p = S + (size_t)i * n;
@@ -65,14 +71,16 @@ static void blk_item(void *arg, int64_t kvh, int thread)
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, hd, n, 1.0f, S, n, V, ld, 0.0f, O, hd);
     for (int r = 0; r < M; r++)
-        memcpy(m->att + (size_t)r * qd + (size_t)kvh * G * hd, O + (size_t)r * G * hd, (size_t)G * hd * sizeof *O);
+        memcpy(m->att + (size_t)(J->r0 + r) * qd + (size_t)kvh * G * hd, O + (size_t)r * G * hd,
+               (size_t)G * hd * sizeof *O);
 }
 
 /* 0 if done; 1 if the chunk is better (or only) served by the per-row core. */
 int tcq_attn_block(tcq_model *m, const tcq_session *s, int p0, int M, int layer)
 {
-    const int n = p0 + M;
-    const size_t need = need_floats(m, s, M, n);
+    /* balanced blocks; the last has the most positions, so the largest need */
+    const int nb = (M + ATTN_BLOCK_ROWS - 1) / ATTN_BLOCK_ROWS, last = M - M * (nb - 1) / nb;
+    const size_t need = need_floats(m, s, last, p0 + M);
     if (M < 5 || need > ((size_t)8 << 20)) return 1;   /* small chunk, or over 32 MiB of scratch per thread */
     if ((size_t)m->blk_cap < need) {
         tcq_afree(m->blk_scratch);
@@ -80,7 +88,10 @@ int tcq_attn_block(tcq_model *m, const tcq_session *s, int p0, int M, int layer)
         m->blk_cap = m->blk_scratch ? need : 0;
         if (!m->blk_scratch) return 1;
     }
-    blk_job J = {m, s, p0, M, layer};
-    tcq_pool_run(m->pool, m->cfg.n_kv_heads, blk_item, &J);
+    for (int i = 0; i < nb; i++) {
+        const int r0 = M * i / nb, r1 = M * (i + 1) / nb;
+        blk_job J = {m, s, p0 + r0, r1 - r0, layer, r0};
+        tcq_pool_run(m->pool, m->cfg.n_kv_heads, blk_item, &J);
+    }
     return 0;
 }

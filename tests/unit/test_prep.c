@@ -107,11 +107,14 @@ static void test_random(uint64_t *st)
 /* One kq_act reused by calls of different shapes (as a kernel context does): a call with more rows
  * of fewer positions fits the int8 buffers of an earlier one but not its per-row steps; the
  * buffers then grew on M * npad alone, and the 256-row call below wrote d16 past its 128 floats
- * (the ASan build of CI catches the write; the values check the rest). */
+ * (the ASan build of CI catches the write; the values check the rest).  The reused one is filled
+ * over a 2-thread pool, in items of rows: the same bytes as one thread's. */
 static void test_reuse(uint64_t *st)
 {
     static const int64_t shapes[][3] = {{128, 17408, 1}, {256, 5120, 0}, {1, 17408, 0}, {40, 64, 0}, {3, 5120, 1}};
     kq_act qa = {0};
+    tcq_pool *pool = NULL;
+    CHECK_OK(tcq_pool_create(2, &pool));
     for (int i = 0; i < 5; i++) {
         const int64_t M = shapes[i][0], n = shapes[i][1];
         float *x = malloc((size_t)(M * n) * sizeof *x);
@@ -120,9 +123,12 @@ static void test_reuse(uint64_t *st)
         for (int64_t j = 0; j < n; j++) sc[j] = tcq_f32_to_f16(0.02f);
         const uint16_t *s = shapes[i][2] ? sc : NULL;
         kq_act fresh = {0};
-        if (prepare_with(tcq_isa_active(), &qa, x, M, n, s) && prepare_with(tcq_isa_active(), &fresh, x, M, n, s)) {
+        const tcq_status sp = tcq_kq_prepare_pool(&qa, x, M, n, s, pool);
+        CHECK(sp == TCQ_OK, "prepare over the pool: %s", tcq_last_error());
+        if (sp == TCQ_OK && prepare_with(tcq_isa_active(), &fresh, x, M, n, s)) {
             const size_t np = (size_t)(M * qa.npad), nb = (size_t)(M * qa.nblk);
-            int ok = same_bits(qa.q4, fresh.q4, np * 4) && same_bits(qa.d, fresh.d, nb * 4) &&
+            int ok = same_bits(qa.q, fresh.q, np) && same_bits(qa.q4, fresh.q4, np * 4) &&
+                     same_bits(qa.q2, fresh.q2, np * 4) && same_bits(qa.d, fresh.d, nb * 4) &&
                      same_bits(qa.corr, fresh.corr, nb * 4);
             if (!s) ok &= same_bits(qa.q16, fresh.q16, np * 2) && same_bits(qa.d16, fresh.d16, (size_t)M * 4);
             CHECK(ok, "reused buffers: call %d (M=%lld n=%lld) differs from a fresh prep", i, (long long)M, (long long)n);
@@ -131,6 +137,7 @@ static void test_reuse(uint64_t *st)
         free(x), free(sc);
     }
     tcq_kq_free(&qa);
+    tcq_pool_free(pool);
 }
 
 int main(void)
