@@ -449,58 +449,6 @@ static void tile16_pass_asm3x1(const __m512i *y, int64_t ys, const int16_t *q, i
         : T16_CLOBBER);
 }
 
-/* The axis-0 int16 tile's block (scatter_fast_tile_blk) at MC = 8: np > 0 row pairs p of groups
- * g0 and g0 + 1 (x: xb + p ng + g0, xs = 64 ng bytes apart) against the 8 activation rows' pairs (q:
- * qp + p, rows 128 bytes apart), the same sums in the same order: accumulators seeded with the
- * rows' corr (c, rows cs bytes apart), the vpdpwssd, then acc += float(sum) * d (dd, rows cs apart;
- * acc: row m's groups at acc + 1024 m, T = 256).  Row m's two accumulators are zmm(16 + 2m), zmm(17 + 2m),
- * the pair's groups zmm0, zmm1.  gcc kept some of the sixteen on the stack, badly so at k = 4 (2x
- * the time at M = 8). */
-#define ST16_C0 ""
-#define ST16_C1 ", %[cs], 1"
-#define ST16_C2 ", %[cs], 2"
-#define ST16_C3 ", %[cs3], 1"
-#define ST16_SEED(B, R, A0, A1)                                                                 \
-    "vpbroadcastd (%[" B "]" ST16_C##R "), %%zmm" A0 "\n\t"                                        \
-    "vmovdqa64 %%zmm" A0 ", %%zmm" A1 "\n\t"
-#define ST16_DP(M, A0, A1)                                                                         \
-    "vpdpwssd 128*" #M "(%[q])%{1to16%}, %%zmm0, %%zmm" A0 "\n\t"                                  \
-    "vpdpwssd 128*" #M "(%[q])%{1to16%}, %%zmm1, %%zmm" A1 "\n\t"
-#define ST16_OUT1(M, B, R, A, OFF)                                                                 \
-    "vcvtdq2ps %%zmm" A ", %%zmm" A "\n\t"                                                         \
-    "vmovups 1024*" #M "+" OFF "(%[acc]), %%zmm0\n\t"                                              \
-    "vfmadd231ps (%[" B "]" ST16_C##R ")%{1to16%}, %%zmm" A ", %%zmm0\n\t"                         \
-    "vmovups %%zmm0, 1024*" #M "+" OFF "(%[acc])\n\t"
-#define ST16_OUT(M, B, R, A0, A1) ST16_OUT1(M, B, R, A0, "0") ST16_OUT1(M, B, R, A1, "64")
-static void scatter_tile_blk8(const __m512i *x, int64_t xs, const int32_t *q, int64_t np, const int32_t *c,
-                              const float *dd, int64_t cs, float *acc)
-{
-    const int32_t *c4 = (const int32_t *)((const char *)c + 4 * cs);
-    const float *d4 = (const float *)((const char *)dd + 4 * cs);
-    __asm__ volatile(ST16_SEED("c", 0, "16", "17") ST16_SEED("c", 1, "18", "19")
-                     ST16_SEED("c", 2, "20", "21") ST16_SEED("c", 3, "22", "23")
-                     ST16_SEED("c4", 0, "24", "25") ST16_SEED("c4", 1, "26", "27")
-                     ST16_SEED("c4", 2, "28", "29") ST16_SEED("c4", 3, "30", "31")
-                     "1:\n\t"
-                     "vmovdqa64 (%[x]), %%zmm0\n\t"
-                     "vmovdqa64 64(%[x]), %%zmm1\n\t"
-                     ST16_DP(0, "16", "17") ST16_DP(1, "18", "19") ST16_DP(2, "20", "21") ST16_DP(3, "22", "23")
-                     ST16_DP(4, "24", "25") ST16_DP(5, "26", "27") ST16_DP(6, "28", "29") ST16_DP(7, "30", "31")
-                     "add %[xs], %[x]\n\t"
-                     "add $4, %[q]\n\t"
-                     "dec %[n]\n\t"
-                     "jnz 1b\n\t"
-                     ST16_OUT(0, "dd", 0, "16", "17") ST16_OUT(1, "dd", 1, "18", "19")
-                     ST16_OUT(2, "dd", 2, "20", "21") ST16_OUT(3, "dd", 3, "22", "23")
-                     ST16_OUT(4, "d4", 0, "24", "25") ST16_OUT(5, "d4", 1, "26", "27")
-                     ST16_OUT(6, "d4", 2, "28", "29") ST16_OUT(7, "d4", 3, "30", "31")
-                     : [x] "+r"(x), [q] "+r"(q), [n] "+r"(np)
-                     : [xs] "r"(xs), [c] "r"(c), [c4] "r"(c4), [dd] "r"(dd), [d4] "r"(d4), [cs] "r"(cs),
-                       [cs3] "r"(3 * cs), [acc] "r"(acc)
-                     : "zmm0", "zmm1", "zmm16", "zmm17", "zmm18", "zmm19", "zmm20", "zmm21", "zmm22", "zmm23", "zmm24",
-                       "zmm25", "zmm26", "zmm27", "zmm28", "zmm29", "zmm30", "zmm31", "cc", "memory");
-}
-
 /* The axis-0 int16 tile's decode at T = 256, k = 2..4 (scatter_fast_tile_): npairs pairs of stored
  * rows, rows p and p + csb bytes, the next pair 2 csb further; per group g, bytesum(row 0) |
  * bytesum(row 1) << 16 into o[16 pair + g]: RM1_XP on either row. */

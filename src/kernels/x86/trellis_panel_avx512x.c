@@ -112,8 +112,9 @@ AI void panel_mk(const __m512i *pan, int64_t nkp, const int32_t *q, int64_t qs, 
 }
 
 /* The 4-zmm case in asm (gcc kept the 24 accumulators on the stack, 2x slower): MR rows of
- * int32 sums over nkp position pairs into o [MR][4] zmm.  Row i's broadcast is q + i s; rows 3..5
- * address from q3 = q + 3 s. */
+ * int32 sums over nkp position pairs into o [MR][4] zmm; pair kp's 4 vectors at pan + kp ps bytes
+ * (the axis-0 tile passes its own layout).  Row i's broadcast is q + i s; rows 3..5 address from
+ * q3 = q + 3 s. */
 #define PZ(r) "vpxord %%zmm" #r ", %%zmm" #r ", %%zmm" #r "\n\t"
 #define PZR(a, b, c, d) PZ(a) PZ(b) PZ(c) PZ(d)
 #define PD(t, j, r) "vpdpwssd %%zmm" #t ", %%zmm" #j ", %%zmm" #r "\n\t"
@@ -121,7 +122,7 @@ AI void panel_mk(const __m512i *pan, int64_t nkp, const int32_t *q, int64_t qs, 
 #define PS1(r, off) "vmovdqa64 %%zmm" #r ", " #off "(%[o])\n\t"
 #define PLD "vmovdqa64 (%[p]), %%zmm0\n\tvmovdqa64 64(%[p]), %%zmm1\n\t"                            \
             "vmovdqa64 128(%[p]), %%zmm2\n\tvmovdqa64 192(%[p]), %%zmm3\n\t"
-#define PADV "add $256, %[p]\n\tadd $4, %[q]\n\tadd $4, %[q3]\n\tdec %[n]\n\tjnz 1b\n\t"
+#define PADV "add %[ps], %[p]\n\tadd $4, %[q]\n\tadd $4, %[q3]\n\tdec %[n]\n\tjnz 1b\n\t"
 #define R0 PC("(%[q])", 4, 8, 9, 10, 11)
 #define R1 PC("(%[q],%[s],1)", 5, 12, 13, 14, 15)
 #define R2 PC("(%[q],%[s],2)", 6, 16, 17, 18, 19)
@@ -144,13 +145,13 @@ AI void panel_mk(const __m512i *pan, int64_t nkp, const int32_t *q, int64_t qs, 
 #define PMK(ZZ, RR, SS)                                                                            \
     __asm__ volatile(ZZ "1:\n\t" PLD RR PADV SS                                                    \
                      : [p] "+r"(pan), [q] "+r"(q), [q3] "+r"(q3), [n] "+r"(nkp)                     \
-                     : [s] "r"(s), [o] "r"(o)                                                       \
+                     : [s] "r"(s), [o] "r"(o), [ps] "r"(ps)                                         \
                      : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", \
                        "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", \
                        "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", \
                        "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31")
 
-static void panel_mk4_asm(const __m512i *pan, int64_t nkp, const int32_t *q, int64_t qs, int mr, __m512i *o)
+void tcq_avx512_mk6x4(const void *pan, int64_t ps, int64_t nkp, const int32_t *q, int64_t qs, int mr, void *o)
 {
     const int64_t s = qs * 4;
     const int32_t *q3 = q + 3 * qs;
@@ -216,7 +217,7 @@ void tcq_avx512_reduce_fast_panel(const kr_args *a)
                 float *yp = a->y + m0 * a->ldy + n0;
                 if (nj == PANEL_NJ) {
                     __m512i o[PANEL_MR * PANEL_NJ];
-                    panel_mk4_asm(pan, nkp, q, qs, (int)mr, o);
+                    tcq_avx512_mk6x4(pan, 4 * 64, nkp, q, qs, (int)mr, o);
                     panel_fold4(o, (int)mr, yp, a->ldy, f, d16, first, lm);
                     continue;
                 }
