@@ -401,10 +401,8 @@ static tcq_status trellis_rows(tcq_kctx *c, const tcq_weight *wt, const float *x
     }
     const int rg = reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE;
     TCQ_TRY(ensure_scratch(c, kernel_private_bytes(w) + (size_t)(SCATTER_COLS * M * w->p.T) * 4));
-    if (kp == KP_FAST && !(own && reg == TCQ_KR_GEMM))
-        TCQ_TRY(tcq_kq_prepare_pool(&c->qa, x, M, wt->in, w->axis ? NULL : w->scales, c->pool));
-    if (own && reg == TCQ_KR_GEMM) {
-        TCQ_TRY(tcq_kq_prepare_pool(&c->qa, x, M, wt->in, NULL, c->pool));
+    if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare_pool(&c->qa, x, M, wt->in, w->axis ? NULL : w->scales, c->pool));
+    if (reg == TCQ_KR_GEMM) {   /* the table's own kernel (above: decode + sgemm) */
         r.rf = own;
         snprintf(c->last, sizeof c->last, "trellis.reduce.fast.gemm.%s.i16.panel", tab->isa);
         tcq_pool_run(c->pool, items_plan(&r, c, w->rows), reduce_item, &r);
@@ -436,11 +434,11 @@ static tcq_status trellis_rows(tcq_kctx *c, const tcq_weight *wt, const float *x
     return TCQ_OK;
 }
 
-/* The tile kernels compute every activation row on its own (per-row activation scales, exact
- * integer sums, the same fold order in every pass), so a long call runs as balanced chunks of at
- * most TILE_CHUNK_M rows with the same bits: the axis-0 partial sums, the prepared activations
- * and the SwiGLU's gate/up scratch stay at chunk size, and the activations a round of decoded
- * rows reads stay near L2.  Returns the chunk count; chunk i is rows [M i / n, M (i + 1) / n). */
+/* The tile kernels and the tables' own GEMM kernels compute every activation row on its own
+ * (per-row activation scales, exact integer sums, the same fold order whatever the rows around
+ * it), so a long call runs as balanced chunks of at most TILE_CHUNK_M (PANEL_CHUNK_M) rows with
+ * the same bits: the axis-0 partial sums, the prepared activations and the SwiGLU's gate/up
+ * scratch stay at chunk size.  Returns the chunk count; chunk i is rows [M i / n, M (i + 1) / n). */
 static int64_t tile_chunks(tcq_kregime reg, int own, int64_t M)
 {
     if (reg == TCQ_KR_TILE) return (M + TILE_CHUNK_M - 1) / TILE_CHUNK_M;

@@ -210,7 +210,9 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
      * end in shorter ones from 640 rows (one thread) or 1280 (two), and differ between the 1- and
      * 2-thread runs, which must still agree to the bit */
     const int coded_dim = (int)p.T * rnd(st, 1, 3),
-              other = g_long == 2 ? rnd(st, 1100, 1400) : rnd(st, 0, 5) || long_tile ? rnd(st, 1, 150) : rnd(st, 500, 2600);
+              other = g_long == 2                 ? rnd(st, 1100, 1400)
+                      : rnd(st, 0, 5) || long_tile ? rnd(st, 1, 150)
+                                                   : rnd(st, 500, 2600);
     int out, in;
     if (f == F_TR1 || swiglu) out = other, in = coded_dim;
     else if (f == F_TR0 || f == F_TR0I) out = coded_dim * rnd(st, 1, 2), in = other * rnd(st, 1, 3);

@@ -131,7 +131,8 @@ static void test_reuse(uint64_t *st)
                      same_bits(qa.q2, fresh.q2, np * 4) && same_bits(qa.d, fresh.d, nb * 4) &&
                      same_bits(qa.corr, fresh.corr, nb * 4);
             if (!s) ok &= same_bits(qa.q16, fresh.q16, np * 2) && same_bits(qa.d16, fresh.d16, (size_t)M * 4);
-            CHECK(ok, "reused buffers: call %d (M=%lld n=%lld) differs from a fresh prep", i, (long long)M, (long long)n);
+            CHECK(ok, "reused buffers: call %d (M=%lld n=%lld) differs from a fresh prep", i, (long long)M,
+                  (long long)n);
         }
         tcq_kq_free(&fresh);
         free(x), free(sc);

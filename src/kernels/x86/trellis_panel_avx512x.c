@@ -51,7 +51,8 @@ AI void tr16x16(__m512i r[16])
         r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
     }
     for (int c = 0; c < 4; c++) {
-        const __m512i ab0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x44), ab1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xee);
+        const __m512i ab0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x44);
+        const __m512i ab1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xee);
         const __m512i cd0 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x44);
         const __m512i cd1 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xee);
         t[c] = _mm512_shuffle_i32x4(ab0, cd0, 0x88);
@@ -84,10 +85,10 @@ static void panel_fill(const tcq_trellis *w, int64_t n0, int64_t r1, int nj, int
     }
 }
 
-/* y[i][16j + l] (+)= isum * f[j] * d16[i] for MR activation rows x NJ zmm of coded rows over nkp
- * position pairs; q: activation row i's int16 pairs at q + i qs. */
-AI void panel_mk(const __m512i *pan, int64_t nkp, const int32_t *q, int64_t qs, float *y, int64_t ldy,
-                 const __m512 *f, const float *d16, int first, __mmask16 lm, const int MR, const int NJ)
+/* o[4 i + j] = int32 sums of MR activation rows x NJ zmm of coded rows over nkp position pairs;
+ * q: activation row i's int16 pairs at q + i qs.  (NJ = 4 runs the asm below.) */
+AI void panel_mk(const __m512i *pan, int64_t nkp, const int32_t *q, int64_t qs, __m512i *o, const int MR,
+                 const int NJ)
 {
     __m512i acc[PANEL_MR][PANEL_NJ];
     for (int i = 0; i < MR; i++)
@@ -100,15 +101,8 @@ AI void panel_mk(const __m512i *pan, int64_t nkp, const int32_t *q, int64_t qs, 
             for (int j = 0; j < NJ; j++) dpwssd_ip(&acc[i][j], b[j], a);
         }
     }
-    for (int i = 0; i < MR; i++) {
-        const __m512 d = _mm512_set1_ps(d16[i]);
-        for (int j = 0; j < NJ; j++) {
-            const __mmask16 mk = j == NJ - 1 ? lm : (__mmask16)0xffff;
-            float *yp = y + i * ldy + 16 * j;
-            const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[i][j]), f[j]);
-            _mm512_mask_storeu_ps(yp, mk, first ? _mm512_mul_ps(t, d) : _mm512_fmadd_ps(t, d, _mm512_maskz_loadu_ps(mk, yp)));
-        }
-    }
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NJ; j++) o[4 * i + j] = acc[i][j];
 }
 
 /* The 4-zmm case in asm (gcc kept the 24 accumulators on the stack, 2x slower): MR rows of
@@ -165,27 +159,27 @@ void tcq_avx512_mk6x4(const void *pan, int64_t ps, int64_t nkp, const int32_t *q
     }
 }
 
-/* the asm's sums folded as panel_mk does */
-static void panel_fold4(const __m512i *o, int mr, float *y, int64_t ldy, const __m512 *f, const float *d16, int first,
-                        __mmask16 lm)
+/* y[i][16j + l] (+)= isum * f[j] * d16[i]: the chunk's sums folded (stores masked past the rows) */
+static void panel_fold(const __m512i *o, int mr, int nj, float *y, int64_t ldy, const __m512 *f, const float *d16,
+                       int first, __mmask16 lm)
 {
     for (int i = 0; i < mr; i++) {
         const __m512 d = _mm512_set1_ps(d16[i]);
-        for (int j = 0; j < 4; j++) {
-            const __mmask16 mk = j == 3 ? lm : (__mmask16)0xffff;
+        for (int j = 0; j < nj; j++) {
+            const __mmask16 mk = j == nj - 1 ? lm : (__mmask16)0xffff;
             float *yp = y + i * ldy + 16 * j;
             const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(o[4 * i + j]), f[j]);
-            _mm512_mask_storeu_ps(yp, mk, first ? _mm512_mul_ps(t, d) : _mm512_fmadd_ps(t, d, _mm512_maskz_loadu_ps(mk, yp)));
+            const __m512 v = first ? _mm512_mul_ps(t, d) : _mm512_fmadd_ps(t, d, _mm512_maskz_loadu_ps(mk, yp));
+            _mm512_mask_storeu_ps(yp, mk, v);
         }
     }
 }
 
 #define PANEL_MK_NJ(MR)                                                                            \
     switch (nj) {                                                                                  \
-    case 1: panel_mk(pan, nkp, q, qs, yp, a->ldy, f, d16, first, lm, MR, 1); break;                \
-    case 2: panel_mk(pan, nkp, q, qs, yp, a->ldy, f, d16, first, lm, MR, 2); break;                \
-    case 3: panel_mk(pan, nkp, q, qs, yp, a->ldy, f, d16, first, lm, MR, 3); break;                \
-    default: panel_mk(pan, nkp, q, qs, yp, a->ldy, f, d16, first, lm, MR, 4); break;               \
+    case 1: panel_mk(pan, nkp, q, qs, o, MR, 1); break;                                            \
+    case 2: panel_mk(pan, nkp, q, qs, o, MR, 2); break;                                            \
+    default: panel_mk(pan, nkp, q, qs, o, MR, 3); break;                                           \
     }
 
 void tcq_avx512_reduce_fast_panel(const kr_args *a)
@@ -215,20 +209,18 @@ void tcq_avx512_reduce_fast_panel(const kr_args *a)
                 const int32_t *q = (const int32_t *)(qa->q16 + m0 * qa->npad + k0);
                 const float *d16 = qa->d16 + m0;
                 float *yp = a->y + m0 * a->ldy + n0;
-                if (nj == PANEL_NJ) {
-                    __m512i o[PANEL_MR * PANEL_NJ];
-                    tcq_avx512_mk6x4(pan, 4 * 64, nkp, q, qs, (int)mr, o);
-                    panel_fold4(o, (int)mr, yp, a->ldy, f, d16, first, lm);
-                    continue;
-                }
-                switch (mr) {
-                case 1: PANEL_MK_NJ(1) break;
-                case 2: PANEL_MK_NJ(2) break;
-                case 3: PANEL_MK_NJ(3) break;
-                case 4: PANEL_MK_NJ(4) break;
-                case 5: PANEL_MK_NJ(5) break;
-                default: PANEL_MK_NJ(6) break;
-                }
+                __m512i o[PANEL_MR * PANEL_NJ];
+                if (nj == PANEL_NJ) tcq_avx512_mk6x4(pan, 4 * 64, nkp, q, qs, (int)mr, o);
+                else
+                    switch (mr) {
+                    case 1: PANEL_MK_NJ(1) break;
+                    case 2: PANEL_MK_NJ(2) break;
+                    case 3: PANEL_MK_NJ(3) break;
+                    case 4: PANEL_MK_NJ(4) break;
+                    case 5: PANEL_MK_NJ(5) break;
+                    default: PANEL_MK_NJ(6) break;
+                    }
+                panel_fold(o, (int)mr, nj, yp, a->ldy, f, d16, first, lm);
             }
         }
     }
