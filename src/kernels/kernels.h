@@ -85,7 +85,7 @@ typedef struct ks_args {
     void *scratch;
 } ks_args;
 
-#define KERNEL_SCRATCH (256 * 1024)
+#define KERNEL_SCRATCH (512 * 1024)
 /* Kernel-private scratch: a fixed part plus one decoded coded row (4 bytes per weight); the
  * dispatcher's own per-item buffers (acc, swiglu gate/up) follow it. */
 static inline size_t kernel_private_bytes(const tcq_trellis *w)
