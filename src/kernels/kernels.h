@@ -147,7 +147,7 @@ const tr_table *tcq_tr_avx512(void);       /* x86/trellis_avx512x.c: needs VNNI 
 void tcq_amx_scatter_fast(const ks_args *a);   /* x86/trellis_scatter_amx.c: tcq_cpu()->amx_int8 only */
 void tcq_amx_reduce_fast(const kr_args *a);    /* x86/trellis_reduce_amx.c; needs qa->qt */
 void tcq_avx512_reduce_fast_panel(const kr_args *a);   /* x86/trellis_panel_avx512x.c; needs qa->q16 */
-/* Its micro-kernel: for mr <= 6 rows, o[i][j] = sum over kp < nkp of the int16 pairs at
+/* Its micro-kernel: for 1 <= mr <= 6 rows, o[i][j] = sum over kp < nkp of the int16 pairs at
  * pan + kp ps bytes + 64 j (j < 4) times the pair broadcast from q + i qs + kp (int32 units); o
  * [mr][4] zmm, 64-byte aligned. */
 void tcq_avx512_mk6x4(const void *pan, int64_t ps, int64_t nkp, const int32_t *q, int64_t qs, int mr, void *o);

@@ -18,6 +18,7 @@
 #include "../kernels.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 #define AI static inline __attribute__((always_inline))
 
@@ -35,7 +36,8 @@ enum {
     PANEL_NJ = 4,     /* zmm of coded rows (16 each) per panel */
 };
 _Static_assert(PANEL_KC % 256 == 0 && PANEL_KC <= 2048, "a chunk is whole blocks and sums exactly in int32");
-_Static_assert(PANEL_KC / 2 * PANEL_NJ * 64 + 16 * PANEL_KC * 2 <= KERNEL_SCRATCH / 2, "panel and rows fit the scratch");
+_Static_assert(PANEL_KC / 2 * PANEL_NJ * 64 + 16 * PANEL_KC * 2 <= KERNEL_SCRATCH / 2,
+               "the panel and 16 decoded rows fit the kernel's private scratch");
 
 /* 16 x 16 dwords: r[i] lane c -> r[c] lane i */
 AI void tr16x16(__m512i r[16])
@@ -149,6 +151,10 @@ AI void panel_mk(const __m512i *pan, int64_t nkp, const int32_t *q, int64_t qs, 
 
 void tcq_avx512_mk6x4(const void *pan, int64_t ps, int64_t nkp, const int32_t *q, int64_t qs, int mr, void *o)
 {
+    if (nkp < 1) {   /* the loop runs at least once */
+        memset(o, 0, (size_t)mr * 256);
+        return;
+    }
     const int64_t s = qs * 4;
     const int32_t *q3 = q + 3 * qs;
     switch (mr) {
