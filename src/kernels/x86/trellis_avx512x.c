@@ -447,11 +447,25 @@ AI void scatter_exact_body(const ks_args *a, const dec *d, const int MC, const i
 #define SCATTER_CHUNK_FAST QB
 #define SCATTER_CHUNK_EXACT (4 * QB)
 
+static void scatter_fast_tile(const ks_args *a);
+
 static void scatter_fast_shared(const ks_args *a)
 {
     dec d;
     dec_init(&d, a->w->p);
     const int T = a->w->p.T;
+    /* M = 4 at T = 256: the row-pair tile (the same integer sums, so the same bits) took
+     * 0.93-0.97x the time at k = 2, 3 and tied at k = 4 (bench/NOTES.md, session 21) */
+    if (a->M >= 4 && T == 256) {
+        for (int64_t cb = 0; cb < a->nbc; cb++) {
+            ks_args one = *a;
+            one.b = a->b + cb;
+            one.nbc = 1;
+            one.acc = a->acc + cb * a->M * T;
+            scatter_fast_tile(&one);
+        }
+        return;
+    }
     for (int64_t j = 0; j < a->nbc * a->M * T; j++) a->acc[j] = 0;
     for (int64_t ic = a->i0; ic < a->i1; ic += SCATTER_CHUNK_FAST)
         for (int64_t cb = 0; cb < a->nbc; cb++) {
