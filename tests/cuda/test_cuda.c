@@ -427,8 +427,10 @@ static tcq_kctx *cpu_fast_ctx(void)
 {
     tcq_kctx *kc = NULL;
     CHECK_OK(tcq_kctx_create(NULL, TCQ_PATH_FAST, &kc));
-    /* the scalar reference: int8 blocks for every M (an ISA's tile regime may use int16) */
-    if (kc) CHECK_OK(tcq_kctx_force(kc, TCQ_ISA_SCALAR, TCQ_KR_AUTO));
+    /* the scalar reference: int8 blocks for every M (an ISA's tile regime may use int16).  The
+     * regime is pinned too: on its own the scalar table sends M >= 5 to decode + sgemm, the
+     * exact path's sums (tr_table.gemm_from), and every scalar fast regime is the same kernel. */
+    if (kc) CHECK_OK(tcq_kctx_force(kc, TCQ_ISA_SCALAR, TCQ_KR_TILE));
     return kc;
 }
 
