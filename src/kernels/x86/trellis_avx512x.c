@@ -535,7 +535,8 @@ AI void scatter_fast_tile_(const ks_args *a, const dec *dp, const int BC)
         /* the next block's q (one line of each activation row, a row stride apart: too many
          * streams for the hardware prefetchers), fetched while this block decodes */
         if (ic + QB < a->i1)
-            for (int64_t m = 0; m < a->M; m++) _mm_prefetch((const char *)(qa->q + m * qa->npad + ic + QB), _MM_HINT_T0);
+            for (int64_t m = 0; m < a->M; m++)
+                _mm_prefetch((const char *)(qa->q + m * qa->npad + ic + QB), _MM_HINT_T0);
         int p = 0;
         if (T == 256 && BC >= 2 && n / 2 > 0) {
             scatter_tile_decode_pairs(&d, (const char *)(cb + ic * cs), cs * 4, n / 2, xb);
