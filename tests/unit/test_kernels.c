@@ -324,6 +324,31 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
 }
 
 /* Bad shapes and mismatched buffers return errors, never crash. */
+/* test_cuda's CPU fast reference (scalar ISA, tile regime pinned) must run the scalar int8 fast
+ * kernel at every M: with the regime left to the table, the scalar table's GEMM regime from M = 5
+ * ran the exact path's sums there and failed 161 GPU checks that CI, having no GPU, never ran. */
+static void scalar_fast_reference(uint64_t *st)
+{
+    tcq_block_params p = {.L = 12, .k = 2, .T = 64};
+    for (int f = F_TR1; f <= F_TR0; f++) {
+        wbuf b;
+        make_weight(st, f, 64, 128, p, &b);
+        tcq_kctx *c = NULL;
+        CHECK_OK(tcq_kctx_create(NULL, TCQ_PATH_FAST, &c));
+        CHECK_OK(tcq_kctx_force(c, TCQ_ISA_SCALAR, TCQ_KR_TILE));
+        static float x[40 * 128], y[40 * 128];
+        for (int i = 0; i < 40 * 128; i++) x[i] = (float)test_gauss(st);
+        for (int64_t M = 1; M <= 40; M += 13) {
+            CHECK_OK(tcq_linear(&b.w, x, y, M, c));
+            const char *k = tcq_kctx_last_kernel(c);
+            CHECK(strstr(k, ".fast.") && strstr(k, ".scalar"), "pinned scalar fast reference ran %s at M=%lld", k,
+                  (long long)M);
+        }
+        tcq_kctx_free(c);
+        wfree(&b);
+    }
+}
+
 static void bad_inputs(uint64_t *st)
 {
     tcq_block_params p = {.L = 12, .k = 2, .T = 64};
@@ -431,6 +456,7 @@ int main(void)
     if (g_nisa > TCQ_ISA_AVX512 && tcq_cpu()->amx_int8) g_isas[g_nisa++] = ISA_AVX512_NOAMX;
     bad_inputs(&st);
     nonfinite(&st);
+    scalar_fast_reference(&st);
     /* every op x format x ISA x path x regime once (regimes and paths only where they differ),
      * plus random extra cases */
     for (int op = 0; op < 2; op++)
