@@ -323,7 +323,6 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     if (noamx) unsetenv("TCQ_NO_AMX");
 }
 
-/* Bad shapes and mismatched buffers return errors, never crash. */
 /* test_cuda's CPU fast reference (scalar ISA, tile regime pinned) must run the scalar int8 fast
  * kernel at every M: with the regime left to the table, the scalar table's GEMM regime from M = 5
  * ran the exact path's sums there and failed 161 GPU checks that CI, having no GPU, never ran. */
@@ -349,6 +348,7 @@ static void scalar_fast_reference(uint64_t *st)
     }
 }
 
+/* Bad shapes and mismatched buffers return errors, never crash. */
 static void bad_inputs(uint64_t *st)
 {
     tcq_block_params p = {.L = 12, .k = 2, .T = 64};

@@ -451,8 +451,6 @@ static void scatter_fast_tile(const ks_args *a);
 
 static void scatter_fast_shared(const ks_args *a)
 {
-    dec d;
-    dec_init(&d, a->w->p);
     const int T = a->w->p.T;
     /* M = 4 at T = 256: the row-pair tile (the same integer sums, so the same bits) took
      * 0.93-0.97x the time at k = 2, 3 and tied at k = 4 (bench/NOTES.md, session 21) */
@@ -466,6 +464,8 @@ static void scatter_fast_shared(const ks_args *a)
         }
         return;
     }
+    dec d;
+    dec_init(&d, a->w->p);
     for (int64_t j = 0; j < a->nbc * a->M * T; j++) a->acc[j] = 0;
     for (int64_t ic = a->i0; ic < a->i1; ic += SCATTER_CHUNK_FAST)
         for (int64_t cb = 0; cb < a->nbc; cb++) {
