@@ -23,8 +23,9 @@
 #define BK_MAX(a, b) ((a) > (b) ? (a) : (b))
 
 typedef struct bk_opts {
-    int ops[5], nops;        /* 0 reduce (gate/up), 1 scatter (down), 2 swiglu (gate+up fused),
-                              * 3 bf16, 4 affine4: dense bf16 / MLX affine 4-bit (gs 64) at gate's shape */
+    int ops[6], nops;        /* 0 reduce (gate/up), 1 scatter (down), 2 swiglu (gate+up fused),
+                              * 3 bf16, 4 affine4, 5 f16: dense bf16 / MLX affine 4-bit (gs 64) / dense
+                              * f16 at gate's shape */
     int ks[4], nk;
     int Ms[16], nM;
     int threads;
@@ -34,8 +35,8 @@ typedef struct bk_opts {
     int64_t out, in;         /* gate/up shape [out, in]; down is [in, out] */
 } bk_opts;
 
-static const char *const op_names[] = {"reduce", "scatter", "swiglu", "bf16", "affine4"};
-enum { N_OPS = 5 };
+static const char *const op_names[] = {"reduce", "scatter", "swiglu", "bf16", "affine4", "f16"};
+enum { N_OPS = 6 };
 
 static uint64_t bk_rand(uint64_t *st)
 {
@@ -464,7 +465,7 @@ static int call_sgemm(void *arg)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: tcq bench kernels [--ops reduce,scatter,swiglu,bf16,affine4] [--k 2,3,4]\n"
+            "usage: tcq bench kernels [--ops reduce,scatter,swiglu,bf16,affine4,f16] [--k 2,3,4]\n"
             "                         [--M 1,2,3,4,8,16,32,128,512]\n"
             "                         [--threads N] [--path exact|fast|both] [--json] [--encode] [--no-dense]\n"
             "                         [--shape OUTxIN] [--reps N] [--regime auto|m1|shared|tile|gemm]\n"
@@ -495,7 +496,7 @@ static int parse(int argc, char **argv, bk_opts *o)
                 int j = 0;
                 while (j < N_OPS && strncmp(p, op_names[j], strlen(op_names[j]))) j++;
                 if (j == N_OPS)
-                    return fprintf(stderr, "tcq bench kernels: --ops takes reduce,scatter,swiglu,bf16,affine4\n"), 2;
+                    return fprintf(stderr, "tcq bench kernels: --ops takes reduce,scatter,swiglu,bf16,affine4,f16\n"), 2;
                 o->ops[o->nops++] = j;
                 p += strlen(op_names[j]);
                 if (*p == ',') p++;
@@ -699,11 +700,12 @@ int bench_kernels(int argc, char **argv)
         uint16_t *h = NULL, *sb = NULL;
         uint32_t *q = NULL;
         double bytes;
-        if (op == 3) {
+        if (op == 3 || op == 5) {
             h = malloc((size_t)(NO * NI) * 2);
             if (!h) return fprintf(stderr, "tcq bench kernels: out of memory\n"), 1;
-            for (int64_t i = 0; i < NO * NI; i++) h[i] = tcq_f32_to_bf16(0.02f * bk_gauss(&st));
-            w.fmt = TCQ_WF_BF16;
+            for (int64_t i = 0; i < NO * NI; i++)
+                h[i] = op == 3 ? tcq_f32_to_bf16(0.02f * bk_gauss(&st)) : tcq_f32_to_f16(0.02f * bk_gauss(&st));
+            w.fmt = op == 3 ? TCQ_WF_BF16 : TCQ_WF_F16;
             w.dense = h;
             bytes = (double)NO * NI * 2;
         } else {

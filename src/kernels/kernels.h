@@ -189,4 +189,54 @@ void tcq_dense_decode_rows_avx512(const tcq_weight *w, int64_t r0, int64_t r1, f
 /* Dequantize rows [r0, r1) of a dense or affine weight to f32 (out [r1-r0, in]). */
 void tcq_dense_decode_rows(const tcq_weight *w, int64_t r0, int64_t r1, float *out);
 
+/* ---- dense f16 / bf16 in their stored format (dense16.c drives, ref/ and x86/ compute) -------
+ * Contract, y[m, r] = sum_k W[r, k] a[m, k] with f32 accumulation, W never widened to a copy:
+ *   bf16: a = x rounded to bf16 (tcq_f32_to_bf16: nearest-even, NaN quieted), as llama.cpp and
+ *         vdpbf16ps do; each product W a is exact in f32 (8 x 8 significant bits), only the
+ *         additions round.  The AVX-512 kernel (vdpbf16ps) also reads bf16 subnormals
+ *         (|v| < 2^-126) as zero and flushes subnormal partial sums.
+ *   f16:  a = x (f32 itself); each term is one fmaf (W widened exactly from f16).
+ * Order: k in blocks of kc (the ISA's table); inside a block each of the ISA's L lanes sums its
+ * own k ascending (vdpbf16ps: a pair of k per step), then a fixed tree; the block sums are added
+ * to y in ascending order.  An output thus depends on its row of W and of x alone: the same bits
+ * for any M, M-chunking, loop order or thread count on one ISA.  Rounding count per output:
+ * at most kc/8 + log2(L) + K/kc + 1 (the scalar reference: K, one sequential sum), so
+ *     |y - sum_k W a (exact)| <= n 2^-24 sum_k |W a|      (n that count; tested in test_kernels).
+ */
+typedef struct kd16_args {
+    const tcq_weight *w;       /* TCQ_WF_F16 or TCQ_WF_BF16 */
+    int64_t M;
+    const float *x;            /* [M, in]: f16's activations */
+    const void *xa;            /* [M, in]: bf16's prepared activations (uint16 bf16 bits, or f32
+                                * holding the bf16-rounded values: kd16_isa.prep) */
+    float *y;
+    int64_t ldy;
+} kd16_args;
+
+enum { KD16_PREP_NONE = 0, KD16_PREP_BF16 = 1, KD16_PREP_F32R = 2 };
+
+/* One ISA's kernel for one format.  tile: rows [m0, m0+mr) x outputs [n0, n0+nv) (nv <= 4) over
+ * k in [k0, k0+kl) (kl <= kc); y = the block's sum if first, else y + it.  panel: NULL, or W rows
+ * n0.. widened to f32 by .panel ([4, kc], rows past nv repeat the last), read instead of W. */
+typedef struct kd16_isa {
+    const char *name;
+    int mr;                    /* activation rows per tile (and the most the tile takes) */
+    int prep;                  /* KD16_PREP_*: what kd16_args.xa holds */
+    int64_t kc, mc;            /* k block (part of the contract), M chunk (cache only) */
+    int64_t panel_from;        /* M at which the tiles read a widened panel (.panel), else never */
+    void (*tile)(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl,
+                 const float *panel, int first);
+    void (*panel)(const tcq_weight *w, int64_t n0, int nv, int64_t k0, int64_t kl, int64_t kc, float *out);
+} kd16_isa;
+
+const kd16_isa *tcq_d16_avx512_f16(void);          /* x86/dense16_avx512.c */
+const kd16_isa *tcq_d16_avx512_bf16(void);         /* x86/dense16_avx512x.c: tcq_cpu()->avx512bf16 */
+const kd16_isa *tcq_d16_avx2(tcq_wformat fmt);      /* x86/dense16_avx2.c (F16C) */
+/* Outputs [r0, r1) of every row through one ISA's table (dense16.c); panel: [4, kc] floats. */
+void tcq_d16_rows(const kd16_isa *k, const kd16_args *a, int64_t r0, int64_t r1, float *panel);
+/* The activations an ISA's table wants in xa, rows [m0, m1) (dense16.c). */
+void tcq_d16_prep(int prep, const float *x, int64_t in, int64_t m0, int64_t m1, void *xa);
+/* ref/dense_ref.c: the contract as one sequential sum per output (the golden). */
+void tcq_d16_ref(const tcq_weight *w, const float *x, int64_t M, int64_t r0, int64_t r1, float *y, int64_t ldy);
+
 #endif

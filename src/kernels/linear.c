@@ -19,6 +19,7 @@ enum {
     GEMM_TILE_BYTES = 4 << 20,   /* f32 weight tile decoded per sgemm call (per thread) */
     GEMM_KC = 512,         /* axis-0 GEMM: stored rows per sgemm call */
     DENSE_ROWS = 64,       /* dense/affine outputs per work item */
+    DENSE16_ROWS = 32,     /* dense f16/bf16 outputs per work item (a multiple of the tiles' 4) */
     TILE_CHUNK_M = 128,    /* the tile regime takes a longer call in chunks of at most this many rows */
     PANEL_CHUNK_M = 256,   /* ... and the tables' own GEMM kernels */
 };
@@ -36,6 +37,8 @@ struct tcq_kctx {
     size_t part_cap;
     float *gu;             /* swiglu fallback [2, M, out] */
     size_t gu_cap;
+    float *xa;             /* dense f16/bf16: the prepared activations (kd16_args.xa) */
+    size_t xa_cap;
     char last[96];
 };
 
@@ -77,6 +80,7 @@ void tcq_kctx_free(tcq_kctx *c)
     tcq_kq_free(&c->qa);
     tcq_afree(c->part);
     tcq_afree(c->gu);
+    tcq_afree(c->xa);
     free(c);
 }
 
@@ -491,10 +495,62 @@ static tcq_status dense_linear(tcq_kctx *c, const tcq_weight *w, const float *x,
     return TCQ_OK;
 }
 
+/* ---- dense f16 / bf16 in their stored format (kernels.h states the contract) -------------- */
+
+/* The ISA's table for a dense f16/bf16 weight; NULL: the scalar reference */
+static const kd16_isa *d16_table(int isa, tcq_wformat fmt)
+{
+    if (isa == TCQ_ISA_AVX512 && fmt == TCQ_WF_F16) return tcq_d16_avx512_f16();
+    if (isa == TCQ_ISA_AVX512 && tcq_cpu()->avx512bf16) return tcq_d16_avx512_bf16();
+    return isa >= TCQ_ISA_AVX2 ? tcq_d16_avx2(fmt) : NULL;
+}
+
+typedef struct d16_ctx {
+    tcq_kctx *c;
+    const kd16_isa *k;
+    kd16_args a;
+    int64_t prep_rows;
+} d16_ctx;
+
+static void d16_item(void *arg, int64_t item, int thread)
+{
+    const d16_ctx *d = arg;
+    const int64_t r0 = item * DENSE16_ROWS, r1 = TCQ_MIN(d->a.w->out, r0 + DENSE16_ROWS);
+    if (d->k) tcq_d16_rows(d->k, &d->a, r0, r1, d->c->scratch[thread]);
+    else tcq_d16_ref(d->a.w, d->a.x, d->a.M, r0, r1, d->a.y, d->a.ldy);
+}
+
+static void d16_prep_item(void *arg, int64_t item, int thread)
+{
+    (void)thread;
+    const d16_ctx *d = arg;
+    const int64_t m0 = item * d->prep_rows, m1 = TCQ_MIN(d->a.M, m0 + d->prep_rows);
+    tcq_d16_prep(d->k->prep, d->a.x, d->a.w->in, m0, m1, (void *)d->a.xa);
+}
+
+static tcq_status dense16_linear(tcq_kctx *c, const tcq_weight *w, const float *x, float *y, int64_t M)
+{
+    const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
+    d16_ctx d = {.c = c, .k = d16_table(isa, w->fmt), .a = {.w = w, .M = M, .x = x, .y = y, .ldy = w->out}};
+    static const char *const fn[] = {"f32", "f16", "bf16", "trellis", "affine"};
+    snprintf(c->last, sizeof c->last, "%s.stored.%s", fn[w->fmt], d.k ? d.k->name : "scalar");
+    if (d.k) TCQ_TRY(ensure_scratch(c, (size_t)(4 * d.k->kc) * 4));
+    if (d.k && d.k->prep != KD16_PREP_NONE) {
+        /* the activations once per call, rows in fixed items (each row's values do not depend on them) */
+        TCQ_TRY(ensure_buf(&c->xa, &c->xa_cap, (size_t)(M * w->in), "dense activations"));
+        d.a.xa = c->xa;
+        d.prep_rows = TCQ_MAX(1, 65536 / w->in);
+        tcq_pool_run(c->pool, (M + d.prep_rows - 1) / d.prep_rows, d16_prep_item, &d);
+    }
+    tcq_pool_run(c->pool, (w->out + DENSE16_ROWS - 1) / DENSE16_ROWS, d16_item, &d);
+    return TCQ_OK;
+}
+
 tcq_status tcq_linear(const tcq_weight *w, const float *x, float *y, int64_t M, tcq_kctx *c)
 {
     TCQ_TRY(check_call(w, x, y, M, c));
     if (w->fmt == TCQ_WF_TRELLIS) return trellis_linear(c, w, x, y, M);
+    if (w->fmt == TCQ_WF_F16 || w->fmt == TCQ_WF_BF16) return dense16_linear(c, w, x, y, M);
     return dense_linear(c, w, x, y, M);
 }
 

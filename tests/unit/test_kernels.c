@@ -111,6 +111,8 @@ static void make_weight(uint64_t *st, int f, int out, int in, tcq_block_params p
  * fast path's specification evaluated in float64 (spec, tol): q = nearbyintf(a * (127/amax)) and
  * d = amax/127 in f32 as documented for TCQ_FAST_QB blocks, y the integer code value, then
  * sum_blk d * sum y q * scale / 147.8: an implementation that quantizes differently fails it. */
+static int g_scalar;     /* the case runs the scalar ISA (reference() widens its dense16 bound) */
+
 static void reference(const wbuf *b, const float *x, int64_t M, int fast, int q16, double *ref, double *bound,
                       double *spec, double *tol)
 {
@@ -136,12 +138,16 @@ static void reference(const wbuf *b, const float *x, int64_t M, int fast, int q1
             d[k] = amax / qmax;
             for (int64_t i = k * QBx; i < i1; i++) q[i] = amax > 0 ? nearbyintf((float)a[i] * (qmax / amax)) : 0;
         }
+        /* dense bf16 multiplies x rounded to bf16 (kernels.h's contract); its stored-format kernels
+         * sum in blocks (kc <= 2048) of lanes: kc/8 + 4 + K/kc + 1 roundings at most, <= K + 4 */
+        const int bf = w->fmt == TCQ_WF_BF16, d16 = bf || w->fmt == TCQ_WF_F16;
+        const double n16 = d16 && !g_scalar ? TMIN(in + 4, 2048 / 8 + 4 + (in + 1023) / 1024 + 1) : in + 4;
         for (int64_t o = 0; o < out; o++) {
             const double *Wr = b->W + o * in;
             const double so = tr && !axis0 ? tcq_f16_to_f32(w->tr.scales[o]) : 1.0;
             double s = 0, sa = 0, sq = 0, sr = 0, sp = 0, spa = 0, blk = 0, blka = 0;
             for (int64_t i = 0; i < in; i++) {
-                const double t = Wr[i] * xm[i];
+                const double t = Wr[i] * (bf ? tcq_bf16_to_f32(tcq_f32_to_bf16(xm[i])) : xm[i]);
                 s += t;
                 sa += fabs(t);
                 const double v = fabs(Wr[i]) / sc[i];   /* weight without the activation-side factor */
@@ -161,7 +167,7 @@ static void reference(const wbuf *b, const float *x, int64_t M, int fast, int q1
             }
             ref[m * out + o] = s;
             bound[m * out + o] = fast ? sq * (1 + 1e-4) + (nblk + 4) * u * sr + 0x1p-21 * sa + 1e-30
-                                      : (in + 4) * u * sa + 1e-30;
+                                      : n16 * u * sa + 1e-30;
             if (spec) {
                 spec[m * out + o] = sp * so / TCQ_RMAD_DIV;
                 tol[m * out + o] = 4 * (nblk + 8) * u * spa * so / TCQ_RMAD_DIV + 1e-30;
@@ -217,6 +223,13 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     if (f == F_TR1 || swiglu) out = other, in = coded_dim;
     else if (f == F_TR0 || f == F_TR0I) out = coded_dim * rnd(st, 1, 2), in = other * rnd(st, 1, 3);
     else out = other, in = rnd(st, 1, 300);
+    if ((f == F_F16 || f == F_BF16) && rnd(st, 0, 2) == 0) {
+        /* the stored-format kernels: rows over several k blocks (kc 1024 / 2048) with a tail, and
+         * calls past the 128-row chunk and the f16 panel's M = 12 */
+        in = rnd(st, 2000, 4500);
+        out = rnd(st, 1, 70);
+        if (rnd(st, 0, 1)) M = rnd(st, 12, 200);
+    }
     if (swiglu && f == F_TR0I) {
         if (novnni) unsetenv("TCQ_AVX2_NO_VNNI");
         if (noamx) unsetenv("TCQ_NO_AMX");
@@ -247,6 +260,7 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     double *sp = malloc((size_t)(M * O) * 8), *tl = malloc((size_t)(M * O) * 8);
     double *sp2 = malloc((size_t)(M * O) * 8), *tl2 = malloc((size_t)(M * O) * 8);
     const int q16 = strstr(tcq_kctx_last_kernel(c2), ".i16") != NULL;
+    g_scalar = isa == TCQ_ISA_SCALAR;
     reference(&g, x, M, fast, q16, ref, bd, sp, tl);
     if (swiglu) {
         reference(&up, x, M, fast, q16, ref2, bd2, sp2, tl2);
@@ -302,6 +316,24 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
         CHECK(badq == 0, "%s: %d outputs differ from the fast-path specification", label, badq);
     }
     CHECK(memcmp(y, y1, (size_t)(M * O) * 4) == 0, "%s: 1-thread and 2-thread outputs differ", label);
+    if ((f == F_F16 || f == F_BF16) && !swiglu && isa != TCQ_ISA_SCALAR) {
+        /* against the scalar reference (both bounds), and each row on its own: an output depends
+         * on its rows of W and x alone (kernels.h), whatever M, chunk or panel the call took */
+        tcq_kctx *cr = NULL;
+        CHECK_OK(tcq_kctx_create(NULL, TCQ_PATH_AUTO, &cr));
+        CHECK_OK(tcq_kctx_force(cr, TCQ_ISA_SCALAR, TCQ_KR_AUTO));
+        CHECK_OK(tcq_linear(&g.w, x, y1, M, cr));
+        /* bd is n u sum|W a| with reference()'s n for this ISA; the scalar one's n is I + 4 */
+        const double n16 = TMIN(I + 4, 2048 / 8 + 4 + (I + 1023) / 1024 + 1);
+        int badr = 0;
+        for (int64_t j = 0; j < M * O; j++) badr += !(fabs((double)y[j] - y1[j]) <= bd[j] * (1 + (I + 4) / n16));
+        CHECK(badr == 0, "%s: %d outputs farther from the scalar reference than both bounds", label, badr);
+        tcq_kctx_free(cr);
+        const int64_t a = rnd(st, 0, (int)M - 1);
+        CHECK_OK(tcq_linear(&g.w, x + a * I, y1, 1, c1));
+        CHECK(memcmp(y + a * O, y1, (size_t)O * 4) == 0, "%s: row %lld alone differs from the call of %lld", label,
+              (long long)a, (long long)M);
+    }
     if (long_tile && (strstr(tcq_kctx_last_kernel(c2), ".tile.") || strstr(tcq_kctx_last_kernel(c2), ".panel"))) {
         /* every row on its own: any run of rows called alone gives the same bits as in the long
          * call, whichever chunks the two calls cut (not asked of sgemm) */
