@@ -12,7 +12,8 @@ static void help(FILE *f)
                "                        [--bits K] [--layers N] [--vocab V] [--kpath auto|exact|fast] [--json]\n"
                "  MODEL: a model directory or llama2.c .bin; without it a synthetic Qwen3-14B-geometry model\n"
                "  (dim 5120, ffn 17408, 40 heads / 8 kv of 128, vocab 151936) with --layers (2) random layers,\n"
-               "  --bits 0 (bf16, default) or 1..4 (trellis L=12 T=256, random codes).\n"
+               "  --bits 0 (bf16, default; also --bf16), 16 (f16, also --f16) or 1..4 (trellis L=12 T=256,\n"
+               "  random codes).\n"
                "  Prefill: --prompt (128) tokens in chunks of %d rows.  Decode: --gen (32) tokens one at a time\n"
                "  (median per-token time), and with --batch B (2..4) B sequences decoded together.\n",
             TCQ_PREFILL_CHUNK);
@@ -45,6 +46,8 @@ int bench_model(int argc, char **argv)
         else if (strcmp(a, "--layers") == 0) dst = &layers;
         else if (strcmp(a, "--vocab") == 0) dst = &vocab;
         else if (strcmp(a, "--json") == 0) json = 1;
+        else if (strcmp(a, "--f16") == 0) bits = 16;
+        else if (strcmp(a, "--bf16") == 0) bits = 0;
         else if (strcmp(a, "--kv") == 0) {
             if (cli_parse_kv(v, &kv)) return 2;
             i++;
@@ -61,7 +64,7 @@ int bench_model(int argc, char **argv)
             i++;
         }
     }
-    if (prompt < 1 || gen < 1 || batch < 0 || batch > TCQ_MAX_BATCH || bits < 0 || bits > 4 || layers < 1 || vocab < 1) {
+    if (prompt < 1 || gen < 1 || batch < 0 || batch > TCQ_MAX_BATCH || bits < 0 || (bits > 4 && bits != 16) || layers < 1 || vocab < 1) {
         help(stderr);
         return 2;
     }

@@ -751,7 +751,8 @@ size_t tcq_model_weight_bytes(const tcq_model *m);
 const char *tcq_model_describe(const tcq_model *m);
 
 /* A model of the given geometry with random weights (benchmarks, tests): bits 0 gives dense bf16
- * layers, 1..4 trellis layers (L=12, T=256, random codes); embeddings are bf16 and tied.
+ * layers, 16 dense f16 layers and embeddings, 1..4 trellis layers (L=12, T=256, random codes);
+ * embeddings are bf16 (f16 with bits 16) and tied.
  * cfg->max_seq / rope_theta / norm_eps <= 0 take defaults (4096, 1e6, 1e-6). */
 tcq_status tcq_model_synthetic(const tcq_model_config *cfg, int bits, uint64_t seed, const tcq_model_opts *opts,
                                tcq_model **out);

@@ -39,6 +39,15 @@ static void fill_item(void *arg, int64_t item, int thread)
     }
 }
 
+/* exact: |a| < 1 and bf16's 8 significant bits fit f16's 11, but for draws below f16's normal range */
+static void to_f16_item(void *arg, int64_t item, int thread)
+{
+    (void)thread;
+    const fill_job *J = arg;
+    for (int64_t i = item * FILL_ITEM; i < TCQ_MIN(J->n, (item + 1) * FILL_ITEM); i++)
+        J->bf[i] = tcq_f32_to_f16(tcq_bf16_to_f32(J->bf[i]));
+}
+
 static tcq_status fill(tcq_model *m, tcq_pool *pool, uint16_t *bf, uint32_t *w, int64_t n, float a, uint64_t seed)
 {
     (void)m;
@@ -54,11 +63,14 @@ static tcq_status make_weight(tcq_model *m, tcq_pool *pool, int64_t out, int64_t
     w->out = out;
     w->in = in;
     const float a = sqrtf(3.0f / (float)in);
-    if (bits == 0) {
+    if (bits == 0 || bits == 16) {
         uint16_t *d = tcq_amalloc((size_t)(out * in) * 2);
         TCQ_TRY(tcq_model_own(m, d));
         TCQ_TRY(fill(m, pool, d, NULL, out * in, a, mix(seed)));
-        w->fmt = TCQ_WF_BF16;
+        /* f16: the same bf16 draws, converted (fill_item) */
+        fill_job J = {d, NULL, out * in, 0, 0};
+        if (bits == 16) tcq_pool_run(pool, (out * in + FILL_ITEM - 1) / FILL_ITEM, to_f16_item, &J);
+        w->fmt = bits ? TCQ_WF_F16 : TCQ_WF_BF16;
         w->dense = d;
         m->weight_bytes += (size_t)(out * in) * 2;
         return TCQ_OK;
@@ -91,10 +103,10 @@ static tcq_status make_weight(tcq_model *m, tcq_pool *pool, int64_t out, int64_t
 tcq_status tcq_model_synthetic(const tcq_model_config *cfg, int bits, uint64_t seed, const tcq_model_opts *opts,
                                tcq_model **out)
 {
-    if (!cfg || !out || bits < 0 || bits > 4 || cfg->dim < 1 || cfg->n_layers < 1 || cfg->n_heads < 1 ||
+    if (!cfg || !out || bits < 0 || (bits > 4 && bits != 16) || cfg->dim < 1 || cfg->n_layers < 1 || cfg->n_heads < 1 ||
         cfg->n_kv_heads < 1 || cfg->n_heads % cfg->n_kv_heads || cfg->head_dim < 2 || cfg->head_dim % 2 ||
         cfg->vocab_size < 1 || cfg->hidden_dim < 1)
-        return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_model_synthetic: bad geometry or bits (0 = bf16, 1..4 = trellis k)");
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_model_synthetic: bad geometry or bits (0 = bf16, 16 = f16, 1..4 = trellis k)");
     *out = NULL;
     tcq_model *m = calloc(1, sizeof *m);
     if (!m) return tcq_fail(TCQ_ERR_NOMEM, "model: out of memory");
@@ -112,7 +124,7 @@ tcq_status tcq_model_synthetic(const tcq_model_config *cfg, int bits, uint64_t s
     float *ones = s == TCQ_OK ? tcq_amalloc((size_t)TCQ_MAX(d, c->head_dim) * sizeof *ones) : NULL;
     if (s == TCQ_OK) s = tcq_model_own(m, ones);
     for (int64_t i = 0; s == TCQ_OK && i < TCQ_MAX(d, c->head_dim); i++) ones[i] = 1.0f;
-    if (s == TCQ_OK) s = make_weight(m, pool, c->vocab_size, d, 0, 1, &seed, &m->emb);
+    if (s == TCQ_OK) s = make_weight(m, pool, c->vocab_size, d, bits == 16 ? 16 : 0, 1, &seed, &m->emb);
     for (int l = 0; s == TCQ_OK && l < c->n_layers; l++) {
         tcq_layer *L = &m->layers[l];
         L->attn_norm = L->ffn_norm = ones;
@@ -128,7 +140,8 @@ tcq_status tcq_model_synthetic(const tcq_model_config *cfg, int bits, uint64_t s
     m->final_norm = ones;
     m->lm_head = m->emb;
     m->cfg.tied_embeddings = 1;
-    if (bits) snprintf(m->describe, sizeof m->describe, "synthetic trellis k=%d L=12 T=256 + bf16 embeddings", bits);
+    if (bits == 16) snprintf(m->describe, sizeof m->describe, "synthetic f16");
+    else if (bits) snprintf(m->describe, sizeof m->describe, "synthetic trellis k=%d L=12 T=256 + bf16 embeddings", bits);
     else snprintf(m->describe, sizeof m->describe, "synthetic bf16");
     if (s == TCQ_OK) {
         /* finish() creates the pool itself */
