@@ -722,7 +722,8 @@ int bench_kernels(int argc, char **argv)
         }
         for (int mi = 0; mi < o.nM; mi++) {
             tcq_kctx *c = NULL;
-            if ((s = tcq_kctx_create(pool, TCQ_PATH_AUTO, &c)) != TCQ_OK) return cli_fail(s, "bench kernels");
+            if ((s = tcq_kctx_create(pool, TCQ_PATH_AUTO, &c)) != TCQ_OK || (s = tcq_kctx_force(c, -1, o.regime)) != TCQ_OK)
+                return cli_fail(s, "bench kernels");
             call_arg a = {.w = &w, .x = x, .y = y, .M = o.Ms[mi], .c = c};
             const double t = time_median(call_linear, &a, o.reps);
             if (t < 0) return 1;

@@ -552,7 +552,8 @@ typedef enum tcq_kregime {
 
 /* Pin the ISA and/or the regime for one context (tests, benchmarks).  isa < 0: the active ISA;
  * regime AUTO: by M.  A regime that does not apply to a call (M1 with M > 1, or a non-trellis
- * weight) falls back to AUTO.  Fails if the CPU cannot run isa. */
+ * weight) falls back to AUTO; dense f16/bf16 weights take GEMM as their GEMM regime and any other
+ * pinned regime as their tiles.  Fails if the CPU cannot run isa. */
 tcq_status tcq_kctx_force(tcq_kctx *ctx, int isa, tcq_kregime regime);
 /* Name of the kernel the last call on ctx ran ("trellis.reduce.fast.m1.avx512"...); "" if none. */
 const char *tcq_kctx_last_kernel(const tcq_kctx *ctx);

@@ -196,7 +196,7 @@ void tcq_dense_decode_rows(const tcq_weight *w, int64_t r0, int64_t r1, float *o
  *         additions round.  The AVX-512 kernel (vdpbf16ps) also reads bf16 subnormals
  *         (|v| < 2^-126) as zero and flushes subnormal partial sums.
  *   f16:  a = x (f32 itself); each term is one fmaf (W widened exactly from f16).
- * Order: k in blocks of kc (the ISA's table); inside a block each of the ISA's L lanes sums its
+ * Order below the GEMM regime: k in blocks of kc (the ISA's table); inside a block each of L lanes sums its
  * own k ascending (vdpbf16ps: a pair of k per step), then a fixed tree; the block sums are added
  * to y in ascending order.  An output thus depends on its row of W and of x alone: the same bits
  * for any M, M-chunking, loop order or thread count on one ISA.  Rounding count per output:
@@ -207,8 +207,9 @@ typedef struct kd16_args {
     const tcq_weight *w;       /* TCQ_WF_F16 or TCQ_WF_BF16 */
     int64_t M;
     const float *x;            /* [M, in]: f16's activations */
-    const void *xa;            /* [M, in]: bf16's prepared activations (uint16 bf16 bits, or f32
+    const void *xa;            /* [M, lda]: bf16's prepared activations (uint16 bf16 bits, or f32
                                 * holding the bf16-rounded values: kd16_isa.prep) */
+    int64_t lda;               /* xa's row stride (in) */
     float *y;
     int64_t ldy;
 } kd16_args;
@@ -216,26 +217,30 @@ typedef struct kd16_args {
 enum { KD16_PREP_NONE = 0, KD16_PREP_BF16 = 1, KD16_PREP_F32R = 2 };
 
 /* One ISA's kernel for one format.  tile: rows [m0, m0+mr) x outputs [n0, n0+nv) (nv <= 4) over
- * k in [k0, k0+kl) (kl <= kc); y = the block's sum if first, else y + it.  panel: NULL, or W rows
- * n0.. widened to f32 by .panel ([4, kc], rows past nv repeat the last), read instead of W. */
+ * k in [k0, k0+kl) (kl <= kc); y = the block's sum if first, else y + it. */
 typedef struct kd16_isa {
     const char *name;
     int mr;                    /* activation rows per tile (and the most the tile takes) */
     int prep;                  /* KD16_PREP_*: what kd16_args.xa holds */
     int64_t kc, mc;            /* k block (part of the contract), M chunk (cache only) */
-    int64_t panel_from;        /* M at which the tiles read a widened panel (.panel), else never */
-    void (*tile)(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl,
-                 const float *panel, int first);
-    void (*panel)(const tcq_weight *w, int64_t n0, int nv, int64_t k0, int64_t kl, int64_t kc, float *out);
+    void (*tile)(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl, int first);
+    /* The GEMM regime from M = gemm_from (NULL: none): outputs [r0, r1), r1 - r0 <= 64, of every
+     * row, each one sequential fmaf sum over k from 0: the scalar reference's very sum (K + 4
+     * roundings at most).  scratch: a 32 KB panel. */
+    void (*gemm)(const kd16_args *a, int64_t r0, int64_t r1, void *scratch);
+    int gemm_prep;             /* KD16_PREP_* of the GEMM regime */
+    const char *gemm_name;
+    int64_t gemm_from;
 } kd16_isa;
 
 const kd16_isa *tcq_d16_avx512_f16(void);          /* x86/dense16_avx512.c */
+void tcq_d16_gemm_avx512(const kd16_args *a, int64_t r0, int64_t r1, void *scratch);   /* ... both formats */
 const kd16_isa *tcq_d16_avx512_bf16(void);         /* x86/dense16_avx512x.c: tcq_cpu()->avx512bf16 */
 const kd16_isa *tcq_d16_avx2(tcq_wformat fmt);      /* x86/dense16_avx2.c (F16C) */
-/* Outputs [r0, r1) of every row through one ISA's table (dense16.c); panel: [4, kc] floats. */
-void tcq_d16_rows(const kd16_isa *k, const kd16_args *a, int64_t r0, int64_t r1, float *panel);
-/* The activations an ISA's table wants in xa, rows [m0, m1) (dense16.c). */
-void tcq_d16_prep(int prep, const float *x, int64_t in, int64_t m0, int64_t m1, void *xa);
+/* Outputs [r0, r1) of every row through one ISA's tiles (dense16.c). */
+void tcq_d16_rows(const kd16_isa *k, const kd16_args *a, int64_t r0, int64_t r1);
+/* The activations an ISA's table wants in xa (row stride lda), rows [m0, m1) (dense16.c). */
+void tcq_d16_prep(int prep, const float *x, int64_t in, int64_t lda, int64_t m0, int64_t m1, void *xa);
 /* ref/dense_ref.c: the contract as one sequential sum per output (the golden). */
 void tcq_d16_ref(const tcq_weight *w, const float *x, int64_t M, int64_t r0, int64_t r1, float *y, int64_t ldy);
 

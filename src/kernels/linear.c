@@ -20,6 +20,7 @@ enum {
     GEMM_KC = 512,         /* axis-0 GEMM: stored rows per sgemm call */
     DENSE_ROWS = 64,       /* dense/affine outputs per work item */
     DENSE16_ROWS = 32,     /* dense f16/bf16 outputs per work item (a multiple of the tiles' 4) */
+    DENSE16_GEMM_ROWS = 64,   /* ... in a table's GEMM regime: one panel of 64 */
     TILE_CHUNK_M = 128,    /* the tile regime takes a longer call in chunks of at most this many rows */
     PANEL_CHUNK_M = 256,   /* ... and the tables' own GEMM kernels */
 };
@@ -510,13 +511,17 @@ typedef struct d16_ctx {
     const kd16_isa *k;
     kd16_args a;
     int64_t prep_rows;
+    int gemm;              /* the table's GEMM regime */
+    int prep;              /* what a.xa holds */
+    int64_t rows;          /* outputs per work item */
 } d16_ctx;
 
 static void d16_item(void *arg, int64_t item, int thread)
 {
     const d16_ctx *d = arg;
-    const int64_t r0 = item * DENSE16_ROWS, r1 = TCQ_MIN(d->a.w->out, r0 + DENSE16_ROWS);
-    if (d->k) tcq_d16_rows(d->k, &d->a, r0, r1, d->c->scratch[thread]);
+    const int64_t r0 = item * d->rows, r1 = TCQ_MIN(d->a.w->out, r0 + d->rows);
+    if (d->gemm) d->k->gemm(&d->a, r0, r1, d->c->scratch[thread]);
+    else if (d->k) tcq_d16_rows(d->k, &d->a, r0, r1);
     else tcq_d16_ref(d->a.w, d->a.x, d->a.M, r0, r1, d->a.y, d->a.ldy);
 }
 
@@ -525,24 +530,33 @@ static void d16_prep_item(void *arg, int64_t item, int thread)
     (void)thread;
     const d16_ctx *d = arg;
     const int64_t m0 = item * d->prep_rows, m1 = TCQ_MIN(d->a.M, m0 + d->prep_rows);
-    tcq_d16_prep(d->k->prep, d->a.x, d->a.w->in, m0, m1, (void *)d->a.xa);
+    tcq_d16_prep(d->prep, d->a.x, d->a.w->in, d->a.lda, m0, m1, (void *)d->a.xa);
 }
 
 static tcq_status dense16_linear(tcq_kctx *c, const tcq_weight *w, const float *x, float *y, int64_t M)
 {
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    d16_ctx d = {.c = c, .k = d16_table(isa, w->fmt), .a = {.w = w, .M = M, .x = x, .y = y, .ldy = w->out}};
+    d16_ctx d = {.c = c, .k = d16_table(isa, w->fmt), .a = {.w = w, .M = M, .x = x, .y = y, .ldy = w->out},
+                 .rows = DENSE16_ROWS};
+    /* a pinned regime: GEMM takes the table's GEMM, the others its tiles (tests, benchmarks) */
+    const tcq_kregime reg = c->force_regime;
+    d.gemm = d.k && d.k->gemm && (reg == TCQ_KR_AUTO ? M >= d.k->gemm_from : reg == TCQ_KR_GEMM);
+    if (d.gemm) d.rows = DENSE16_GEMM_ROWS;
     static const char *const fn[] = {"f32", "f16", "bf16", "trellis", "affine"};
-    snprintf(c->last, sizeof c->last, "%s.stored.%s", fn[w->fmt], d.k ? d.k->name : "scalar");
-    if (d.k) TCQ_TRY(ensure_scratch(c, (size_t)(4 * d.k->kc) * 4));
-    if (d.k && d.k->prep != KD16_PREP_NONE) {
+    snprintf(c->last, sizeof c->last, "%s.stored.%s", fn[w->fmt],
+             d.gemm ? d.k->gemm_name : d.k ? d.k->name : "scalar");
+    if (d.gemm) TCQ_TRY(ensure_scratch(c, KERNEL_SCRATCH));   /* the 32 KB panel */
+    const int prep = d.k ? d.gemm ? d.k->gemm_prep : d.k->prep : KD16_PREP_NONE;
+    if (prep != KD16_PREP_NONE) {
         /* the activations once per call, rows in fixed items (each row's values do not depend on them) */
-        TCQ_TRY(ensure_buf(&c->xa, &c->xa_cap, (size_t)(M * w->in), "dense activations"));
+        d.a.lda = w->in;
+        TCQ_TRY(ensure_buf(&c->xa, &c->xa_cap, (size_t)(M * d.a.lda), "dense activations"));
         d.a.xa = c->xa;
+        d.prep = prep;
         d.prep_rows = TCQ_MAX(1, 65536 / w->in);
         tcq_pool_run(c->pool, (M + d.prep_rows - 1) / d.prep_rows, d16_prep_item, &d);
     }
-    tcq_pool_run(c->pool, (w->out + DENSE16_ROWS - 1) / DENSE16_ROWS, d16_item, &d);
+    tcq_pool_run(c->pool, (w->out + d.rows - 1) / d.rows, d16_item, &d);
     return TCQ_OK;
 }
 

@@ -111,7 +111,7 @@ static void make_weight(uint64_t *st, int f, int out, int in, tcq_block_params p
  * fast path's specification evaluated in float64 (spec, tol): q = nearbyintf(a * (127/amax)) and
  * d = amax/127 in f32 as documented for TCQ_FAST_QB blocks, y the integer code value, then
  * sum_blk d * sum y q * scale / 147.8: an implementation that quantizes differently fails it. */
-static int g_scalar;     /* the case runs the scalar ISA (reference() widens its dense16 bound) */
+static int g_scalar;     /* dense16 sums sequentially: the scalar ISA, a GEMM regime (reference()'s bound) */
 
 static void reference(const wbuf *b, const float *x, int64_t M, int fast, int q16, double *ref, double *bound,
                       double *spec, double *tol)
@@ -260,7 +260,8 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     double *sp = malloc((size_t)(M * O) * 8), *tl = malloc((size_t)(M * O) * 8);
     double *sp2 = malloc((size_t)(M * O) * 8), *tl2 = malloc((size_t)(M * O) * 8);
     const int q16 = strstr(tcq_kctx_last_kernel(c2), ".i16") != NULL;
-    g_scalar = isa == TCQ_ISA_SCALAR;
+    const int d16_gemm = strstr(tcq_kctx_last_kernel(c2), ".stored.gemm.") != NULL;
+    g_scalar = isa == TCQ_ISA_SCALAR || d16_gemm;   /* both: one sequential sum over k */
     reference(&g, x, M, fast, q16, ref, bd, sp, tl);
     if (swiglu) {
         reference(&up, x, M, fast, q16, ref2, bd2, sp2, tl2);
@@ -323,16 +324,21 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
         CHECK_OK(tcq_kctx_create(NULL, TCQ_PATH_AUTO, &cr));
         CHECK_OK(tcq_kctx_force(cr, TCQ_ISA_SCALAR, TCQ_KR_AUTO));
         CHECK_OK(tcq_linear(&g.w, x, y1, M, cr));
-        /* bd is n u sum|W a| with reference()'s n for this ISA; the scalar one's n is I + 4 */
-        const double n16 = TMIN(I + 4, 2048 / 8 + 4 + (I + 1023) / 1024 + 1);
+        /* bd is n u sum|W a| with reference()'s n for this kernel; the scalar one's n is I + 4 */
+        const double n16 = d16_gemm ? I + 4 : TMIN(I + 4, 2048 / 8 + 4 + (I + 1023) / 1024 + 1);
         int badr = 0;
         for (int64_t j = 0; j < M * O; j++) badr += !(fabs((double)y[j] - y1[j]) <= bd[j] * (1 + (I + 4) / n16));
         CHECK(badr == 0, "%s: %d outputs farther from the scalar reference than both bounds", label, badr);
+        /* the f16 GEMM is the reference's own sum: fmaf over k from 0 */
+        if (d16_gemm && f == F_F16)
+            CHECK(memcmp(y, y1, (size_t)(M * O) * 4) == 0, "%s: f16 GEMM differs from the scalar reference", label);
         tcq_kctx_free(cr);
-        const int64_t a = rnd(st, 0, (int)M - 1);
-        CHECK_OK(tcq_linear(&g.w, x + a * I, y1, 1, c1));
-        CHECK(memcmp(y + a * O, y1, (size_t)O * 4) == 0, "%s: row %lld alone differs from the call of %lld", label,
-              (long long)a, (long long)M);
+        if (!d16_gemm) {
+            const int64_t a = rnd(st, 0, (int)M - 1);
+            CHECK_OK(tcq_linear(&g.w, x + a * I, y1, 1, c1));
+            CHECK(memcmp(y + a * O, y1, (size_t)O * 4) == 0, "%s: row %lld alone differs from the call of %lld", label,
+                  (long long)a, (long long)M);
+        }
     }
     if (long_tile && (strstr(tcq_kctx_last_kernel(c2), ".tile.") || strstr(tcq_kctx_last_kernel(c2), ".panel"))) {
         /* every row on its own: any run of rows called alone gives the same bits as in the long

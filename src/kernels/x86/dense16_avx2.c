@@ -56,24 +56,20 @@ AI void tile_2(const kd16_args *a, const int BF, const int MR, int64_t m0, int64
 }
 
 static void tile_f16(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl,
-                     const float *panel, int first)
+                     int first)
 {
-    (void)panel;
     if (mr == 1) tile_2(a, 0, 1, m0, n0, nv, k0, kl, first);
     else tile_2(a, 0, 2, m0, n0, nv, k0, kl, first);
 }
 
 static void tile_bf16(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl,
-                      const float *panel, int first)
+                      int first)
 {
-    (void)panel;
     if (mr == 1) tile_2(a, 1, 1, m0, n0, nv, k0, kl, first);
     else tile_2(a, 1, 2, m0, n0, nv, k0, kl, first);
 }
 
-static const kd16_isa t_f16 = {.name = "avx2", .mr = 2, .prep = KD16_PREP_NONE, .kc = KC, .mc = 128,
-                               .panel_from = INT64_MAX, .tile = tile_f16};
-static const kd16_isa t_bf16 = {.name = "avx2", .mr = 2, .prep = KD16_PREP_F32R, .kc = KC, .mc = 128,
-                                .panel_from = INT64_MAX, .tile = tile_bf16};
+static const kd16_isa t_f16 = {.name = "avx2", .mr = 2, .prep = KD16_PREP_NONE, .kc = KC, .mc = 128, .tile = tile_f16};
+static const kd16_isa t_bf16 = {.name = "avx2", .mr = 2, .prep = KD16_PREP_F32R, .kc = KC, .mc = 128, .tile = tile_bf16};
 
 const kd16_isa *tcq_d16_avx2(tcq_wformat fmt) { return fmt == TCQ_WF_BF16 ? &t_bf16 : &t_f16; }

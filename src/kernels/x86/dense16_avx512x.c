@@ -9,7 +9,8 @@ AI __m512bh ld_bh_tail(const uint16_t *p, __mmask32 m) { return (__m512bh)_mm512
 AI void tile_bf(const kd16_args *a, const int MR, int64_t m0, int64_t n0, int nv, int64_t k0, int64_t kl, int first)
 {
     const int64_t K = a->w->in;
-    const uint16_t *x = (const uint16_t *)a->xa + m0 * K;
+    const int64_t L = a->lda;
+    const uint16_t *x = (const uint16_t *)a->xa + m0 * L;
     const uint16_t *W = a->w->dense, *w[4];
     for (int n = 0; n < 4; n++) w[n] = W + (n0 + TCQ_MIN(n, nv - 1)) * K;
     __m512 acc[6][4];
@@ -20,7 +21,7 @@ AI void tile_bf(const kd16_args *a, const int MR, int64_t m0, int64_t n0, int nv
     for (; k < k32; k += 32) {
         const __m512bh w0 = ld_bh(w[0] + k), w1 = ld_bh(w[1] + k), w2 = ld_bh(w[2] + k), w3 = ld_bh(w[3] + k);
         for (int m = 0; m < MR; m++) {
-            const __m512bh xv = ld_bh(x + m * K + k);
+            const __m512bh xv = ld_bh(x + m * L + k);
             acc[m][0] = _mm512_dpbf16_ps(acc[m][0], xv, w0);
             acc[m][1] = _mm512_dpbf16_ps(acc[m][1], xv, w1);
             acc[m][2] = _mm512_dpbf16_ps(acc[m][2], xv, w2);
@@ -32,7 +33,7 @@ AI void tile_bf(const kd16_args *a, const int MR, int64_t m0, int64_t n0, int nv
         const __m512bh w0 = ld_bh_tail(w[0] + k, t), w1 = ld_bh_tail(w[1] + k, t);
         const __m512bh w2 = ld_bh_tail(w[2] + k, t), w3 = ld_bh_tail(w[3] + k, t);
         for (int m = 0; m < MR; m++) {
-            const __m512bh xv = ld_bh_tail(x + m * K + k, t);
+            const __m512bh xv = ld_bh_tail(x + m * L + k, t);
             acc[m][0] = _mm512_dpbf16_ps(acc[m][0], xv, w0);
             acc[m][1] = _mm512_dpbf16_ps(acc[m][1], xv, w1);
             acc[m][2] = _mm512_dpbf16_ps(acc[m][2], xv, w2);
@@ -43,10 +44,8 @@ AI void tile_bf(const kd16_args *a, const int MR, int64_t m0, int64_t n0, int nv
         d16_store(a->y + (m0 + m) * a->ldy + n0, d16_hsum4_512(acc[m][0], acc[m][1], acc[m][2], acc[m][3]), nv, first);
 }
 
-static void tile(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl, const float *panel,
-                 int first)
+static void tile(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl, int first)
 {
-    (void)panel;
     switch (mr) {
     case 1: tile_bf(a, 1, m0, n0, nv, k0, kl, first); break;
     case 2: tile_bf(a, 2, m0, n0, nv, k0, kl, first); break;
@@ -57,9 +56,11 @@ static void tile(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int
     }
 }
 
-/* kc 2048: 64 steps of 24 vdpbf16ps per block against one reduction (~5 %); the 128-row chunk's
- * activation block is then 512 KB, half of Zen 5's L2 */
+/* kc 2048: 64 steps of 24 vdpbf16ps per block against one reduction; a 128-row chunk's activation
+ * block is 512 KB, half of Zen 5's L2.  The GEMM regime (dense16_avx512.c's, on f32 panels) from
+ * M = 12 as for f16: vdpbf16ps on a bf16-pair panel ran 1.5x its time at M = 128 */
 static const kd16_isa bf16_512 = {.name = "avx512bf16", .mr = 6, .prep = KD16_PREP_BF16, .kc = 2048, .mc = 128,
-                                  .panel_from = INT64_MAX, .tile = tile};
+                                  .tile = tile, .gemm = tcq_d16_gemm_avx512, .gemm_name = "gemm.avx512",
+                                  .gemm_prep = KD16_PREP_F32R, .gemm_from = 12};
 
 const kd16_isa *tcq_d16_avx512_bf16(void) { return &bf16_512; }

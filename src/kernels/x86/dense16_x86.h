@@ -29,21 +29,6 @@ AI __m128 d16_hsum4_512(__m512 a, __m512 b, __m512 c, __m512 d)
     return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s));
 }
 
-/* the f16 panel: rows n0.. of [k0, k0+kl) widened (exact), the last valid row repeated */
-AI void d16_panel_f16_512(const tcq_weight *w, int64_t n0, int nv, int64_t k0, int64_t kl, int64_t kc, float *out)
-{
-    const int64_t k16 = kl & ~(int64_t)15;
-    for (int n = 0; n < 4; n++) {
-        const uint16_t *src = (const uint16_t *)w->dense + (n0 + TCQ_MIN(n, nv - 1)) * w->in + k0;
-        float *o = out + n * kc;
-        int64_t k = 0;
-        for (; k < k16; k += 16) _mm512_storeu_ps(o + k, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + k))));
-        if (k < kl) {
-            const __mmask16 m = (__mmask16)((1u << (kl - k)) - 1);
-            _mm512_storeu_ps(o + k, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + k)));
-        }
-    }
-}
 #endif
 
 #endif
