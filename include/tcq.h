@@ -517,7 +517,9 @@ typedef struct tcq_kctx tcq_kctx;
 tcq_status tcq_kctx_create(tcq_pool *pool /* may be NULL */, tcq_kpath path, tcq_kctx **out);
 void tcq_kctx_free(tcq_kctx *ctx);
 
-/* y = x W^T for M rows: x [M, in], y [M, out]. Any format, any M >= 1. */
+/* y = x W^T for M rows: x [M, in], y [M, out]. Any format, any M >= 1.  Dense f16/bf16 weights
+ * are read in their stored format and widened exactly in registers: f32 activations, one fmaf per
+ * term, f32 sums (|error| <= (K + 4) 2^-24 sum |w x|; the same bits for any thread count). */
 tcq_status tcq_linear(const tcq_weight *w, const float *x /* [M, in] */, float *y /* [M, out] */,
                       int64_t M, tcq_kctx *ctx);
 /* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T), gate and up both [out, in]. */

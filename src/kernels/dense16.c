@@ -7,8 +7,6 @@
  * table's gemm_from rows linear.c runs its GEMM instead.)  Both orders add each output's block sums in the same order: the same bits. */
 #include "kernels.h"
 
-#include <string.h>
-
 void tcq_d16_rows(const kd16_isa *k, const kd16_args *a, int64_t r0, int64_t r1)
 {
     const int64_t K = a->w->in, M = a->M;
@@ -28,32 +26,6 @@ void tcq_d16_rows(const kd16_isa *k, const kd16_args *a, int64_t r0, int64_t r1)
                 const int nv = (int)TCQ_MIN(4, r1 - n0);
                 for (int64_t m0 = c0; m0 < c1; m0 += k->mr)
                     k->tile(a, m0, (int)TCQ_MIN(k->mr, c1 - m0), n0, nv, k0, kl, k0 == 0);
-            }
-        }
-    }
-}
-
-/* tcq_f32_to_bf16 inline: a call per element cost more than the prefill's tiles saved */
-static inline uint32_t bf16_rne(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-}
-
-void tcq_d16_prep(int prep, const float *x, int64_t in, int64_t lda, int64_t m0, int64_t m1, void *xa)
-{
-    for (int64_t m = m0; m < m1; m++) {
-        const float *xm = x + m * in;
-        if (prep == KD16_PREP_BF16) {
-            uint16_t *o = (uint16_t *)xa + m * lda;
-            for (int64_t i = 0; i < in; i++) o[i] = (uint16_t)bf16_rne(xm[i]);
-        } else {
-            float *o = (float *)xa + m * lda;
-            for (int64_t i = 0; i < in; i++) {
-                const uint32_t u = bf16_rne(xm[i]) << 16;
-                memcpy(o + i, &u, 4);
             }
         }
     }

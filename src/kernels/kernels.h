@@ -190,57 +190,43 @@ void tcq_dense_decode_rows_avx512(const tcq_weight *w, int64_t r0, int64_t r1, f
 void tcq_dense_decode_rows(const tcq_weight *w, int64_t r0, int64_t r1, float *out);
 
 /* ---- dense f16 / bf16 in their stored format (dense16.c drives, ref/ and x86/ compute) -------
- * Contract, y[m, r] = sum_k W[r, k] a[m, k] with f32 accumulation, W never widened to a copy:
- *   bf16: a = x rounded to bf16 (tcq_f32_to_bf16: nearest-even, NaN quieted), as llama.cpp and
- *         vdpbf16ps do; each product W a is exact in f32 (8 x 8 significant bits), only the
- *         additions round.  The AVX-512 kernel (vdpbf16ps) also reads bf16 subnormals
- *         (|v| < 2^-126) as zero and flushes subnormal partial sums.
- *   f16:  a = x (f32 itself); each term is one fmaf (W widened exactly from f16).
- * Order below the GEMM regime: k in blocks of kc (the ISA's table); inside a block each of L lanes sums its
- * own k ascending (vdpbf16ps: a pair of k per step), then a fixed tree; the block sums are added
- * to y in ascending order.  An output thus depends on its row of W and of x alone: the same bits
- * for any M, M-chunking, loop order or thread count on one ISA.  Rounding count per output:
- * at most kc/8 + log2(L) + K/kc + 1 (the scalar reference: K, one sequential sum), so
- *     |y - sum_k W a (exact)| <= n 2^-24 sum_k |W a|      (n that count; tested in test_kernels).
+ * Contract, y[m, r] = sum_k W[r, k] x[m, k]: the weights widened exactly to f32 in registers
+ * (never a copy of the matrix), the activations the caller's f32, each term one fmaf, f32
+ * accumulation.  Order:
+ *   tiles (M below the table's gemm_from): k in blocks of kc; inside a block each of the ISA's
+ *     L lanes (16 AVX-512, 8 AVX2) sums its own k ascending, then a fixed tree; the block sums
+ *     are added to y in ascending order.  An output depends on its rows of W and x alone: the
+ *     same bits for any M below gemm_from, loop order or thread count.
+ *   GEMM and the scalar reference: one sequential fmaf sum over k from 0 (the same bits).
+ * Roundings per output: at most kc/8 + log2(L) + K/kc + 1 (tiles) or K (sequential), so
+ *     |y - sum_k W x (exact)| <= n 2^-24 sum_k |W x|      (n that count + 4; test_kernels).
  */
 typedef struct kd16_args {
     const tcq_weight *w;       /* TCQ_WF_F16 or TCQ_WF_BF16 */
     int64_t M;
-    const float *x;            /* [M, in]: f16's activations */
-    const void *xa;            /* [M, lda]: bf16's prepared activations (uint16 bf16 bits, or f32
-                                * holding the bf16-rounded values: kd16_isa.prep) */
-    int64_t lda;               /* xa's row stride (in) */
+    const float *x;            /* [M, in] */
     float *y;
     int64_t ldy;
 } kd16_args;
 
-enum { KD16_PREP_NONE = 0, KD16_PREP_BF16 = 1, KD16_PREP_F32R = 2 };
-
-/* One ISA's kernel for one format.  tile: rows [m0, m0+mr) x outputs [n0, n0+nv) (nv <= 4) over
+/* One ISA's kernels for one format.  tile: rows [m0, m0+mr) x outputs [n0, n0+nv) (nv <= 4) over
  * k in [k0, k0+kl) (kl <= kc); y = the block's sum if first, else y + it. */
 typedef struct kd16_isa {
     const char *name;
     int mr;                    /* activation rows per tile (and the most the tile takes) */
-    int prep;                  /* KD16_PREP_*: what kd16_args.xa holds */
     int64_t kc, mc;            /* k block (part of the contract), M chunk (cache only) */
     void (*tile)(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl, int first);
     /* The GEMM regime from M = gemm_from (NULL: none): outputs [r0, r1), r1 - r0 <= 64, of every
-     * row, each one sequential fmaf sum over k from 0: the scalar reference's very sum (K + 4
-     * roundings at most).  scratch: a 32 KB panel. */
+     * row, each one sequential fmaf sum over k from 0.  scratch: a 32 KB panel, 64-byte aligned. */
     void (*gemm)(const kd16_args *a, int64_t r0, int64_t r1, void *scratch);
-    int gemm_prep;             /* KD16_PREP_* of the GEMM regime */
     const char *gemm_name;
     int64_t gemm_from;
 } kd16_isa;
 
-const kd16_isa *tcq_d16_avx512_f16(void);          /* x86/dense16_avx512.c */
-void tcq_d16_gemm_avx512(const kd16_args *a, int64_t r0, int64_t r1, void *scratch);   /* ... both formats */
-const kd16_isa *tcq_d16_avx512_bf16(void);         /* x86/dense16_avx512x.c: tcq_cpu()->avx512bf16 */
-const kd16_isa *tcq_d16_avx2(tcq_wformat fmt);      /* x86/dense16_avx2.c (F16C) */
+const kd16_isa *tcq_d16_avx512(tcq_wformat fmt);   /* x86/dense16_avx512.c */
+const kd16_isa *tcq_d16_avx2(tcq_wformat fmt);     /* x86/dense16_avx2.c (F16C) */
 /* Outputs [r0, r1) of every row through one ISA's tiles (dense16.c). */
 void tcq_d16_rows(const kd16_isa *k, const kd16_args *a, int64_t r0, int64_t r1);
-/* The activations an ISA's table wants in xa (row stride lda), rows [m0, m1) (dense16.c). */
-void tcq_d16_prep(int prep, const float *x, int64_t in, int64_t lda, int64_t m0, int64_t m1, void *xa);
 /* ref/dense_ref.c: the contract as one sequential sum per output (the golden). */
 void tcq_d16_ref(const tcq_weight *w, const float *x, int64_t M, int64_t r0, int64_t r1, float *y, int64_t ldy);
 

@@ -38,8 +38,6 @@ struct tcq_kctx {
     size_t part_cap;
     float *gu;             /* swiglu fallback [2, M, out] */
     size_t gu_cap;
-    float *xa;             /* dense f16/bf16: the prepared activations (kd16_args.xa) */
-    size_t xa_cap;
     char last[96];
 };
 
@@ -81,7 +79,6 @@ void tcq_kctx_free(tcq_kctx *c)
     tcq_kq_free(&c->qa);
     tcq_afree(c->part);
     tcq_afree(c->gu);
-    tcq_afree(c->xa);
     free(c);
 }
 
@@ -501,8 +498,7 @@ static tcq_status dense_linear(tcq_kctx *c, const tcq_weight *w, const float *x,
 /* The ISA's table for a dense f16/bf16 weight; NULL: the scalar reference */
 static const kd16_isa *d16_table(int isa, tcq_wformat fmt)
 {
-    if (isa == TCQ_ISA_AVX512 && fmt == TCQ_WF_F16) return tcq_d16_avx512_f16();
-    if (isa == TCQ_ISA_AVX512 && tcq_cpu()->avx512bf16) return tcq_d16_avx512_bf16();
+    if (isa == TCQ_ISA_AVX512) return tcq_d16_avx512(fmt);
     return isa >= TCQ_ISA_AVX2 ? tcq_d16_avx2(fmt) : NULL;
 }
 
@@ -510,9 +506,7 @@ typedef struct d16_ctx {
     tcq_kctx *c;
     const kd16_isa *k;
     kd16_args a;
-    int64_t prep_rows;
     int gemm;              /* the table's GEMM regime */
-    int prep;              /* what a.xa holds */
     int64_t rows;          /* outputs per work item */
 } d16_ctx;
 
@@ -525,14 +519,6 @@ static void d16_item(void *arg, int64_t item, int thread)
     else tcq_d16_ref(d->a.w, d->a.x, d->a.M, r0, r1, d->a.y, d->a.ldy);
 }
 
-static void d16_prep_item(void *arg, int64_t item, int thread)
-{
-    (void)thread;
-    const d16_ctx *d = arg;
-    const int64_t m0 = item * d->prep_rows, m1 = TCQ_MIN(d->a.M, m0 + d->prep_rows);
-    tcq_d16_prep(d->prep, d->a.x, d->a.w->in, d->a.lda, m0, m1, (void *)d->a.xa);
-}
-
 static tcq_status dense16_linear(tcq_kctx *c, const tcq_weight *w, const float *x, float *y, int64_t M)
 {
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
@@ -541,21 +527,12 @@ static tcq_status dense16_linear(tcq_kctx *c, const tcq_weight *w, const float *
     /* a pinned regime: GEMM takes the table's GEMM, the others its tiles (tests, benchmarks) */
     const tcq_kregime reg = c->force_regime;
     d.gemm = d.k && d.k->gemm && (reg == TCQ_KR_AUTO ? M >= d.k->gemm_from : reg == TCQ_KR_GEMM);
-    if (d.gemm) d.rows = DENSE16_GEMM_ROWS;
-    static const char *const fn[] = {"f32", "f16", "bf16", "trellis", "affine"};
-    snprintf(c->last, sizeof c->last, "%s.stored.%s", fn[w->fmt],
-             d.gemm ? d.k->gemm_name : d.k ? d.k->name : "scalar");
-    if (d.gemm) TCQ_TRY(ensure_scratch(c, KERNEL_SCRATCH));   /* the 32 KB panel */
-    const int prep = d.k ? d.gemm ? d.k->gemm_prep : d.k->prep : KD16_PREP_NONE;
-    if (prep != KD16_PREP_NONE) {
-        /* the activations once per call, rows in fixed items (each row's values do not depend on them) */
-        d.a.lda = w->in;
-        TCQ_TRY(ensure_buf(&c->xa, &c->xa_cap, (size_t)(M * d.a.lda), "dense activations"));
-        d.a.xa = c->xa;
-        d.prep = prep;
-        d.prep_rows = TCQ_MAX(1, 65536 / w->in);
-        tcq_pool_run(c->pool, (M + d.prep_rows - 1) / d.prep_rows, d16_prep_item, &d);
+    if (d.gemm) {
+        d.rows = DENSE16_GEMM_ROWS;
+        TCQ_TRY(ensure_scratch(c, KERNEL_SCRATCH));   /* the 32 KB panel */
     }
+    static const char *const fn[] = {"f32", "f16", "bf16", "trellis", "affine"};
+    snprintf(c->last, sizeof c->last, "%s.stored.%s", fn[w->fmt], d.gemm ? d.k->gemm_name : d.k ? d.k->name : "scalar");
     tcq_pool_run(c->pool, (w->out + d.rows - 1) / d.rows, d16_item, &d);
     return TCQ_OK;
 }

@@ -14,9 +14,7 @@ void tcq_d16_ref(const tcq_weight *w, const float *x, int64_t M, int64_t r0, int
             const float *xm = x + m * K;
             float acc = 0.0f;
             if (w->fmt == TCQ_WF_BF16)
-                /* the product of two bf16 is exact in f32: fmaf rounds the sum only */
-                for (int64_t k = 0; k < K; k++)
-                    acc = fmaf(tcq_bf16_to_f32(wr[k]), tcq_bf16_to_f32(tcq_f32_to_bf16(xm[k])), acc);
+                for (int64_t k = 0; k < K; k++) acc = fmaf(tcq_bf16_to_f32(wr[k]), xm[k], acc);
             else
                 for (int64_t k = 0; k < K; k++) acc = fmaf(tcq_f16_to_f32(wr[k]), xm[k], acc);
             y[m * ldy + r] = acc;

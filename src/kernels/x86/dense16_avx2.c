@@ -1,6 +1,6 @@
 /* AVX2 dense f16 / bf16 kernels: weights widened in registers (vcvtph2ps from F16C; bf16 by a
- * 16-bit shift, exact), times f32 activations (bf16: already rounded to bf16, so the FMA only
- * rounds the sum, kernels.h's contract); 2 activation rows x 4 outputs, 8 accumulators of 8 lanes. */
+ * 16-bit shift, exact), times the f32 activations by FMA; 2 activation rows x 4 outputs, 8
+ * accumulators of 8 lanes. */
 #include "dense16_x86.h"
 
 #define KC 1024
@@ -21,7 +21,7 @@ AI void tile_2(const kd16_args *a, const int BF, const int MR, int64_t m0, int64
                int first)
 {
     const int64_t K = a->w->in;
-    const float *x = (BF ? (const float *)a->xa : a->x) + m0 * K;
+    const float *x = a->x + m0 * K;
     const uint16_t *W = a->w->dense, *w[4];
     for (int n = 0; n < 4; n++) w[n] = W + (n0 + TCQ_MIN(n, nv - 1)) * K;
     __m256 acc[2][4];
@@ -69,7 +69,7 @@ static void tile_bf16(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv
     else tile_2(a, 1, 2, m0, n0, nv, k0, kl, first);
 }
 
-static const kd16_isa t_f16 = {.name = "avx2", .mr = 2, .prep = KD16_PREP_NONE, .kc = KC, .mc = 128, .tile = tile_f16};
-static const kd16_isa t_bf16 = {.name = "avx2", .mr = 2, .prep = KD16_PREP_F32R, .kc = KC, .mc = 128, .tile = tile_bf16};
+static const kd16_isa t_f16 = {.name = "avx2", .mr = 2, .kc = KC, .mc = 128, .tile = tile_f16};
+static const kd16_isa t_bf16 = {.name = "avx2", .mr = 2, .kc = KC, .mc = 128, .tile = tile_bf16};
 
 const kd16_isa *tcq_d16_avx2(tcq_wformat fmt) { return fmt == TCQ_WF_BF16 ? &t_bf16 : &t_f16; }

@@ -1,14 +1,23 @@
-/* AVX-512 dense f16 kernels: below the GEMM regime f16 weights widened by vcvtph2ps in registers
- * times the f32 activations by vfmadd231ps, a tile of up to 6 activation rows x 4 outputs (24
- * accumulators of 16 lanes); the GEMM regime of both f16 and bf16 (dense16_gemm_avx512.h). */
+/* AVX-512 dense f16 / bf16 kernels: below the GEMM regime the weights widened in registers (f16
+ * by vcvtph2ps, bf16 by a shift) times the f32 activations by vfmadd231ps, a tile of up to 6
+ * activation rows x 4 outputs (24 accumulators of 16 lanes); the GEMM regime in
+ * dense16_gemm_avx512.h.  vdpbf16ps (AVX-512 BF16) was tried and is gone: it needs the
+ * activations rounded to bf16, which moved tinyqwen's logits 0.05 from transformers' (the
+ * parity tests allow 1e-3), and on Zen 5 its GEMM ran 1.5x the time of this one. */
 #include "dense16_gemm_avx512.h"
 
-#define F16_KC 1024
+#define KC 1024
 
-AI __m512 ldw(const uint16_t *w, int64_t k) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + k))); }
-AI __m512 ldw_tail(const uint16_t *w, int64_t k, __mmask16 t) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(t, w + k)); }
+/* 16 weights widened exactly: f16 by vcvtph2ps, bf16 as the top halves of f32 */
+AI __m512 widen(const int BF, __m256i h)
+{
+    return BF ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
+}
+AI __m512 ldw(const int BF, const uint16_t *w, int64_t k) { return widen(BF, _mm256_loadu_si256((const __m256i *)(w + k))); }
+AI __m512 ldw_tail(const int BF, const uint16_t *w, int64_t k, __mmask16 t) { return widen(BF, _mm256_maskz_loadu_epi16(t, w + k)); }
 
-AI void tile_h(const kd16_args *a, const int MR, int64_t m0, int64_t n0, int nv, int64_t k0, int64_t kl, int first)
+AI void tile_h(const kd16_args *a, const int BF, const int MR, int64_t m0, int64_t n0, int nv, int64_t k0, int64_t kl,
+               int first)
 {
     const int64_t K = a->w->in;
     const float *x = a->x + m0 * K;
@@ -20,7 +29,7 @@ AI void tile_h(const kd16_args *a, const int MR, int64_t m0, int64_t n0, int nv,
     const int64_t k1 = k0 + kl, k16 = k0 + (kl & ~(int64_t)15);
     int64_t k = k0;
     for (; k < k16; k += 16) {
-        const __m512 w0 = ldw(w[0], k), w1 = ldw(w[1], k), w2 = ldw(w[2], k), w3 = ldw(w[3], k);
+        const __m512 w0 = ldw(BF, w[0], k), w1 = ldw(BF, w[1], k), w2 = ldw(BF, w[2], k), w3 = ldw(BF, w[3], k);
         for (int m = 0; m < MR; m++) {
             const __m512 xv = _mm512_loadu_ps(x + m * K + k);
             acc[m][0] = _mm512_fmadd_ps(w0, xv, acc[m][0]);
@@ -31,7 +40,8 @@ AI void tile_h(const kd16_args *a, const int MR, int64_t m0, int64_t n0, int nv,
     }
     if (k < k1) {   /* zeros on both sides past the row */
         const __mmask16 t = (__mmask16)((1u << (k1 - k)) - 1);
-        const __m512 w0 = ldw_tail(w[0], k, t), w1 = ldw_tail(w[1], k, t), w2 = ldw_tail(w[2], k, t), w3 = ldw_tail(w[3], k, t);
+        const __m512 w0 = ldw_tail(BF, w[0], k, t), w1 = ldw_tail(BF, w[1], k, t);
+        const __m512 w2 = ldw_tail(BF, w[2], k, t), w3 = ldw_tail(BF, w[3], k, t);
         for (int m = 0; m < MR; m++) {
             const __m512 xv = _mm512_maskz_loadu_ps(t, x + m * K + k);
             acc[m][0] = _mm512_fmadd_ps(w0, xv, acc[m][0]);
@@ -44,25 +54,32 @@ AI void tile_h(const kd16_args *a, const int MR, int64_t m0, int64_t n0, int nv,
         d16_store(a->y + (m0 + m) * a->ldy + n0, d16_hsum4_512(acc[m][0], acc[m][1], acc[m][2], acc[m][3]), nv, first);
 }
 
-static void tile(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl, int first)
-{
-    switch (mr) {
-    case 1: tile_h(a, 1, m0, n0, nv, k0, kl, first); break;
-    case 2: tile_h(a, 2, m0, n0, nv, k0, kl, first); break;
-    case 3: tile_h(a, 3, m0, n0, nv, k0, kl, first); break;
-    case 4: tile_h(a, 4, m0, n0, nv, k0, kl, first); break;
-    case 5: tile_h(a, 5, m0, n0, nv, k0, kl, first); break;
-    default: tile_h(a, 6, m0, n0, nv, k0, kl, first); break;
+#define TILE_CASES(BF)                                              \
+    switch (mr) {                                                   \
+    case 1: tile_h(a, BF, 1, m0, n0, nv, k0, kl, first); break;     \
+    case 2: tile_h(a, BF, 2, m0, n0, nv, k0, kl, first); break;     \
+    case 3: tile_h(a, BF, 3, m0, n0, nv, k0, kl, first); break;     \
+    case 4: tile_h(a, BF, 4, m0, n0, nv, k0, kl, first); break;     \
+    case 5: tile_h(a, BF, 5, m0, n0, nv, k0, kl, first); break;     \
+    default: tile_h(a, BF, 6, m0, n0, nv, k0, kl, first); break;    \
     }
+
+static void tile_f16(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl, int first)
+{
+    TILE_CASES(0)
+}
+
+static void tile_bf16(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl, int first)
+{
+    TILE_CASES(1)
 }
 
 /* GEMM tile: rows [m0, m0+MR) x 64 outputs over k in [s0, s0+ns) of the f32 panel */
 AI void gtile_h(const kd16_args *a, const int MR, int64_t m0, int64_t n0, int nv, int64_t s0, int64_t ns,
                 const uint32_t *panel, int first)
 {
-    /* bf16: the activations rounded to bf16, as f32 (KD16_PREP_F32R) */
-    const int64_t K = a->w->fmt == TCQ_WF_BF16 ? a->lda : a->w->in, ldy = a->ldy;
-    const float *x = (a->w->fmt == TCQ_WF_BF16 ? (const float *)a->xa : a->x) + m0 * K + s0, *pf = (const float *)panel;
+    const int64_t K = a->w->in, ldy = a->ldy;
+    const float *x = a->x + m0 * K + s0, *pf = (const float *)panel;
     float *y = a->y + m0 * ldy + n0;
     __mmask16 vm[4];
     d16g_masks(nv, vm);
@@ -97,7 +114,7 @@ static void gtile(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, in
     }
 }
 
-void tcq_d16_gemm_avx512(const kd16_args *a, int64_t r0, int64_t r1, void *scratch)
+static void gemm(const kd16_args *a, int64_t r0, int64_t r1, void *scratch)
 {
     if (a->w->fmt == TCQ_WF_BF16) d16g_rows(1, a, r0, r1, scratch, gtile);
     else d16g_rows(0, a, r0, r1, scratch, gtile);
@@ -107,7 +124,9 @@ void tcq_d16_gemm_avx512(const kd16_args *a, int64_t r0, int64_t r1, void *scrat
  * L2.  The GEMM from M = 12: at M = 8 the tiles took 0.8-1.0x its time, at M = 12 it took
  * 0.75-0.95x theirs (bench kernels --ops f16,bf16 --regime gemm vs auto, 17408 x 5120;
  * docs/perf/issue-27.md) */
-static const kd16_isa f16_512 = {.name = "avx512", .mr = 6, .prep = KD16_PREP_NONE, .kc = F16_KC, .mc = 128,
-                                 .tile = tile, .gemm = tcq_d16_gemm_avx512, .gemm_name = "gemm.avx512", .gemm_from = 12};
+static const kd16_isa t_f16 = {.name = "avx512", .mr = 6, .kc = KC, .mc = 128, .tile = tile_f16, .gemm = gemm,
+                               .gemm_name = "gemm.avx512", .gemm_from = 12};
+static const kd16_isa t_bf16 = {.name = "avx512", .mr = 6, .kc = KC, .mc = 128, .tile = tile_bf16, .gemm = gemm,
+                                .gemm_name = "gemm.avx512", .gemm_from = 12};
 
-const kd16_isa *tcq_d16_avx512_f16(void) { return &f16_512; }
+const kd16_isa *tcq_d16_avx512(tcq_wformat fmt) { return fmt == TCQ_WF_BF16 ? &t_bf16 : &t_f16; }

@@ -1,12 +1,11 @@
-/* The AVX-512 dense f16 / bf16 GEMM regime (kd16_isa.gemm, dense16_avx512.c; the bf16 table of
- * dense16_avx512x.c borrows it).
+/* The AVX-512 dense f16 / bf16 GEMM regime (kd16_isa.gemm, dense16_avx512.c).
  *
  * Outer products, as BLAS does it: 64 outputs' weights for KS values of k are widened to f32 and
  * transposed once into an L1 panel [KS][64], and a tile of up to 6 activation rows x 64 outputs
  * (24 accumulators) runs each k as 4 panel loads, 6 activation broadcasts and 24 vfmadd231ps.
  * The accumulators start from y after the first panel: each output is one sequential fmaf sum
- * over k from 0, the scalar reference's very sum (bf16: of the activations rounded to bf16).
- * vdpbf16ps on a bf16-pair panel ran 1.5x the time of this (Zen 5, docs/perf/issue-27.md). */
+ * over k from 0, the scalar reference's very sum.  vdpbf16ps on a bf16-pair panel ran 1.5x the
+ * time of this (Zen 5, docs/perf/issue-27.md). */
 #ifndef TCQ_DENSE16_GEMM_AVX512_H
 #define TCQ_DENSE16_GEMM_AVX512_H
 
