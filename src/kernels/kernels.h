@@ -177,9 +177,10 @@ void tcq_kq_fill_avx512(kq_act *qa, const float *x, int64_t M, int64_t n, const 
 /* After tcq_kq_prepare (axis 1): fill qt, dt, corrt for tables with .qt set. */
 tcq_status tcq_kq_transpose(kq_act *qa, int64_t M);
 
-/* Dense and affine kernels (dense.c): y[:, r0:r1] for M rows, f32 accumulation.  isa: the
- * caller's ISA (AVX-512 multiplies f16/bf16/affine directly for M <= 4, else widens rows for
- * sgemm).  scratch: (r1-r0) * in floats. */
+/* Dense f32 and affine kernels (dense.c): y[:, r0:r1] for M rows, f32 accumulation.  isa: the
+ * caller's ISA (AVX-512 multiplies affine directly for M <= 4, else widens rows for sgemm).
+ * scratch: (r1-r0) * in floats.  (Dense f16/bf16 run tcq_d16_*, below; tcq_dense_decode_rows
+ * still widens them for tcq_weight_decode.) */
 void tcq_dense_rows(const tcq_weight *w, const float *x, int64_t M, int64_t r0, int64_t r1, float *y,
                     int64_t ldy, float *scratch, int isa);
 /* x86/dense_avx512.c: the same values as tcq_dense_decode_rows, 16 at a time. */
