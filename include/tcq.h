@@ -532,7 +532,7 @@ tcq_status tcq_weight_check(const tcq_weight *w);
 tcq_status tcq_weight_decode(const tcq_weight *w, float *W /* [out, in] */);
 
 /* Batch regimes of the dispatcher (tcq_kctx_force).  AUTO picks by M from measured crossovers
- * (bench/NOTES.md): M=1 register kernels; 2..4 one decode shared by all rows; 5..32 decode a block
+ * (docs/PERFORMANCE.md): M=1 register kernels; 2..4 one decode shared by all rows; 5..32 decode a block
  * into a cache-resident buffer, reuse it across rows; large M decode tiles to f32 + sgemm. */
 typedef enum tcq_kregime {
     TCQ_KR_AUTO = 0, TCQ_KR_M1, TCQ_KR_SHARED, TCQ_KR_TILE, TCQ_KR_GEMM, TCQ_KR_COUNT
@@ -543,7 +543,7 @@ typedef enum tcq_kregime {
  * quantized per block of TCQ_FAST_QB positions along the reduced dimension: d = amax/127 (f32),
  * q = nearbyintf(a * (127/amax)) in [-127, 127].  Per block the integer sum of y(s) * q (y the
  * integer code value) is exact; blocks combine in f32 with d; scale / 147.8 once per output.
- * Error bound per output, against the exact weights (bench/NOTES.md derives it):
+ * Error bound per output, against the exact weights (docs/PERFORMANCE.md derives it):
  *     |y_fast - y| <= sum_i |v_i| d_i / 2 (1 + 1e-4) + (nblk + 4) 2^-24 sum_i |v_i| (|a_i| + d_i)
  * with v_i the weight without the activation-side factor (axis 1: value*scale; axis 0: value).
  * For Gaussian activations the relative RMS error is about amax/(127 sqrt(12) sigma) ~ 0.5%.
@@ -967,7 +967,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  * synchronizes.  Failures return TCQ_ERR_DEVICE with the CUDA / cuBLAS error string; an error
  * raised by an earlier asynchronous launch surfaces at the next tcq_cuda_sync().
  *
- * Kernels (docs in bench/NOTES.md, "CUDA (H200)"), in the dispatcher's order:
+ * Kernels (docs in docs/PERFORMANCE.md, "CUDA (H200)"), in the dispatcher's order:
  *   M <= 8 (axis 1 with T = 128 or 256; axis 0 any T): integer tensor-core kernels.  The four
  *     bytes of x = s*34038481 + 76625530 (one IMAD per weight) are the u8 A operand of
  *     mma.m16n8k32 against the activation replicated four times: the tensor core forms

@@ -145,7 +145,7 @@ static void test_prefill_and_batch(tcq_model *m)
     CHECK(worst <= 1e-3, "batch vs separate logits (f32 cache): max |d| %g", worst);
     /* The f16 cache rounds the two runs' slightly different k, v (M = 4 and M = 1 kernels) to
      * f16, and one flipped f16 ulp (2^-11) moves later logits by ~1e-2: scaling every softmax
-     * exp by 1 + 2^-23 alone took this from 9e-5 to 8e-3 (bench/NOTES.md, "Attention at long
+     * exp by 1 + 2^-23 alone took this from 9e-5 to 8e-3 (docs/PERFORMANCE.md, "Attention at long
      * context"), so a bound below that tests luck, not the batch path. */
     CHECK(worst16 <= 3e-2, "batch vs separate logits (f16 cache): max |d| %g", worst16);
     tcq_session *dup[2] = {bs[0], bs[0]};
