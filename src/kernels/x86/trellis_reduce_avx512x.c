@@ -669,11 +669,10 @@ static const tr_table table_amx = {
     .gemm_from = {{192, TR_GEMM_NEVER}, {16, TR_GEMM_NEVER}},
 };
 
-const tr_table *tcq_tr_avx512(void)
+const tr_table *tcq_tr_avx512(int amx)
 {
     const tcq_cpu_features *f = tcq_cpu();
     if (!(f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni && f->avx512vbmi)) return NULL;
-    /* TCQ_NO_AMX=1 (read per call: the tests switch it) keeps the AVX-512 kernels */
-    const char *e = getenv("TCQ_NO_AMX");
-    return f->amx_int8 && !(e && *e == '1') ? &table_amx : &table;
+    /* amx = 0 (tcq_kctx_exclude, TCQ_KV_NO_AMX) keeps the AVX-512 kernels on an AMX machine */
+    return f->amx_int8 && amx ? &table_amx : &table;
 }
