@@ -1,4 +1,4 @@
-# CUDA backend (-DTCQ_CUDA=ON): src/kernels/cuda/*.cu join the library objects, TCQ_HAVE_CUDA is
+# CUDA backend (-DTCQ_CUDA=ON): every src/**/*.cu joins the library objects, TCQ_HAVE_CUDA is
 # defined for every file of the library (the stubs in cuda_stub.c step aside), and the CUDA test
 # binary under tests/cuda is added.  sm_90a (tensor-core kernels are tuned for Hopper), sm_90 and
 # PTX for newer GPUs.
@@ -13,7 +13,7 @@ set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 find_package(CUDAToolkit REQUIRED)
 
-file(GLOB TCQ_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/kernels/cuda/*.cu)
+file(GLOB_RECURSE TCQ_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.cu)
 target_sources(tcq_obj PRIVATE ${TCQ_CUDA_SOURCES})
 # tcq_obj exists before CUDA is enabled, so it did not pick up the architectures variable.
 set_target_properties(tcq_obj PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
@@ -50,7 +50,7 @@ endfunction()
 cmake_language(DEFER CALL tcq_cuda_tests)
 
 # bench/micro/*.cu: standalone GPU micro-benchmarks (sm_90a only, run by hand on the device;
-# bench/NOTES.md says what each measured), built here so that they keep compiling.
+# docs/PERFORMANCE.md says what each measured), built here so that they keep compiling.
 file(GLOB TCQ_CUDA_MICRO CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bench/micro/*.cu)
 foreach(m ${TCQ_CUDA_MICRO})
   get_filename_component(name ${m} NAME_WE)

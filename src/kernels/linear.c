@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Crossovers, measured by `tcq bench kernels` (bench/NOTES.md, "## CPU kernels"). */
+/* Crossovers, measured by `tcq bench kernels` (docs/PERFORMANCE.md, "## CPU kernels"). */
 enum {
     SHARED_MAX_M = 4,      /* M in 2..4: one decode shared by every row, in registers */
     REDUCE_ROWS = 16,      /* axis-1 outputs per work item: at least, and the granule (reduce_rows) */
@@ -30,6 +30,7 @@ struct tcq_kctx {
     tcq_kpath path;
     int force_isa;
     tcq_kregime force_regime;
+    unsigned exclude;      /* TCQ_KV_* variants this context leaves out (tcq_kctx_exclude) */
     int nthreads;
     void **scratch;        /* [nthreads] */
     size_t scratch_size;
@@ -95,6 +96,15 @@ tcq_status tcq_kctx_force(tcq_kctx *c, int isa, tcq_kregime regime)
     }
     c->force_isa = isa;
     c->force_regime = regime;
+    return TCQ_OK;
+}
+
+tcq_status tcq_kctx_exclude(tcq_kctx *c, unsigned variants)
+{
+    if (!c) return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_kctx_exclude: ctx is NULL");
+    if (variants & ~(unsigned)(TCQ_KV_NO_AVXVNNI | TCQ_KV_NO_AMX))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_kctx_exclude: unknown variant bits 0x%x", variants);
+    c->exclude = variants;
     return TCQ_OK;
 }
 
@@ -203,11 +213,11 @@ static tcq_status check_call(const tcq_weight *w, const float *x, const float *y
 
 /* ---- kernel selection ------------------------------------------------------------------- */
 
-static const tr_table *table_for(int isa)
+static const tr_table *table_for(int isa, unsigned exclude)
 {
     const tr_table *t = NULL;
-    if (isa == TCQ_ISA_AVX512) t = tcq_tr_avx512();
-    if (!t && isa >= TCQ_ISA_AVX2) t = tcq_tr_avx2();
+    if (isa == TCQ_ISA_AVX512) t = tcq_tr_avx512(!(exclude & TCQ_KV_NO_AMX));
+    if (!t && isa >= TCQ_ISA_AVX2) t = tcq_tr_avx2(!(exclude & TCQ_KV_NO_AVXVNNI));
     return t ? t : &tcq_tr_ref;
 }
 
@@ -258,7 +268,7 @@ typedef struct run_ctx {
 /* Axis-1 outputs per work item: long runs of consecutive coded rows per thread.  With 2 threads,
  * 16-row items alternating between the threads cost 4-10 % on the reduce and ~14 % on the fused
  * SwiGLU against 256-row ones at M = 1 (each item restarts a hardware prefetch stream;
- * bench/NOTES.md, "Zen 5, session 12"), and 7-23 % at M = 2..32 once the int16 tile decoded in
+ * docs/PERFORMANCE.md, "Zen 5, session 12"), and 7-23 % at M = 2..32 once the int16 tile decoded in
  * rounds (session 19); still about 8 items a thread for the balance.  Rows are independent: any
  * split gives the same bits. */
 static int64_t reduce_rows(const tcq_kctx *c, int64_t rows)
@@ -269,7 +279,7 @@ static int64_t reduce_rows(const tcq_kctx *c, int64_t rows)
 
 /* The axis-1 items: long ones (reduce_rows), and for the last round (pool size x rpi rows) items
  * of TAIL_ROWS, so that the threads finish within a short item of each other: with 16 items of
- * 256 rows on 2 threads one item was 6 % of the call (bench/NOTES.md, session 17).  Returns the
+ * 256 rows on 2 threads one item was 6 % of the call (docs/PERFORMANCE.md, session 17).  Returns the
  * item count. */
 static int64_t items_plan(run_ctx *r, const tcq_kctx *c, int64_t rows)
 {
@@ -303,7 +313,7 @@ static void scatter_item(void *arg, int64_t item, int thread)
     const run_ctx *r = arg;
     /* partition-minor: the threads' items in flight read different input-row ranges of the same
      * output columns, not neighbouring columns of the same rows (2-7 % faster at M = 1..4 with 2
-     * threads, bench/NOTES.md "Zen 5, session 12"); each item owns its partials, so the order
+     * threads, docs/PERFORMANCE.md "Zen 5, session 12"); each item owns its partials, so the order
      * does not change the bits */
     const int64_t p = item % r->nparts, b0 = (item / r->nparts) * SCATTER_COLS, T = r->w->p.T, out = r->w->cols;
     const int64_t nbc = TCQ_MIN(SCATTER_COLS, r->nb - b0);
@@ -382,7 +392,7 @@ static tcq_status trellis_rows(tcq_kctx *c, const tcq_weight *wt, const float *x
 {
     const tcq_trellis *w = &wt->tr;
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    const tr_table *tab = table_for(isa);
+    const tr_table *tab = table_for(isa, c->exclude);
     const int kp = kpath_of(c);
     run_ctx r = {.c = c, .w = w, .M = M, .x = x, .y = y, .ldy = wt->out, .df = tab->decode};
     if (!r.df) r.df = tcq_ref_decode;
@@ -450,7 +460,7 @@ static int64_t tile_chunks(tcq_kregime reg, int own, int64_t M)
 static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float *x, float *y, int64_t M)
 {
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    const tr_table *tab = table_for(isa);
+    const tr_table *tab = table_for(isa, c->exclude);
     const tcq_kregime reg = pick_regime(c, tab, M, 1, wt->tr.axis, kpath_of(c) == KP_EXACT);
     const int64_t n = tile_chunks(reg, own_gemm(tab, kpath_of(c), wt->tr.axis) != NULL, M);
     for (int64_t i = 0; i < n; i++) {
@@ -574,7 +584,7 @@ static tcq_status swiglu_rows(tcq_kctx *c, const tcq_weight *gate, const tcq_wei
                               int64_t M, tcq_kregime reg)
 {
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    const tr_table *tab = table_for(isa);
+    const tr_table *tab = table_for(isa, c->exclude);
     const int kp = kpath_of(c);
     const int64_t out = gate->out;
     const int rg = reduce_col(tab, kp, reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE, M);
@@ -607,7 +617,7 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
         return tcq_fail(TCQ_ERR_INVALID_ARG, "swiglu: gate [%lld, %lld] and up [%lld, %lld] differ",
                         (long long)gate->out, (long long)gate->in, (long long)up->out, (long long)up->in);
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    const tr_table *tab = table_for(isa);
+    const tr_table *tab = table_for(isa, c->exclude);
     const tcq_kregime reg = pick_regime(c, tab, M, 1, 1, kpath_of(c) == KP_EXACT);
     const int own = own_gemm(tab, kpath_of(c), 1) != NULL;
     const int fused = gate->fmt == TCQ_WF_TRELLIS && up->fmt == TCQ_WF_TRELLIS && gate->tr.axis == 1 &&

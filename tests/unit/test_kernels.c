@@ -4,7 +4,7 @@
  * pattern decodes), fresh random activations, poisons y with NaN, runs the kernel on a 2-thread
  * pool and checks each output against a float64 reference computed from tcq_weight_decode():
  *   exact path: |y - ref| <= (n+4) u sum|w x| per output (u = 2^-24), and ||y-ref||/||ref|| <= 1e-5;
- *   fast path:  the bound derived in bench/NOTES.md ("Fast path error bound"), per output:
+ *   fast path:  the bound derived in docs/PERFORMANCE.md ("Fast path error bound"), per output:
  *               sum_i |v_i| d_i / 2 + (nblk+4) u sum_i |v_i| (|a_i| + d_i) + 2^-21 sum |w x|
  *               (v_i the weight without the activation-side factor, a_i the quantized activation's
  *               source, d_i its block step);
@@ -191,14 +191,9 @@ static tcq_kpath path_of(int p) { return p ? TCQ_PATH_FAST : TCQ_PATH_EXACT; }
 static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kregime reg)
 {
     const int novnni = isa == ISA_AVX2_NOVNNI, noamx = isa == ISA_AVX512_NOAMX;
-    if (novnni) {
-        setenv("TCQ_AVX2_NO_VNNI", "1", 1);
-        isa = TCQ_ISA_AVX2;
-    }
-    if (noamx) {
-        setenv("TCQ_NO_AMX", "1", 1);
-        isa = TCQ_ISA_AVX512;
-    }
+    const unsigned exclude = novnni ? TCQ_KV_NO_AVXVNNI : noamx ? TCQ_KV_NO_AMX : 0;
+    if (novnni) isa = TCQ_ISA_AVX2;
+    if (noamx) isa = TCQ_ISA_AVX512;
     tcq_block_params p = {.L = (int[]){8, 12, 16, 10, 13}[rnd(st, 0, 4)], .k = rnd(st, 1, 4),
                           .T = 64 << rnd(st, 0, 2)};
     if (p.T * p.k % 32) p.T = 256;
@@ -230,11 +225,7 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
         out = rnd(st, 1, 70);
         if (rnd(st, 0, 1)) M = rnd(st, 12, 200);
     }
-    if (swiglu && f == F_TR0I) {
-        if (novnni) unsetenv("TCQ_AVX2_NO_VNNI");
-        if (noamx) unsetenv("TCQ_NO_AMX");
-        return;
-    }
+    if (swiglu && f == F_TR0I) return;
     wbuf g, up;
     make_weight(st, f, out, in, p, &g);
     if (swiglu) {
@@ -254,6 +245,8 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     CHECK_OK(tcq_kctx_create(NULL, path_of(path), &c1));
     CHECK_OK(tcq_kctx_force(c2, isa, reg));
     CHECK_OK(tcq_kctx_force(c1, isa, reg));
+    CHECK_OK(tcq_kctx_exclude(c2, exclude));
+    CHECK_OK(tcq_kctx_exclude(c1, exclude));
     for (int64_t j = 0; j < M * O; j++) y[j] = y1[j] = NAN;
     tcq_status s2 = swiglu ? tcq_linear_swiglu(&g.w, &up.w, x, y, M, c2) : tcq_linear(&g.w, x, y, M, c2);
     tcq_status s1 = swiglu ? tcq_linear_swiglu(&g.w, &up.w, x, y1, M, c1) : tcq_linear(&g.w, x, y1, M, c1);
@@ -356,8 +349,10 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     wfree(&g);
     if (swiglu) wfree(&up);
     g_cases++;
-    if (novnni) unsetenv("TCQ_AVX2_NO_VNNI");
-    if (noamx) unsetenv("TCQ_NO_AMX");
+    /* the excluded variant did not run (AVX-VNNI's AVX2 table names itself "avx2vnni", AMX's
+     * kernels carry the "amx" tag) */
+    CHECK(!(novnni && strstr(label, "avx2vnni")) && !(noamx && strstr(label, "amx")),
+          "%s: the excluded variant ran", label);
 }
 
 /* test_cuda's CPU fast reference (scalar ISA, tile regime pinned) must run the scalar int8 fast
@@ -434,6 +429,8 @@ static void bad_inputs(uint64_t *st)
     CHECK(tcq_linear_swiglu(&b.w, &b2.w, x, y, 1, c) == TCQ_ERR_INVALID_ARG, "swiglu out mismatch accepted");
     CHECK(tcq_kctx_force(c, 7, TCQ_KR_AUTO) == TCQ_ERR_INVALID_ARG, "ISA 7 accepted");
     CHECK(tcq_kctx_force(c, -1, TCQ_KR_COUNT) == TCQ_ERR_INVALID_ARG, "regime COUNT accepted");
+    CHECK(tcq_kctx_exclude(c, 0x80) == TCQ_ERR_INVALID_ARG, "unknown variant bit accepted");
+    CHECK(tcq_kctx_exclude(NULL, 0) == TCQ_ERR_INVALID_ARG, "NULL context accepted");
     tcq_kctx *bad = NULL;
     CHECK(tcq_kctx_create(NULL, (tcq_kpath)9, &bad) == TCQ_ERR_INVALID_ARG && !bad, "path 9 accepted");
     tcq_kctx_free(c);
