@@ -162,11 +162,13 @@ static void slot_release(srv_sched *s, slot *sl, const char *finish, const char 
             }
         }
     }
-    srv_job_finish(j, finish, error);
+    /* the slot counts as free before the client can see the end (metrics read right after) */
     pthread_mutex_lock(&s->mu);
+    s->st.busy_slots--;
     if (job_cancelled(j)) s->st.cancelled++;
     else if (error) s->st.failed++;
     pthread_mutex_unlock(&s->mu);
+    srv_job_finish(j, finish, error);
     srv_job_unref(j);
     sl->job = NULL;
     sl->state = SLOT_FREE;
@@ -278,14 +280,16 @@ static void admit(srv_sched *s)
             s->q_len--;
             s->st.prompt_tokens += (uint64_t)j->n_prompt;
             s->st.reused_tokens += (uint64_t)reuse;
+            s->st.busy_slots++;
         }
         pthread_mutex_unlock(&s->mu);
         if (!sl) return;
         if (job_cancelled(j)) {
-            srv_job_finish(j, NULL, "cancelled");
             pthread_mutex_lock(&s->mu);
             s->st.cancelled++;
+            s->st.busy_slots--;
             pthread_mutex_unlock(&s->mu);
+            srv_job_finish(j, NULL, "cancelled");
             srv_job_unref(j);
             continue;
         }
@@ -365,19 +369,11 @@ static void drop_cancelled(srv_sched *s)
     }
 }
 
-static int busy_slots(const srv_sched *s)
-{
-    int n = 0;
-    for (int i = 0; i < s->o.n_slots; i++) n += s->slots[i].state != SLOT_FREE;
-    return n;
-}
-
 static void *loop(void *arg)
 {
     srv_sched *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        s->st.busy_slots = busy_slots(s);
         while (!s->stopping && !s->q_len && !s->st.busy_slots) pthread_cond_wait(&s->cv, &s->mu);
         const int stop = s->stopping;
         pthread_mutex_unlock(&s->mu);
@@ -401,7 +397,6 @@ static void *loop(void *arg)
         srv_job_finish(j, NULL, "the server is shutting down");
         srv_job_unref(j);
     }
-    s->st.busy_slots = 0;
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
