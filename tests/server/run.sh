@@ -42,7 +42,7 @@ stop main || rc=1
 grep -c '^POST' "$log/main.err" | sed 's/^/server: request lines logged: /'
 # The chat page in a real browser, where chromium is installed (tests/server/page.mjs).
 if command -v chromium >/dev/null 2>&1 && [ -d "$here/node_modules/playwright-core" ]; then
-    start page --parallel 2 || exit 1
+    start page --parallel 2 --ctx 2048 || exit 1
     TCQ_URL="$url" node "$here/page.mjs" || rc=1
     stop page || rc=1
 else

@@ -236,7 +236,7 @@ int srv_request_parse(const char *body, size_t len, srv_kind kind, srv_request *
     if (err_cap) err[0] = 0;
     if (param_cap) param[0] = 0;
     json_error_t je;
-    json_t *root = json_loadb(body, len, 0, &je);
+    json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, &je);   /* a NUL is named by its field below */
     if (!root) return fail(&e, "", "malformed JSON at line %d, column %d: %s", je.line, je.column, je.text);
     int rc = parse_object(&e, root, kind, out);
     json_decref(root);

@@ -64,8 +64,10 @@ void srv_job_emit(srv_job *j, const char *t, size_t n)
         j->text = b;
         j->cap = c;
     }
-    if (n) memcpy(j->text + j->len, t, n);
-    j->len += n;
+    /* U+0000 is left out: a random or broken model can sample the NUL byte, and a client's
+     * next turn could not send it back (C strings through the template and the tokenizer) */
+    for (size_t i = 0; i < n; i++)
+        if (t[i]) j->text[j->len++] = t[i];
     j->text[j->len] = 0;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
