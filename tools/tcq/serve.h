@@ -42,6 +42,7 @@ typedef struct srv_request {
     char *stop[SRV_MAX_STOP];
     int n_stop;
     int enable_thinking;    /* chat_template_kwargs.enable_thinking: -1 absent, 0, 1 */
+    int ignore_eos;         /* llama-server's extension: end tokens do not end the reply */
 } srv_request;
 
 /* Parse a request body.  Returns 0, or -1 with err (NUL-terminated) saying what is wrong and
@@ -58,6 +59,7 @@ typedef struct srv_job {
     int32_t *prompt;
     int n_prompt;
     int max_tokens;         /* >= 1 */
+    int ignore_eos;         /* end tokens do not end it (benchmarks) */
     tcq_sampler_params sp;
     char *stop[SRV_MAX_STOP];
     int n_stop;
@@ -103,6 +105,7 @@ typedef struct srv_stats {
 } srv_stats;
 
 typedef struct srv_sched srv_sched;
+/* tok NULL: no text, only tokens (tcq bench serve); jobs then end by max_tokens or the context. */
 tcq_status srv_sched_create(tcq_model *m, const tcq_tokenizer *tok, const srv_sched_opts *o, srv_sched **out);
 /* Queue a job (takes a reference).  Returns 0, or -1 once the scheduler is stopping. */
 int srv_sched_submit(srv_sched *s, srv_job *j);

@@ -312,6 +312,7 @@ static enum MHD_Result completion(srv_http *h, struct MHD_Connection *c, const c
     }
     const int room = h->ctx - (int)n_ids;
     j->max_tokens = rq.max_tokens > 0 && rq.max_tokens < room ? rq.max_tokens : room;
+    j->ignore_eos = rq.ignore_eos;
     j->sp = (tcq_sampler_params){(float)rq.temperature, rq.top_k, (float)rq.top_p, (float)rq.min_p, 1.0f, 64, rq.seed};
     for (int i = 0; i < rq.n_stop; i++) {
         j->stop[i] = rq.stop[i];

@@ -214,6 +214,8 @@ static int parse_object(perr *e, json_t *root, srv_kind kind, srv_request *r)
         if (get_int(e, "n", v, 1, 1, &li)) return -1;
     }
     if ((v = json_object_get(root, "stop")) && parse_stop(e, v, r)) return -1;
+    if ((v = json_object_get(root, "ignore_eos")) && !json_is_null(v) && get_bool(e, "ignore_eos", v, &r->ignore_eos))
+        return -1;
     if ((v = json_object_get(root, "chat_template_kwargs")) && !json_is_null(v)) {
         if (!json_is_object(v)) return fail(e, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
         json_t *t = json_object_get(v, "enable_thinking");

@@ -151,7 +151,7 @@ static void slot_release(srv_sched *s, slot *sl, const char *finish, const char 
 {
     srv_job *j = sl->job;
     if (!j) return;
-    if (flush) {
+    if (flush && s->tok) {
         /* the held-back text: an incomplete character and a partial stop string that never completed */
         const char *t, *e;
         size_t n, en;
@@ -181,7 +181,7 @@ static void slot_release(srv_sched *s, slot *sl, const char *finish, const char 
 static int slot_token(srv_sched *s, slot *sl, int32_t tok)
 {
     srv_job *j = sl->job;
-    for (int i = 0; i < s->n_end; i++)
+    for (int i = 0; i < s->n_end && !j->ignore_eos; i++)
         if (tok == s->end_ids[i]) {
             slot_release(s, sl, "stop", NULL, 1);
             return 1;
@@ -196,6 +196,11 @@ static int slot_token(srv_sched *s, slot *sl, int32_t tok)
     sl->next = tok;
     const char *t, *e;
     size_t n, en;
+    if (!s->tok) {   /* token counts only (tcq bench serve) */
+        if (n_gen < j->max_tokens && sl->n_cache < tcq_session_ctx(sl->sess)) return 0;
+        slot_release(s, sl, "length", NULL, 0);
+        return 1;
+    }
     if (tcq_detok_push(sl->detok, tok, &t, &n) != TCQ_OK) {
         slot_release(s, sl, NULL, "detokenizer failed", 0);
         return 1;
@@ -253,13 +258,13 @@ static tcq_status slot_start(srv_sched *s, slot *sl, srv_job *j, int reuse)
     tcq_stopper_free(sl->stop);
     sl->stop = NULL;
     TCQ_TRY(tcq_stopper_create((const char *const *)j->stop, j->n_stop, &sl->stop));
-    tcq_detok_reset(sl->detok);
+    if (sl->detok) tcq_detok_reset(sl->detok);
     /* the prompt through the detokenizer first: its stream state (leading-space strip, partial
      * UTF-8) is that of the whole sequence; its text is not emitted */
     for (int i = 0; i < j->n_prompt; i++) {
         const char *t;
         size_t n;
-        TCQ_TRY(tcq_detok_push(sl->detok, j->prompt[i], &t, &n));
+        if (sl->detok) TCQ_TRY(tcq_detok_push(sl->detok, j->prompt[i], &t, &n));
         tcq_sampler_accept(sl->smp, j->prompt[i]);
     }
     sl->job = j;
@@ -418,11 +423,11 @@ tcq_status srv_sched_create(tcq_model *m, const tcq_tokenizer *tok, const srv_sc
     pthread_cond_init(&s->cv, NULL);
     /* what ends a reply: the chat end tokens the vocabulary has, its EOS, the model's EOS ids */
     const char *ends[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>"};
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; tok && i < 4; i++) {
         int32_t id = tcq_tokenizer_find(tok, ends[i]);
         if (id >= 0) s->end_ids[s->n_end++] = id;
     }
-    if (tcq_tokenizer_eos(tok) >= 0) s->end_ids[s->n_end++] = tcq_tokenizer_eos(tok);
+    if (tok && tcq_tokenizer_eos(tok) >= 0) s->end_ids[s->n_end++] = tcq_tokenizer_eos(tok);
     const tcq_model_config *c = tcq_model_get_config(m);
     for (int i = 0; i < c->n_eos && s->n_end < (int)(sizeof s->end_ids / sizeof *s->end_ids); i++)
         s->end_ids[s->n_end++] = c->eos_ids[i];
@@ -435,7 +440,7 @@ tcq_status srv_sched_create(tcq_model *m, const tcq_tokenizer *tok, const srv_sc
     for (int i = 0; st == TCQ_OK && i < o->n_slots; i++) {
         slot *sl = &s->slots[i];
         st = tcq_session_create(m, o->ctx, o->kv, &sl->sess);
-        if (st == TCQ_OK) st = tcq_detok_create(tok, TCQ_DETOK_SKIP_SPECIAL, &sl->detok);
+        if (st == TCQ_OK && tok) st = tcq_detok_create(tok, TCQ_DETOK_SKIP_SPECIAL, &sl->detok);
         if (st == TCQ_OK && !(sl->cache = malloc((size_t)o->ctx * sizeof *sl->cache)))
             st = tcq_fail(TCQ_ERR_NOMEM, "serve: slot cache");
     }
