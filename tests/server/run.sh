@@ -22,7 +22,7 @@ start() {   # start NAME ARGS...: the server's pid in $pid, its base URL in $url
     pid=$!
     url=""
     for _ in $(seq 1 300); do
-        url=$(sed -n 's|^tcq serve: listening on \(http://.*\)$|\1|p' "$log/$name.out")
+        url=$(sed -n 's|^tcq serve: listening on \(http://.*\)$|\1|p' "$log/$name.out" 2>/dev/null)
         [ -n "$url" ] && curl -sf "$url/health" >/dev/null 2>&1 && return 0
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
