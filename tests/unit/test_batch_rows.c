@@ -16,7 +16,7 @@
 /* first M whose rows may differ from M = 1, and the bound (relative to max |logit|) past it */
 static void run(int bits, tcq_kpath path, const char *name, int exact_to, double rel)
 {
-    tcq_model_config c = {.arch = TCQ_ARCH_QWEN3, .dim = 512, .hidden_dim = 1024, .n_layers = 2, .n_heads = 4,
+    tcq_model_config c = {.arch = TCQ_ARCH_QWEN3, .dim = 256, .hidden_dim = 512, .n_layers = 1, .n_heads = 4,
                           .n_kv_heads = 2, .head_dim = 128, .vocab_size = 512, .max_seq = 64};
     tcq_model_opts o = {.n_threads = 2, .path = path};
     tcq_model *m = NULL;

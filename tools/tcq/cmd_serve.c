@@ -24,6 +24,8 @@ static void help(FILE *f)
             "  --prefill-chunk N      prompt tokens prefilled between decode steps (default %d)\n"
             "  --body-limit BYTES     largest request body (default 4194304)\n"
             "  --device cpu           (cuda once the GPU runtime exists)\n"
+            "  --synthetic LAYERS,BITS  no MODEL: a random Qwen3-14B-geometry model (as tcq bench model; vocab\n"
+            "                         151936, BITS 0 = bf16 or 1..4 trellis) for benchmarks; needs --tokenizer\n"
             "  --quiet                no line per request\n"
             "Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n"
             "GET /metrics (Prometheus), GET / (a chat page).  Stops on SIGINT / SIGTERM.\n",
@@ -34,7 +36,7 @@ int cmd_serve(int argc, char **argv)
 {
     const char *model = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL, *device = "cpu";
     long long port = 8080, parallel = 4, max_batch = TCQ_MAX_BATCH, chunk = TCQ_PREFILL_CHUNK, body = 4 << 20;
-    int quiet = 0;
+    int quiet = 0, synth[2] = {0, 0};
     cli_gen_flags g = {.think = -1, .kv = TCQ_KV_F32};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -55,6 +57,13 @@ int cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--alias") && v) alias = argv[++i];
         else if (!strcmp(a, "--device") && v) device = argv[++i];
         else if (!strcmp(a, "--quiet")) quiet = 1;
+        else if (!strcmp(a, "--synthetic") && v) {
+            if (cli_parse_int_list(argv[++i], synth, 2) != 2 || synth[0] < 1 || synth[1] < 0 || synth[1] > 4) {
+                fprintf(stderr, "tcq serve: --synthetic needs LAYERS,BITS (BITS 0..4)\n");
+                return 2;
+            }
+            model = "synthetic";
+        }
         else if (!strcmp(a, "--port")) li = &port;
         else if (!strcmp(a, "--parallel")) li = &parallel;
         else if (!strcmp(a, "--max-batch")) li = &max_batch;
@@ -117,7 +126,20 @@ int cmd_serve(int argc, char **argv)
     tcq_tokenizer *tok = NULL;
     srv_sched *sched = NULL;
     int rc = 0;
-    if (cli_model_load(model, (int)g.threads, &m)) rc = 1;
+    if (synth[0]) {
+        tcq_model_config c = {.arch = TCQ_ARCH_QWEN3, .dim = 5120, .hidden_dim = 17408, .n_layers = synth[0],
+                              .n_heads = 40, .n_kv_heads = 8, .head_dim = 128, .vocab_size = 151936,
+                              .max_seq = 40960, .rope_theta = 1e6, .norm_eps = 1e-6f, .bos_id = -1};
+        tcq_model_opts o = {.n_threads = (int)g.threads, .path = cli_kpath};
+        if (!g.tokenizer) {
+            fprintf(stderr, "tcq serve: --synthetic needs --tokenizer\n");
+            rc = 2;
+        } else if ((st = tcq_model_synthetic(&c, synth[1], 1234, &o, &m)) != TCQ_OK)
+            rc = cli_fail(st, "synthetic model");
+        else
+            fprintf(stderr, "synthetic Qwen3-14B geometry, %d layers: %s\n", synth[0], tcq_model_describe(m));
+    } else if (cli_model_load(model, (int)g.threads, &m))
+        rc = 1;
     if (!rc && cli_tokenizer_load(model, g.tokenizer, m, &tok)) rc = 1;
     if (!rc && !tcq_tokenizer_chat_template(tok))
         fprintf(stderr, "tcq serve: the tokenizer has no chat template: /v1/chat/completions will answer 400\n");
