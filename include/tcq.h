@@ -807,7 +807,7 @@ TCQ_API tcq_status tcq_model_prefill(tcq_model *m, tcq_session *s, const int32_t
  * forwards; the kernels' M-row paths may round differently from M = 1 (tests allow 1e-3).
  * Likewise a chunk of a prompt (attention through sgemm) and token-by-token decode agree to
  * rounding, not bit for bit; each is bit-identical for any thread count. */
-#define TCQ_MAX_BATCH 4
+#define TCQ_MAX_BATCH 32
 TCQ_API tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *sess /* [nb] */,
                                            const int32_t *tokens /* [nb] */, int nb,
                                            float *logits /* [nb, vocab] */);

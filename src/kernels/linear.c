@@ -496,7 +496,7 @@ static tcq_status dense_linear(tcq_kctx *c, const tcq_weight *w, const float *x,
     }
     static const char *const fn[] = {"f32", "f16", "bf16", "trellis", "affine"};
     snprintf(c->last, sizeof c->last, "%s.%s", fn[w->fmt],
-             w->fmt != TCQ_WF_F32 && isa == TCQ_ISA_AVX512 && M <= 4 ? "direct.avx512" : "blas");
+             w->fmt != TCQ_WF_F32 && isa == TCQ_ISA_AVX512 && M <= TCQ_MAX_BATCH ? "direct.avx512" : "blas");
     tcq_pool_run(c->pool, (w->out + d.rows - 1) / d.rows, dense_item, &d);
     return TCQ_OK;
 }
