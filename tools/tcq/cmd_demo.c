@@ -164,7 +164,7 @@ int cmd_demo(int argc, char **argv)
         fprintf(stderr, "tcq demo: -n must be 1..1024 and --threads >= 0\n");
         return 2;
     }
-    char models[PATH_MAX], tried[4 * PATH_MAX], path[PATH_MAX], bpath[PATH_MAX];
+    char models[PATH_MAX], tried[4 * PATH_MAX], path[PATH_MAX + 32], bpath[PATH_MAX + 32];
     if (!model) {
         if (!find_models(models, sizeof models, tried, sizeof tried)) {
             fprintf(stderr, "tcq demo: the demo model models/" DEMO_MODEL " is not in any of: %s (give one with --model DIR)\n",
