@@ -67,7 +67,7 @@ static int coded_bpw(const char *dir, double *bpw, int64_t *n_weights)
 {
     tcq_st_set *s = NULL;
     tcq_qconfig *q = NULL;
-    char cfg[PATH_MAX + 16];
+    char cfg[PATH_MAX + 64];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     tcq_status st = tcq_st_set_open(dir, &s);
     if (st == TCQ_OK) st = tcq_qconfig_load(cfg, &q);
