@@ -13,7 +13,7 @@ set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 find_package(CUDAToolkit REQUIRED)
 
-file(GLOB TCQ_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/kernels/cuda/*.cu)
+file(GLOB TCQ_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/kernels/cuda/*.cu ${CMAKE_SOURCE_DIR}/src/model/cuda/*.cu)
 target_sources(tcq_obj PRIVATE ${TCQ_CUDA_SOURCES})
 # tcq_obj exists before CUDA is enabled, so it did not pick up the architectures variable.
 set_target_properties(tcq_obj PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
