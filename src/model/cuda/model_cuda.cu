@@ -18,6 +18,8 @@ namespace {
 struct dev_layer {
     float *attn_norm, *ffn_norm, *q_norm, *k_norm;
     tcq_weight wq, wk, wv, wo, gate, up, down;
+    int fused_qkv;            /* wqkv holds wq, wk, wv stacked (one launch instead of three) */
+    tcq_weight wqkv;
 };
 
 } // namespace
@@ -35,7 +37,7 @@ struct tcq_model_cuda {
     tcq_weight emb, lm_head;
     float *final_norm, *inv_freq;
     int R;                                   /* rows of the activation buffers */
-    float *x, *xb, *xb2, *q, *k, *v, *att, *hb, *hb2, *logits;
+    float *x, *xb, *xb2, *qkv, *q, *k, *v, *att, *hb, *hb2, *logits;
     mk_row *d_rows, *h_rows;                 /* [R]; h_rows pinned */
     float *part;                             /* attention partials */
     size_t part_cap;                         /* floats */
@@ -140,6 +142,59 @@ tcq_status upload_f32(tcq_model_cuda *mc, const float *h, size_t n, float **out)
 
 int trellis_of(const tcq_weight *w) { return w->fmt == TCQ_WF_TRELLIS; }
 
+/* Whether q, k, v can be stacked into one matrix [qd + 2 kvd, in]: the same dense format, or
+ * trellis coded along the input (rows = outputs, so stacking is concatenation) with the same
+ * parameters. */
+bool qkv_stackable(const tcq_weight *q, const tcq_weight *k, const tcq_weight *v)
+{
+    if (q->fmt != k->fmt || q->fmt != v->fmt || q->in != k->in || q->in != v->in) return false;
+    if (q->fmt == TCQ_WF_F32 || q->fmt == TCQ_WF_F16 || q->fmt == TCQ_WF_BF16) return true;
+    if (q->fmt != TCQ_WF_TRELLIS) return false;
+    const tcq_weight *w[3] = {q, k, v};
+    for (int i = 0; i < 3; i++)
+        if (w[i]->tr.axis != 1 || w[i]->tr.interleaved || w[i]->tr.p.L != q->tr.p.L || w[i]->tr.p.k != q->tr.p.k ||
+            w[i]->tr.p.T != q->tr.p.T || w[i]->tr.cols != q->tr.cols)
+            return false;
+    return true;
+}
+
+/* The stacked host weight (its arrays malloc'ed into *hold: free after the upload). */
+tcq_status qkv_stack(const tcq_weight *q, const tcq_weight *k, const tcq_weight *v, tcq_weight *out, void **hold)
+{
+    const tcq_weight *w[3] = {q, k, v};
+    *out = *q;
+    out->out = q->out + k->out + v->out;
+    if (q->fmt != TCQ_WF_TRELLIS) {
+        const size_t es = q->fmt == TCQ_WF_F32 ? 4 : 2, row = (size_t)q->in * es;
+        char *d = (char *)malloc((size_t)out->out * row);
+        if (!d) return tcq_fail(TCQ_ERR_NOMEM, "device model: stacking q, k, v");
+        size_t at = 0;
+        for (int i = 0; i < 3; i++) {
+            memcpy(d + at, w[i]->dense, (size_t)w[i]->out * row);
+            at += (size_t)w[i]->out * row;
+        }
+        out->dense = d;
+        hold[0] = d;
+        return TCQ_OK;
+    }
+    const size_t rw = (size_t)tcq_trellis_row_words(&q->tr);
+    uint32_t *codes = (uint32_t *)malloc((size_t)out->out * rw * 4);
+    uint16_t *scales = (uint16_t *)malloc((size_t)out->out * 2);
+    hold[0] = codes;
+    hold[1] = scales;
+    if (!codes || !scales) return tcq_fail(TCQ_ERR_NOMEM, "device model: stacking q, k, v");
+    size_t r0 = 0;
+    for (int i = 0; i < 3; i++) {
+        memcpy(codes + r0 * rw, w[i]->tr.codes, (size_t)w[i]->tr.rows * rw * 4);
+        memcpy(scales + r0, w[i]->tr.scales, (size_t)w[i]->tr.rows * 2);
+        r0 += (size_t)w[i]->tr.rows;
+    }
+    out->tr.rows = out->out;
+    out->tr.codes = codes;
+    out->tr.scales = scales;
+    return TCQ_OK;
+}
+
 tcq_status lin(tcq_model_cuda *mc, const tcq_weight *w, const float *x, float *y, int M)
 {
     if (trellis_of(w)) return tcq_cuda_linear(mc->ctx, &w->tr, x, y, M, mc->path);
@@ -170,11 +225,19 @@ tcq_status enqueue(tcq_model *m, int M, int out_from, int S)
     CU_LAUNCHED("device model: embedding");
     for (int l = 0; l < c->n_layers; l++) {
         const dev_layer *L = &mc->L[l];
-        TCQ_TRY(lin(mc, &L->wq, mc->xb, mc->q, M));
-        TCQ_TRY(lin(mc, &L->wk, mc->xb, mc->k, M));
-        TCQ_TRY(lin(mc, &L->wv, mc->xb, mc->v, M));
-        mk_qk_rope_store(mc->st, mc->q, mc->k, mc->v, mc->d_rows, L->q_norm, L->k_norm, mc->inv_freq, M, c->n_heads,
-                         c->n_kv_heads, hd, c->rope_interleaved, eps, l);
+        const int qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+        if (L->fused_qkv) {
+            TCQ_TRY(lin(mc, &L->wqkv, mc->xb, mc->qkv, M));
+            const int w = qd + 2 * kvd;
+            mk_qk_rope_store(mc->st, mc->qkv, w, mc->qkv + qd, w, mc->qkv + qd + kvd, w, mc->q, mc->d_rows, L->q_norm,
+                             L->k_norm, mc->inv_freq, M, c->n_heads, c->n_kv_heads, hd, c->rope_interleaved, eps, l);
+        } else {
+            TCQ_TRY(lin(mc, &L->wq, mc->xb, mc->qkv, M));
+            TCQ_TRY(lin(mc, &L->wk, mc->xb, mc->k, M));
+            TCQ_TRY(lin(mc, &L->wv, mc->xb, mc->v, M));
+            mk_qk_rope_store(mc->st, mc->qkv, qd, mc->k, kvd, mc->v, kvd, mc->q, mc->d_rows, L->q_norm, L->k_norm,
+                             mc->inv_freq, M, c->n_heads, c->n_kv_heads, hd, c->rope_interleaved, eps, l);
+        }
         mk_attention(mc->st, mc->q, mc->att, mc->d_rows, mc->part, S, M, c->n_heads, c->n_kv_heads, hd, l);
         CU_LAUNCHED("device model: attention");
         TCQ_TRY(lin(mc, &L->wo, mc->att, mc->xb2, M));
@@ -235,9 +298,11 @@ extern "C" tcq_status tcq_model_cuda_init(tcq_model *m, const tcq_model_opts *op
     if (idx < 0 || idx >= n_dev)
         return tcq_fail(TCQ_ERR_UNSUPPORTED, "device cuda:%d: this machine has %d CUDA device%s", idx, n_dev,
                         n_dev == 1 ? "" : "s");
-    if (c->head_dim > MK_MAX_HD || c->head_dim % 2)
-        return tcq_fail(TCQ_ERR_UNSUPPORTED, "device cuda: head_dim %d (the device attention takes even sizes <= %d)",
-                        c->head_dim, MK_MAX_HD);
+    if (c->head_dim > MK_MAX_HD || c->head_dim % 8 || c->n_heads / c->n_kv_heads > MK_MAX_G)
+        return tcq_fail(TCQ_ERR_UNSUPPORTED,
+                        "device cuda: head_dim %d, %d query heads per kv head (the device attention takes multiples of 8 "
+                        "up to %d, up to %d)",
+                        c->head_dim, c->n_heads / c->n_kv_heads, MK_MAX_HD, MK_MAX_G);
     /* what the model needs: weights, activations of R rows, logits of R rows, the kernels'
      * largest scratch (a trellis matrix decoded to bf16 for the GEMM regime; the SwiGLU's two
      * temporaries), attention partials for R rows at the model's context, and a margin for the
@@ -260,7 +325,7 @@ extern "C" tcq_status tcq_model_cuda_init(tcq_model *m, const tcq_model_opts *op
     wbytes += weight_dev_bytes(&m->emb) + (tied ? 0 : weight_dev_bytes(&m->lm_head));
     if (trellis_of(&m->lm_head)) gemm = TCQ_MAX(gemm, (size_t)(m->lm_head.out * m->lm_head.in) * 2);
     gemm += 2 * (size_t)R * TCQ_MAX((size_t)c->hidden_dim, (size_t)c->vocab_size) * 4;
-    const size_t act = (size_t)R * 4 * ((size_t)c->dim + 2 * wide + 2 * qd + 2 * kvd + 2 * (size_t)c->hidden_dim);
+    const size_t act = (size_t)R * 4 * ((size_t)c->dim + 2 * wide + 3 * qd + 4 * kvd + 2 * (size_t)c->hidden_dim);
     const size_t logits = (size_t)R * c->vocab_size * 4;
     const size_t S = ((size_t)c->max_seq + MK_ATT_SPLIT - 1) / MK_ATT_SPLIT;
     const size_t part = (size_t)R * c->n_heads * S * (c->head_dim + 2) * 4;
@@ -296,7 +361,16 @@ extern "C" tcq_status tcq_model_cuda_init(tcq_model *m, const tcq_model_opts *op
         dev_layer *D = &mc->L[l];
         const tcq_weight *hw[7] = {&H->wq, &H->wk, &H->wv, &H->wo, &H->gate, &H->up, &H->down};
         tcq_weight *dw[7] = {&D->wq, &D->wk, &D->wv, &D->wo, &D->gate, &D->up, &D->down};
-        for (int i = 0; s == TCQ_OK && i < 7; i++) s = upload_weight(mc, hw[i], dw[i], names[i], l);
+        D->fused_qkv = qkv_stackable(&H->wq, &H->wk, &H->wv);
+        if (D->fused_qkv) {
+            tcq_weight st;
+            void *hold[2] = {NULL, NULL};
+            s = qkv_stack(&H->wq, &H->wk, &H->wv, &st, hold);
+            if (s == TCQ_OK) s = upload_weight(mc, &st, &D->wqkv, "q/k/v_proj", l);
+            free(hold[0]);
+            free(hold[1]);
+        }
+        for (int i = D->fused_qkv ? 3 : 0; s == TCQ_OK && i < 7; i++) s = upload_weight(mc, hw[i], dw[i], names[i], l);
         if (s == TCQ_OK) s = upload_f32(mc, H->attn_norm, (size_t)c->dim, &D->attn_norm);
         if (s == TCQ_OK) s = upload_f32(mc, H->ffn_norm, (size_t)c->dim, &D->ffn_norm);
         if (s == TCQ_OK) s = upload_f32(mc, H->q_norm, (size_t)c->head_dim, &D->q_norm);
@@ -309,10 +383,10 @@ extern "C" tcq_status tcq_model_cuda_init(tcq_model *m, const tcq_model_opts *op
     else if (s == TCQ_OK) s = upload_weight(mc, &m->lm_head, &mc->lm_head, "lm_head", -1);
     if (s == TCQ_OK) s = upload_f32(mc, m->final_norm, (size_t)c->dim, &mc->final_norm);
     if (s == TCQ_OK) s = upload_f32(mc, m->rope_inv_freq, (size_t)c->head_dim / 2, &mc->inv_freq);
-    float **bufs[] = {&mc->x, &mc->xb, &mc->xb2, &mc->q, &mc->k, &mc->v, &mc->att, &mc->hb, &mc->hb2, &mc->logits};
-    const size_t sizes[] = {(size_t)c->dim, wide, wide, qd, kvd, kvd, qd, (size_t)c->hidden_dim, (size_t)c->hidden_dim,
-                            (size_t)c->vocab_size};
-    for (int i = 0; s == TCQ_OK && i < 10; i++) {
+    float **bufs[] = {&mc->x, &mc->xb, &mc->xb2, &mc->qkv, &mc->q, &mc->k, &mc->v, &mc->att, &mc->hb, &mc->hb2, &mc->logits};
+    const size_t sizes[] = {(size_t)c->dim, wide, wide, qd + 2 * kvd, qd, kvd, kvd, qd, (size_t)c->hidden_dim,
+                            (size_t)c->hidden_dim, (size_t)c->vocab_size};
+    for (int i = 0; s == TCQ_OK && i < 11; i++) {
         void *p;
         s = dalloc(mc, (size_t)R * sizes[i] * sizeof(float), &p);
         *bufs[i] = (float *)p;

@@ -85,17 +85,19 @@ __global__ void k_add_norm(float *x, const float *y, const float *w, float *out,
     for (int j = threadIdx.x; j < d; j += blockDim.x) out[(size_t)r * d + j] = w[j] * (xr[j] * inv);
 }
 
-/* block (row, head): heads [0, nh) of q, then [nh, nh + nkv) of k (those also store k and v) */
-__global__ void k_qk_rope_store(float *q, float *k, const float *v, const mk_row *rows, const float *qn,
-                                const float *kn, const float *inv_freq, int nh, int nkv, int hd, int interleaved,
-                                float eps, int layer)
+/* block (row, head): heads [0, nh) of q (normed, rotated, into qout [M, nh*hd]), then
+ * [nh, nh + nkv) of k (normed, rotated, into the cache with v).  q, k, v rows at strides sq, sk, sv
+ * (one fused projection's output or three separate ones). */
+__global__ void k_qk_rope_store(const float *qs, int sq, const float *ks, int sk, const float *vs, int sv, float *qout,
+                                const mk_row *rows, const float *qn, const float *kn, const float *inv_freq, int nh,
+                                int nkv, int hd, int interleaved, float eps, int layer)
 {
     __shared__ float s[MK_MAX_HD];
     __shared__ double sh[32];
     const int r = blockIdx.x, h = blockIdx.y;
     const bool isk = h >= nh;
     const int kvh = h - nh;
-    float *p = isk ? k + ((size_t)r * nkv + kvh) * hd : q + ((size_t)r * nh + h) * hd;
+    const float *p = isk ? ks + (size_t)r * sk + (size_t)kvh * hd : qs + (size_t)r * sq + (size_t)h * hd;
     const float *nw = isk ? kn : qn;
     for (int i = threadIdx.x; i < hd; i += blockDim.x) s[i] = p[i];
     if (nw) {
@@ -117,94 +119,112 @@ __global__ void k_qk_rope_store(float *q, float *k, const float *v, const mk_row
         s[b] = x1 * c + x0 * sn;
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) p[i] = s[i];
-    if (isk) {
-        const size_t kvd = (size_t)nkv * hd;
-        const size_t off = ((size_t)layer * row.ctx + row.pos) * kvd + (size_t)kvh * hd;
-        const float *vr = v + (size_t)r * kvd + (size_t)kvh * hd;
-        for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-            row.k[off + i] = __half_as_ushort(__float2half_rn(s[i]));
-            row.v[off + i] = __half_as_ushort(__float2half_rn(vr[i]));
-        }
+    if (!isk) {
+        for (int i = threadIdx.x; i < hd; i += blockDim.x) qout[((size_t)r * nh + h) * hd + i] = s[i];
+        return;
+    }
+    const size_t kvd = (size_t)nkv * hd;
+    const size_t off = ((size_t)layer * row.ctx + row.pos) * kvd + (size_t)kvh * hd;
+    const float *vr = vs + (size_t)r * sv + (size_t)kvh * hd;
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+        row.k[off + i] = __half_as_ushort(__float2half_rn(s[i]));
+        row.v[off + i] = __half_as_ushort(__float2half_rn(vr[i]));
     }
 }
 
-/* Attention, split: block (row, head, split) runs positions [split*MK_ATT_SPLIT, +MK_ATT_SPLIT)
- * of [0, n), one warp per position at a time (lanes over the head dimension), an online softmax
- * per warp; the block's warps combine into part[(r, h, split)] = (max, sum, acc[hd]). */
-template <int NPL>
-__global__ void __launch_bounds__(128) k_attn_part(const float *q, const mk_row *rows, float *part, int S, int nh,
-                                                   int nkv, int hd, int layer, float scale)
+/* Attention, split: block (row, kv head, split) runs positions [split*MK_ATT_SPLIT, +MK_ATT_SPLIT)
+ * of [0, n) for the G query heads that share the kv head, so each cache row is read once per
+ * group: a thread per position forms its G scores (the k row in 16-byte loads, q from shared
+ * memory), the block takes each head's max and exponentials, then a thread per output dimension
+ * sums the v rows (coalesced across the block) for all G heads; part[(r, h, split)] = (max,
+ * sum, acc[hd]) for k_attn_combine. */
+__global__ void __launch_bounds__(MK_ATT_SPLIT) k_attn_part(const float *q, const mk_row *rows, float *part, int S,
+                                                            int nh, int nkv, int hd, int layer, float scale)
 {
-    __shared__ float sm[4], sl[4], sacc[4][MK_MAX_HD];
-    const int r = blockIdx.x, h = blockIdx.y, sp = blockIdx.z;
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    __shared__ float qs[MK_MAX_G * MK_MAX_HD];
+    __shared__ float sc[MK_MAX_G][MK_ATT_SPLIT];
+    __shared__ float smax[MK_MAX_G], ssum[MK_MAX_G];
+    const int r = blockIdx.x, kvh = blockIdx.y, sp = blockIdx.z;
+    const int G = nh / nkv, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const mk_row row = rows[r];
-    const int n = row.pos + 1, G = nh / nkv, kvh = h / G;
+    const int n = row.pos + 1;
     const size_t kvd = (size_t)nkv * hd;
-    const uint16_t *K = row.k + (size_t)layer * row.ctx * kvd + (size_t)kvh * hd;
-    const uint16_t *V = row.v + (size_t)layer * row.ctx * kvd + (size_t)kvh * hd;
-    float *P = part + (((size_t)r * nh + h) * S + sp) * (hd + 2);
     const int t0 = sp * MK_ATT_SPLIT, t1 = min(n, t0 + MK_ATT_SPLIT);
     if (t0 >= n) {
-        if (threadIdx.x == 0) {
+        for (int g = threadIdx.x; g < G; g += blockDim.x) {
+            float *P = part + (((size_t)r * nh + (size_t)kvh * G + g) * S + sp) * (hd + 2);
             P[0] = -INFINITY;
             P[1] = 0.0f;
         }
         return;
     }
-    float qv[NPL], acc[NPL];
+    const float *qg = q + ((size_t)r * nh + (size_t)kvh * G) * hd;   /* the group's G heads, contiguous */
+    for (int i = threadIdx.x; i < G * hd; i += blockDim.x) qs[i] = qg[i];
+    __syncthreads();
+    const uint16_t *K = row.k + (size_t)layer * row.ctx * kvd + (size_t)kvh * hd;
+    const uint16_t *V = row.v + (size_t)layer * row.ctx * kvd + (size_t)kvh * hd;
+    {
+        const int t = t0 + threadIdx.x;
+        float dot[MK_MAX_G];
 #pragma unroll
-    for (int e = 0; e < NPL; e++) {
-        const int i = lane + 32 * e;
-        qv[e] = i < hd ? q[((size_t)r * nh + h) * hd + i] : 0.0f;
-        acc[e] = 0.0f;
-    }
-    float m = -INFINITY, l = 0.0f;
-    for (int t = t0 + w; t < t1; t += 4) {
-        const uint16_t *kr = K + (size_t)t * kvd, *vr = V + (size_t)t * kvd;
-        float s = 0.0f;
+        for (int g = 0; g < MK_MAX_G; g++) dot[g] = 0.0f;
+        if (t < t1) {
+            const uint4 *kr = (const uint4 *)(K + (size_t)t * kvd);
+            for (int c = 0; c < hd / 8; c++) {
+                const uint4 raw = kr[c];
+                const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-        for (int e = 0; e < NPL; e++) {
-            const int i = lane + 32 * e;
-            if (i < hd) s += qv[e] * hf2f(kr[i]);
+                for (int j = 0; j < 4; j++) {
+                    const float k0 = hf2f((uint16_t)(u[j] & 0xffffu)), k1 = hf2f((uint16_t)(u[j] >> 16));
+#pragma unroll
+                    for (int g = 0; g < MK_MAX_G; g++)
+                        if (g < G) dot[g] += qs[g * hd + 8 * c + 2 * j] * k0 + qs[g * hd + 8 * c + 2 * j + 1] * k1;
+                }
+            }
         }
-        s = warp_sum(s) * scale;
-        const float mn = fmaxf(m, s);
-        const float corr = expf(m - mn), pr = expf(s - mn);
-        l = l * corr + pr;
 #pragma unroll
-        for (int e = 0; e < NPL; e++) {
-            const int i = lane + 32 * e;
-            if (i < hd) acc[e] = acc[e] * corr + pr * hf2f(vr[i]);
-        }
-        m = mn;
-    }
-    if (lane == 0) {
-        sm[w] = m;
-        sl[w] = l;
-    }
-#pragma unroll
-    for (int e = 0; e < NPL; e++) {
-        const int i = lane + 32 * e;
-        if (i < hd) sacc[w][i] = acc[e];
+        for (int g = 0; g < MK_MAX_G; g++)
+            if (g < G) sc[g][threadIdx.x] = t < t1 ? dot[g] * scale : -INFINITY;
     }
     __syncthreads();
-    float mx = -INFINITY;
-    for (int j = 0; j < 4; j++) mx = fmaxf(mx, sm[j]);
-    float f[4], lt = 0.0f;
-    for (int j = 0; j < 4; j++) {
-        f[j] = sl[j] > 0.0f ? expf(sm[j] - mx) : 0.0f;
-        lt += sl[j] * f[j];
+    for (int g = w; g < G; g += MK_ATT_SPLIT / 32) {
+        float mx = -INFINITY;
+        for (int j = lane; j < MK_ATT_SPLIT; j += 32) mx = fmaxf(mx, sc[g][j]);
+        for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        float sum = 0.0f;
+        for (int j = lane; j < MK_ATT_SPLIT; j += 32) {
+            const float e = j < t1 - t0 ? expf(sc[g][j] - mx) : 0.0f;
+            sc[g][j] = e;
+            sum += e;
+        }
+        sum = warp_sum(sum);
+        if (lane == 0) {
+            smax[g] = mx;
+            ssum[g] = sum;
+        }
     }
+    __syncthreads();
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        float a = 0.0f;
-        for (int j = 0; j < 4; j++) a += f[j] > 0.0f ? sacc[j][i] * f[j] : 0.0f;
-        P[2 + i] = a;
+        float acc[MK_MAX_G];
+#pragma unroll
+        for (int g = 0; g < MK_MAX_G; g++) acc[g] = 0.0f;
+        const uint16_t *vr = V + (size_t)t0 * kvd + i;
+        const int nt = t1 - t0;
+#pragma unroll 4
+        for (int t = 0; t < nt; t++) {
+            const float v = hf2f(vr[(size_t)t * kvd]);
+#pragma unroll
+            for (int g = 0; g < MK_MAX_G; g++)
+                if (g < G) acc[g] += sc[g][t] * v;
+        }
+#pragma unroll
+        for (int g = 0; g < MK_MAX_G; g++)
+            if (g < G) part[(((size_t)r * nh + (size_t)kvh * G + g) * S + sp) * (hd + 2) + 2 + i] = acc[g];
     }
-    if (threadIdx.x == 0) {
-        P[0] = mx;
-        P[1] = lt;
+    for (int g = threadIdx.x; g < G; g += blockDim.x) {
+        float *P = part + (((size_t)r * nh + (size_t)kvh * G + g) * S + sp) * (hd + 2);
+        P[0] = smax[g];
+        P[1] = ssum[g];
     }
 }
 
@@ -297,27 +317,22 @@ void mk_embed(cudaStream_t st, const tcq_weight *emb, const mk_row *rows, float 
 
 void mk_add_norm(cudaStream_t st, float *x, const float *y, const float *w, float *out, int M, int d, float eps)
 {
-    k_add_norm<<<M, d >= 1024 ? 512 : 128, 0, st>>>(x, y, w, out, d, eps);
+    k_add_norm<<<M, d >= 2048 ? 1024 : d >= 512 ? 256 : 64, 0, st>>>(x, y, w, out, d, eps);
 }
 
-void mk_qk_rope_store(cudaStream_t st, float *q, float *k, const float *v, const mk_row *rows, const float *qn,
-                      const float *kn, const float *inv_freq, int M, int nh, int nkv, int hd, int interleaved, float eps,
-                      int layer)
+void mk_qk_rope_store(cudaStream_t st, const float *q, int sq, const float *k, int sk, const float *v, int sv,
+                      float *qout, const mk_row *rows, const float *qn, const float *kn, const float *inv_freq, int M,
+                      int nh, int nkv, int hd, int interleaved, float eps, int layer)
 {
-    k_qk_rope_store<<<dim3(M, nh + nkv), 64, 0, st>>>(q, k, v, rows, qn, kn, inv_freq, nh, nkv, hd, interleaved, eps,
-                                                      layer);
+    k_qk_rope_store<<<dim3(M, nh + nkv), 64, 0, st>>>(q, sq, k, sk, v, sv, qout, rows, qn, kn, inv_freq, nh, nkv, hd,
+                                                      interleaved, eps, layer);
 }
 
 void mk_attention(cudaStream_t st, const float *q, float *att, const mk_row *rows, float *part, int S, int M, int nh,
                   int nkv, int hd, int layer)
 {
     const float scale = 1.0f / sqrtf((float)hd);
-    const dim3 g(M, nh, S);
-    const int npl = (hd + 31) / 32;
-    if (npl <= 1) k_attn_part<1><<<g, 128, 0, st>>>(q, rows, part, S, nh, nkv, hd, layer, scale);
-    else if (npl <= 2) k_attn_part<2><<<g, 128, 0, st>>>(q, rows, part, S, nh, nkv, hd, layer, scale);
-    else if (npl <= 4) k_attn_part<4><<<g, 128, 0, st>>>(q, rows, part, S, nh, nkv, hd, layer, scale);
-    else k_attn_part<8><<<g, 128, 0, st>>>(q, rows, part, S, nh, nkv, hd, layer, scale);
+    k_attn_part<<<dim3(M, nkv, S), MK_ATT_SPLIT, 0, st>>>(q, rows, part, S, nh, nkv, hd, layer, scale);
     k_attn_combine<<<dim3(M, nh), 128, 0, st>>>(part, att, S, nh, hd);
 }
 
