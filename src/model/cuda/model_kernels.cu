@@ -135,8 +135,8 @@ __global__ void k_qk_rope_store(const float *qs, int sq, const float *ks, int sk
 /* Attention, split: block (row, kv head, split) runs positions [split*MK_ATT_SPLIT, +MK_ATT_SPLIT)
  * of [0, n) for the G query heads that share the kv head, so each cache row is read once per
  * group: a thread per position forms its G scores (the k row in 16-byte loads, q from shared
- * memory), the block takes each head's max and exponentials, then a thread per output dimension
- * sums the v rows (coalesced across the block) for all G heads; part[(r, h, split)] = (max,
+ * memory), the block takes each head's max and exponentials, then the block sums the v rows for
+ * all G heads (below); part[(r, h, split)] = (max,
  * sum, acc[hd]) for k_attn_combine. */
 __global__ void __launch_bounds__(MK_ATT_SPLIT) k_attn_part(const float *q, const mk_row *rows, float *part, int S,
                                                             int nh, int nkv, int hd, int layer, float scale)
@@ -144,6 +144,7 @@ __global__ void __launch_bounds__(MK_ATT_SPLIT) k_attn_part(const float *q, cons
     __shared__ float qs[MK_MAX_G * MK_MAX_HD];
     __shared__ float sc[MK_MAX_G][MK_ATT_SPLIT];
     __shared__ float smax[MK_MAX_G], ssum[MK_MAX_G];
+    __shared__ float red[MK_ATT_SPLIT * 8 * MK_MAX_G];   /* [PG][G][hd]: PG * hd = 8 * MK_ATT_SPLIT */
     const int r = blockIdx.x, kvh = blockIdx.y, sp = blockIdx.z;
     const int G = nh / nkv, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const mk_row row = rows[r];
@@ -204,22 +205,46 @@ __global__ void __launch_bounds__(MK_ATT_SPLIT) k_attn_part(const float *q, cons
         }
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        float acc[MK_MAX_G];
+    /* the weighted sum of v rows: thread (position group p, 8 dimensions c) takes positions
+     * p, p + PG, ... in 16-byte loads (a thread per dimension walking all 128 positions kept
+     * too few loads in flight), then the PG partial sums are added in order of p */
+    const int nc = hd / 8, PG = MK_ATT_SPLIT / nc, c8 = threadIdx.x % nc, p = threadIdx.x / nc;
+    const int nt = t1 - t0;
+    float acc[MK_MAX_G][8];
 #pragma unroll
-        for (int g = 0; g < MK_MAX_G; g++) acc[g] = 0.0f;
-        const uint16_t *vr = V + (size_t)t0 * kvd + i;
-        const int nt = t1 - t0;
-#pragma unroll 4
-        for (int t = 0; t < nt; t++) {
-            const float v = hf2f(vr[(size_t)t * kvd]);
+    for (int g = 0; g < MK_MAX_G; g++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[g][j] = 0.0f;
+    if (p < PG)
+        for (int t = p; t < nt; t += PG) {
+            const uint4 raw = *(const uint4 *)(V + (size_t)(t0 + t) * kvd + 8 * c8);
+            const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+            float x[8];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                x[2 * j] = hf2f((uint16_t)(u[j] & 0xffffu));
+                x[2 * j + 1] = hf2f((uint16_t)(u[j] >> 16));
+            }
 #pragma unroll
             for (int g = 0; g < MK_MAX_G; g++)
-                if (g < G) acc[g] += sc[g][t] * v;
+                if (g < G) {
+                    const float wt = sc[g][t];
+#pragma unroll
+                    for (int j = 0; j < 8; j++) acc[g][j] += wt * x[j];
+                }
         }
+    if (p < PG)
 #pragma unroll
         for (int g = 0; g < MK_MAX_G; g++)
-            if (g < G) part[(((size_t)r * nh + (size_t)kvh * G + g) * S + sp) * (hd + 2) + 2 + i] = acc[g];
+            if (g < G)
+#pragma unroll
+                for (int j = 0; j < 8; j++) red[(size_t)p * G * hd + g * hd + 8 * c8 + j] = acc[g][j];
+    __syncthreads();
+    for (int o = threadIdx.x; o < G * hd; o += blockDim.x) {
+        float a = 0.0f;
+        for (int q2 = 0; q2 < PG; q2++) a += red[(size_t)q2 * G * hd + o];
+        const int g = o / hd, i = o % hd;
+        part[(((size_t)r * nh + (size_t)kvh * G + g) * S + sp) * (hd + 2) + 2 + i] = a;
     }
     for (int g = threadIdx.x; g < G; g += blockDim.x) {
         float *P = part + (((size_t)r * nh + (size_t)kvh * G + g) * S + sp) * (hd + 2);
