@@ -10,7 +10,7 @@ static void help(FILE *f)
 {
     fprintf(f, "usage: tcq chat MODEL [--system STR] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
                "                [--repeat-penalty R] [--seed S] [-n N] [--ctx N] [--kv f32|f16] [--threads N]\n"
-               "                [--kpath auto|exact|fast] [--no-think] [--tokenizer PATH]\n"
+               "                [--kpath auto|exact|fast] [--device cpu|cuda|cuda:N|auto] [--no-think] [--tokenizer PATH]\n"
                "  Type a message and Enter; /reset starts over, /quit or Ctrl-D ends.\n"
                "  Prints prefill and decode tokens/s of each turn to stderr.\n");
 }

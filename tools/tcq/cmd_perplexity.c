@@ -117,7 +117,7 @@ int cmd_perplexity(int argc, char **argv)
 static void help_kl(FILE *f)
 {
     fprintf(f,
-            "usage: tcq kl MODEL REF_MODEL FILE [--ctx N] [--windows N] [--threads N] [--tokenizer P] [--json]\n"
+            "usage: tcq kl MODEL REF_MODEL FILE [--ctx N] [--windows N] [--threads N] [--tokenizer P] [--device cpu|cuda|cuda:N|auto] [--json]\n"
             "  Mean KL(ref || model) of the next-token distributions (nats), its 95th percentile, top-1\n"
             "  agreement and both perplexities; both models run window by window (tokenized with MODEL's\n"
             "  tokenizer).\n%s",
