@@ -4,7 +4,7 @@
  * mix (a register-only microbenchmark), dense f32 matvec/GEMM (and bf16 GEMM) through OpenBLAS
  * at the same shapes, and every requested op x k x M x path.  Two floors for each kernel call:
  * weight bytes / bandwidth, and (instructions per 16 weights, counted in the disassembly of the
- * inner loop, bench/NOTES.md) x weights/16 / issue rate.  frac_floor is against the binding
+ * inner loop, docs/PERFORMANCE.md) x weights/16 / issue rate.  frac_floor is against the binding
  * (slower) of the two. */
 #include "bench_kernels.h"
 
@@ -309,7 +309,7 @@ static double bench_issue_rate(tcq_pool *pool, int exact, double *cpu_rate)
 }
 
 /* Vector ALU instructions per 16 weights in each kernel's inner loop, counted in the objdump of
- * trellis_avx512x.c (bench/NOTES.md has the listing and the count): the broadcast decoder is 4
+ * trellis_avx512x.c (docs/PERFORMANCE.md has the listing and the count): the broadcast decoder is 4
  * (k <= 3; vpmultishiftqb, vpandd, vpmulld, vpaddd) or 5 (k = 4: one merge-masked broadcast
  * more), then one vpdpbusd (fast) or one vfmadd (exact) per row.  Tile (also the int16 one
  * that runs M=2..4 on axis 1), GEMM and AMX kernels: no instruction floor (0). */
@@ -557,7 +557,7 @@ int bench_kernels(int argc, char **argv)
     const double irw[2] = {bench_issue_rate(pool, 0, &irc[0]), bench_issue_rate(pool, 1, &irc[1])};
     /* OpenBLAS's kernel set decides the dense baselines and the large-M path: on this project's
      * Zen 5 VM the environment pinned OPENBLAS_CORETYPE=Haswell (AVX2), half its AVX-512 speed
-     * (bench/NOTES.md, session 16), so every run names it */
+     * (docs/PERFORMANCE.md, session 16), so every run names it */
     const char *blas_core = openblas_get_corename();
     if (o.json) {
         printf("{\"op\":\"bandwidth\",\"gbps\":%.2f,\"cpu_gbps\":%.2f,\"threads\":%d}\n", bw, bw_cpu, nth);

@@ -50,7 +50,7 @@ endfunction()
 cmake_language(DEFER CALL tcq_cuda_tests)
 
 # bench/micro/*.cu: standalone GPU micro-benchmarks (sm_90a only, run by hand on the device;
-# bench/NOTES.md says what each measured), built here so that they keep compiling.
+# docs/PERFORMANCE.md says what each measured), built here so that they keep compiling.
 file(GLOB TCQ_CUDA_MICRO CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bench/micro/*.cu)
 foreach(m ${TCQ_CUDA_MICRO})
   get_filename_component(name ${m} NAME_WE)

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Crossovers, measured by `tcq bench kernels` (bench/NOTES.md, "## CPU kernels"). */
+/* Crossovers, measured by `tcq bench kernels` (docs/PERFORMANCE.md, "## CPU kernels"). */
 enum {
     SHARED_MAX_M = 4,      /* M in 2..4: one decode shared by every row, in registers */
     REDUCE_ROWS = 16,      /* axis-1 outputs per work item: at least, and the granule (reduce_rows) */
@@ -256,7 +256,7 @@ typedef struct run_ctx {
 /* Axis-1 outputs per work item: long runs of consecutive coded rows per thread.  With 2 threads,
  * 16-row items alternating between the threads cost 4-10 % on the reduce and ~14 % on the fused
  * SwiGLU against 256-row ones at M = 1 (each item restarts a hardware prefetch stream;
- * bench/NOTES.md, "Zen 5, session 12"), and 7-23 % at M = 2..32 once the int16 tile decoded in
+ * docs/PERFORMANCE.md, "Zen 5, session 12"), and 7-23 % at M = 2..32 once the int16 tile decoded in
  * rounds (session 19); still about 8 items a thread for the balance.  Rows are independent: any
  * split gives the same bits. */
 static int64_t reduce_rows(const tcq_kctx *c, int64_t rows)
@@ -267,7 +267,7 @@ static int64_t reduce_rows(const tcq_kctx *c, int64_t rows)
 
 /* The axis-1 items: long ones (reduce_rows), and for the last round (pool size x rpi rows) items
  * of TAIL_ROWS, so that the threads finish within a short item of each other: with 16 items of
- * 256 rows on 2 threads one item was 6 % of the call (bench/NOTES.md, session 17).  Returns the
+ * 256 rows on 2 threads one item was 6 % of the call (docs/PERFORMANCE.md, session 17).  Returns the
  * item count. */
 static int64_t items_plan(run_ctx *r, const tcq_kctx *c, int64_t rows)
 {
@@ -301,7 +301,7 @@ static void scatter_item(void *arg, int64_t item, int thread)
     const run_ctx *r = arg;
     /* partition-minor: the threads' items in flight read different input-row ranges of the same
      * output columns, not neighbouring columns of the same rows (2-7 % faster at M = 1..4 with 2
-     * threads, bench/NOTES.md "Zen 5, session 12"); each item owns its partials, so the order
+     * threads, docs/PERFORMANCE.md "Zen 5, session 12"); each item owns its partials, so the order
      * does not change the bits */
     const int64_t p = item % r->nparts, b0 = (item / r->nparts) * SCATTER_COLS, T = r->w->p.T, out = r->w->cols;
     const int64_t nbc = TCQ_MIN(SCATTER_COLS, r->nb - b0);

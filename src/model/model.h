@@ -21,7 +21,7 @@ static inline float tcq_model_h2f(uint16_t h)
 /* tcq_model_h2f on 16 halves at once (exact, so the same bits on every ISA, which the attention
  * core relies on): widened, then that function's integer and multiply steps lane by lane.
  * Element by element the f16 cache's decode ran at 0.4-0.7x the f32 one's at 1536 positions
- * (bench/NOTES.md, session 16).  out, not a return value: a 64-byte vector return changes the
+ * (docs/PERFORMANCE.md, session 16).  out, not a return value: a 64-byte vector return changes the
  * ABI between the generic and the AVX-512 builds. */
 typedef float tcq_model_v16 __attribute__((vector_size(64)));
 static inline void tcq_model_h2f16(const uint16_t *p, tcq_model_v16 *out)

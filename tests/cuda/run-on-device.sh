@@ -48,7 +48,7 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
 else
   summary+=("compute-sanitizer: not found")
 fi
-# SASS instruction count per weight of the fast kernels (bench/NOTES.md, "CUDA fast path")
+# SASS instruction count per weight of the fast kernels (docs/PERFORMANCE.md, "CUDA fast path")
 here=$(cd "$(dirname "$0")" && pwd)
 sass=$here/fast-sass.sh
 [ -f "$sass" ] || sass=$here/../../bench/cuda/fast-sass.sh

@@ -4,7 +4,7 @@
  * pattern decodes), fresh random activations, poisons y with NaN, runs the kernel on a 2-thread
  * pool and checks each output against a float64 reference computed from tcq_weight_decode():
  *   exact path: |y - ref| <= (n+4) u sum|w x| per output (u = 2^-24), and ||y-ref||/||ref|| <= 1e-5;
- *   fast path:  the bound derived in bench/NOTES.md ("Fast path error bound"), per output:
+ *   fast path:  the bound derived in docs/PERFORMANCE.md ("Fast path error bound"), per output:
  *               sum_i |v_i| d_i / 2 + (nblk+4) u sum_i |v_i| (|a_i| + d_i) + 2^-21 sum |w x|
  *               (v_i the weight without the activation-side factor, a_i the quantized activation's
  *               source, d_i its block step);

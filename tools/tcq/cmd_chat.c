@@ -122,7 +122,7 @@ int cmd_chat(int argc, char **argv)
             st = tcq_fail(TCQ_ERR_RANGE, "the conversation (%zu tokens) fills the context of %d; /reset", n_ids,
                           tcq_session_ctx(s));
         if (st != TCQ_OK) {
-            cli_fail(st, "chat");
+            rc = cli_fail(st, "chat");   /* the session goes on; the exit status tells a turn failed */
             free((char *)msgs[--nm].content);
             free(ids);
             continue;
@@ -139,10 +139,11 @@ int cmd_chat(int argc, char **argv)
         if (st == TCQ_OK) st = tcq_generate(m, s, smp, ids + common, (int)n_ids - common, (int)n, on_token, &cc, &gs);
         cli_stream_finish(&out);
         printf("\n");
-        if (st != TCQ_OK) cli_fail(st, "chat");
-        fprintf(stderr, "[prefill %d tokens %.1f tok/s (%d reused); decode %d tokens %.1f tok/s]\n", gs.n_prompt,
-                gs.prefill_s > 0 ? gs.n_prompt / gs.prefill_s : 0.0, common, gs.n_generated,
-                gs.decode_s > 0 ? gs.n_generated / gs.decode_s : 0.0);
+        if (st != TCQ_OK) rc = cli_fail(st, "chat");
+        else   /* no statistics for a turn that failed */
+            fprintf(stderr, "[prefill %d tokens %.1f tok/s (%d reused); decode %d tokens %.1f tok/s]\n", gs.n_prompt,
+                    gs.prefill_s > 0 ? gs.n_prompt / gs.prefill_s : 0.0, common, gs.n_generated,
+                    gs.decode_s > 0 ? gs.n_generated / gs.decode_s : 0.0);
         /* The cache now holds the first pos tokens of prompt + generated. */
         n_cached = cc.n < tcq_session_pos(s) ? cc.n : tcq_session_pos(s);
         msgs[nm++] = (tcq_chat_message){.role = "assistant", .content = strdup(out.text ? out.text : "")};

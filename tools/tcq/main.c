@@ -7,7 +7,7 @@
 #include <time.h>
 
 static const cli_command commands[] = {
-    {"demo", "code a synthetic Gaussian matrix, decode it, print error and speed", cmd_demo},
+    {"demo", "run the 2-bit tinyqwen in models/: text, bits/weight, tok/s (--codec: the codec alone)", cmd_demo},
     {"logits", "write the f32 logits of a token sequence to a safetensors file", cmd_logits},
     {"run", "generate text from a prompt, streamed (sampling options, --chat)", cmd_run},
     {"chat", "interactive chat through the model's chat template", cmd_chat},

@@ -62,7 +62,7 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     c->chunk_pin = env_int("TCQ_CUDA_CHUNK", 0);
     if (c->chunk_pin < 64 || c->chunk_pin > 1024 || c->chunk_pin % 32) c->chunk_pin = 0;   /* tcq_cuda_im_chunk */
     c->sc_pf = env_int("TCQ_CUDA_PF", -1);
-    /* off until measured on a GPU (bench/NOTES.md, session 16: written and checked bit for bit in
+    /* off until measured on a GPU (docs/PERFORMANCE.md, session 16: written and checked bit for bit in
      * the host emulation while no device was lent) */
     c->im_pair = env_int("TCQ_CUDA_PAIR", 0) == 1;
     c->gemm_chunk = env_int("TCQ_CUDA_GEMM_CHUNK", 0);

@@ -21,7 +21,7 @@ namespace {
 
 constexpr int kTcMaxM = 32;   /* the pair-table kernels' limit */
 /* Largest M for the pair-table kernels where no wgmma kernel runs; above it decode + cuBLAS.
- * Measured crossovers (H200, 2026-12-03, bench/NOTES.md): axis 1 the pair table wins to M = 16
+ * Measured crossovers (H200, 2026-12-03, docs/PERFORMANCE.md): axis 1 the pair table wins to M = 16
  * (k=2: 76 vs 117 us) and loses from M = 24 (192 vs 116); axis 0 it already loses at M = 12
  * (151 vs 119). */
 int tc_max_m(const tcq_cuda_ctx *ctx, const tcq_trellis *w)
@@ -47,7 +47,7 @@ __device__ __forceinline__ float code_value(uint32_t s)
  * untransposed); tr = 1 stores [np, nr] (axis 0 as W [out, in]).  The words of the 16 positions
  * are loaded once (load16, as the tensor-core kernels do) and the states cut from registers;
  * tr = 0 writes the 16 results as two 16-byte stores, tr = 1 lets neighbouring threads take
- * neighbouring rows so each position's stores coalesce (2-byte stores: slower, bench/NOTES.md). */
+ * neighbouring rows so each position's stores coalesce (2-byte stores: slower, docs/PERFORMANCE.md). */
 template <int K>
 __global__ void k_decode_bf16(Geo g, int tr, int64_t r0, int64_t nr, int64_t p0, int64_t np,
                               __nv_bfloat16 *__restrict__ W)
@@ -151,13 +151,13 @@ tcq_status check_call(tcq_cuda_ctx *ctx, const tcq_trellis *w, const void *x, co
 /* Decode + cuBLAS (what the other kernels do not take): the weights decoded to bf16, multiplied
  * with a cuBLAS bf16 GEMM.  By default the whole matrix at once.  TCQ_CUDA_GEMM_CHUNK decodes a
  * part of the outputs at a time (scratch: two parts instead of the whole matrix; an L2-sized part
- * is read back from L2, but the narrower GEMMs lost more than that saved: bench/NOTES.md, session
+ * is read back from L2, but the narrower GEMMs lost more than that saved: docs/PERFORMANCE.md, session
  * 9); with TCQ_CUDA_GEMM_OVERLAP the decode of part i+1 runs on the side stream while part i
  * multiplies (two buffers; the decode of part i+2 waits for GEMM i). */
 static tcq_status linear_large(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M)
 {
     const int64_t out = tcq_trellis_out(w), in = tcq_trellis_in(w);
-    /* built-in: the whole matrix (parts measured slower at every size, bench/NOTES.md) */
+    /* built-in: the whole matrix (parts measured slower at every size, docs/PERFORMANCE.md) */
     int64_t part = ctx->gemm_chunk > 0 ? std::max<int64_t>(16, ctx->gemm_chunk / 16 * 16) : out;
     if (part >= out) part = out;
     const int64_t n_parts = (out + part - 1) / part;
@@ -204,7 +204,7 @@ namespace {
 enum Kern { KERN_FAST, KERN_INT8, KERN_INT, KERN_INT16, KERN_PAIR, KERN_WG, KERN_WS, KERN_GEMM };
 
 /* The dispatcher's one decision, shared by the call and tcq_cuda_linear_kernel.  Measured
- * crossovers (bench/NOTES.md, sessions 10 to 12): on sm_90 the wgmma kernels beat the pair-table
+ * crossovers (docs/PERFORMANCE.md, sessions 10 to 12): on sm_90 the wgmma kernels beat the pair-table
  * ones from M = 9 (axis 1: 58-64 vs 71-103 us at M = 9..16), so the pair tables run only where
  * wgmma does not.  The integer kernels' three limbs of x' need a third n-tile from M = 6, so M =
  * 6..8 put x' in two ("int16", the wgmma kernels' precision): the scatter 51-63 us against

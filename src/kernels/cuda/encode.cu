@@ -80,7 +80,7 @@ __device__ __forceinline__ void store_succ(float *dst, const float (&v)[J], int 
 /* One Viterbi pass; returns (in shared st) the states from T-1 down to stop.  LC: L as a
  * compile-time constant (0: a.L at run time).  With L fixed, G, the thread count and every
  * shared-memory offset j G are immediates, which takes a good part of the instructions of a step
- * away (the kernel is issue-bound: bench/NOTES.md); L=12 is the format's default. */
+ * away (the kernel is issue-bound: docs/PERFORMANCE.md); L=12 is the format's default. */
 template <int K, int GPT, bool W, int LC>
 __device__ void pass(const EncArgs &a, const float *xs, const float *ws, float *D, float *Dn, uint32_t *bp, uint32_t *st,
                      int start_ov, int end_ov, int stop, const float (&vv)[GPT][1 << K], float *redv, uint32_t *reds)

@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
         /* loaded here, a whole item before the epilogue needs it (there it was a dependent global
          * load per item): 2-4 % at M = 1 for k = 2, 3.  Not where the kernel sits at the register
          * cap (k = 4, two n-tiles): the extra live register spilled there, 3-13 % slower
-         * (bench/NOTES.md, session 13) */
+         * (docs/PERFORMANCE.md, session 13) */
         if constexpr (kPreScale) {
             const int64_t row = (int64_t)p.tile * kRedRows + lane;
             p.f = row < g.R ? row_factor(p.mat, row) : 0.0f;
@@ -369,7 +369,7 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_scatter(Geo g, Geo unused, I
     (void)unused;
     /* D: k-steps of code words in flight.  NT = 2 (two n-tiles' accumulators) at D = 4 spilled
      * 20-56 bytes at the 128-register cap; D = 2 spills none.  Kept as measured side by side with
-     * D = 4 everywhere (bench/NOTES.md, session 12): exact M = 3..8 3-4 % faster at k = 2, 9-12 %
+     * D = 4 everywhere (docs/PERFORMANCE.md, session 12): exact M = 3..8 3-4 % faster at k = 2, 9-12 %
      * at k = 3, 1-2 % at k = 4.  These kernels sit at the register cap, and small code changes
      * move them by up to 10 % (a build with D = 2 at every k ran k = 4 12 % faster, k = 3 1 %
      * slower), so re-measure after touching this loop. */

@@ -1,6 +1,6 @@
 /* Linear layers over packed trellis weights on the GPU, M <= 8: the integer tensor-core kernels.
  *
- * Why (bench/NOTES.md, "CUDA (H200)"): the pair-table kernels (linear.cu) look up every pair of
+ * Why (docs/PERFORMANCE.md, "CUDA (H200)"): the pair-table kernels (linear.cu) look up every pair of
  * weights in shared memory; a warp's 32 random table addresses collide in the 32 banks (~3.5
  * wavefronts per LDS on average), which caps a 17408x5120 matrix at ~19 us whatever k is, and the
  * HBM floor at k=2 is 5.5 us.  Here no table: the 1MAD arithmetic x = s*34038481 + 76625530 (one
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, 
     }
     /* 32-bit arithmetic on chunk-local positions, shifts for the power-of-two span sizes: with
      * int64 division and modulo per position this loop was ~1000 instructions a warp and the
-     * kernel ~5 us on 10 SMs, which the main kernel waits for (bench/NOTES.md, session 13) */
+     * kernel ~5 us on 10 SMs, which the main kernel waits for (docs/PERFORMANCE.md, session 13) */
     const int col0 = limbs * m, ncol = (m == M - 1 ? 8 * NT : limbs * (m + 1)) - col0, per = ncol * 4;
     const int n_ent = (ch / 16) * per;
     const int64_t kp0 = p0 / 16;
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(32 * kFinWarps) k_im_finish(const float *__res
  * in flight at once, added in chunk order.  The 8-warp blocks above are for the scatter's long S;
  * on the reduce's S = 10 they ran ~4 waves of tiny latency-bound blocks at M = 8 (ncu: 9.6 us for
  * 5.6 MB).  At M = 1 (68 blocks for 17408 outputs) this kernel measured 0.5-0.9 us slower than
- * those, so M = 1 keeps them (bench/NOTES.md, session 11). */
+ * those, so M = 1 keeps them (docs/PERFORMANCE.md, session 11). */
 constexpr int kFinRowS = 16;
 __device__ __forceinline__ float fin_row(const float *__restrict__ part, int S, int64_t n, int64_t i)
 {
@@ -317,7 +317,7 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     o.pdl = ctx->pdl;
     /* the scatter's L2 prefetch: 8 k-steps ahead at k = 2 and 4, 8-12 % faster at M = 1..8 on
      * 5120x17408 (16: a little less; 4: nothing); at k = 1 and 3 (unaligned words, whose scatter
-     * was already as fast) it measured 0-4 % slower, so off there (bench/NOTES.md, session 13) */
+     * was already as fast) it measured 0-4 % slower, so off there (docs/PERFORMANCE.md, session 13) */
     o.pf = ctx->sc_pf >= 0 ? ctx->sc_pf : (w->p.k == 2 || w->p.k == 4) ? 8 : 0;
     k_im_xprep<<<dim3((unsigned)n_ch, (unsigned)M), ch, 0, ctx->stream>>>(x, (int)M, in, w->axis ? NULL : w->scales, w->axis, w->p.T, NT, limbs,
                                                   o.pp, (uint4 *)o.xf, (double *)o.xs, (float *)o.xe);

@@ -1,6 +1,6 @@
 /* Linear layers over packed trellis weights on the GPU, M <= 32: the tensor-core kernels.
  *
- * Why this design (the two numbers, bench/NOTES.md): at k=2 a 17408x5120 matrix is 22.3 MB, 5.5 us
+ * Why this design (the two numbers, docs/PERFORMANCE.md): at k=2 a 17408x5120 matrix is 22.3 MB, 5.5 us
  * at 4.09 TB/s, i.e. ~63 weights per clock per SM.  An SM issues 128 lane-instructions per clock,
  * so the whole decode + multiply must cost about 2 instructions per weight; the 1MAD arithmetic
  * (extract, IMAD, byte sum, convert, FMA) is 5-6.  Here each lane extracts the (L+k)-bit window

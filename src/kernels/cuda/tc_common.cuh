@@ -56,7 +56,7 @@ __device__ __forceinline__ uint32_t mad1(uint32_t s) { return s * 34038481u + 76
  * mad1(lo) plus (w >> 12) (C << 12), which one IMAD takes away.  Two weights cost three shifts
  * and three IMADs instead of two (shift, AND, IMAD): the integer kernels' decode was bound by
  * the ALU pipe at two operations a weight, now by 1.5 on the ALU and 1.5 on the FMA pipe
- * (bench/NOTES.md, session 16). */
+ * (docs/PERFORMANCE.md, session 16). */
 constexpr int kPairL = 12;
 __device__ __forceinline__ void mad1_pair(uint32_t w, uint32_t &xlo, uint32_t &xhi)
 {

@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kThreadsS, 1) k_scatter(Geo g, Geo unused, Out
             }
         }
         /* S > 1: k_finish (linear.cu) adds the chunks: a last-warp reduction of ~100 chunks per
-         * output left the SMs idle for most of the launch (ncu, bench/NOTES.md) */
+         * output left the SMs idle for most of the launch (ncu, docs/PERFORMANCE.md) */
     }
 }
 

@@ -9,7 +9,7 @@
  * 0.52 (bench/micro/reduce_loop.c): it reloaded the decode constants from the stack every block,
  * rebuilt activation addresses with lea/shl, kept the groups' qword offsets in stack slots and
  * carried values through vector registers.  Here the constants stay in registers and every
- * address is a base plus an assembler-computed immediate (bench/NOTES.md, session 17).
+ * address is a base plus an assembler-computed immediate (docs/PERFORMANCE.md, session 17).
  *
  * Only trellis_avx512x.c includes this (static functions, its dec and QB). */
 #ifndef TCQ_TRELLIS_ASM_AVX512_H
@@ -201,7 +201,7 @@ static void reduce_fast_asm(const kr_args *a, const dec *d, int MC, int64_t m0)
  * the next column block, or the next chunk); the later passes find the chunk's rows in L1.
  *   q: q4 of row m0, rows qs bytes apart   cv: the rows' corr (int32 [4]) and d (f32 [4]) of the block
  *   acc: [MC, T] f32 from group g0 */
-#define SMC_PF_ROWS 24   /* 8 left k = 3, 4 at 0.72 of the floor (bench/NOTES.md, session 17) */
+#define SMC_PF_ROWS 24   /* 8 left k = 3, 4 at 0.72 of the floor (docs/PERFORMANCE.md, session 17) */
 #define SMC_STR_(x) #x
 #define SMC_STR(x) SMC_STR_(x)
 #define SMC_Q0 ""

@@ -567,7 +567,7 @@ static void SFX(scatter_fast_tile)(const ks_args *a)
 
 /* The shared regime's axis-0 kernel: at M = 3, 4 the row-pair tile (its decode once per stored
  * row pair, then one vpdpwssd per two rows, 8 columns and activation row) took 0.6-0.75x the time
- * of scatter_fast's two sweeps of two rows; at M = 2 they tie (bench/NOTES.md, "AVX2 at T = 256") */
+ * of scatter_fast's two sweeps of two rows; at M = 2 they tie (docs/PERFORMANCE.md, "AVX2 at T = 256") */
 static void SFX(scatter_fast_shared)(const ks_args *a)
 {
     if (a->M >= 3) SFX(scatter_fast_tile)(a);
@@ -624,6 +624,6 @@ static const tr_table SFX(table) = {
     /* the exact path has no tile kernels (M rows in chunks of 4 decode each weight M / 4 times),
      * so decode + sgemm wins from M = 8..12; the fast int16 tiles took 0.7-0.8x its time at M =
      * 64..1024, with and without VNNI (2 threads, Zen 5 with OpenBLAS's Haswell kernels,
-     * bench/NOTES.md "AVX2 at T = 256", "The fast tiles at every M") */
+     * docs/PERFORMANCE.md "AVX2 at T = 256", "The fast tiles at every M") */
     .gemm_from = {{8, TR_GEMM_NEVER}, {12, TR_GEMM_NEVER}},
 };

@@ -83,7 +83,7 @@ AI void reduce_fast_body(const kr_args *a, const dec *d, const int MC, int64_t m
             /* T = 256: the 4 activation blocks unrolled.  As a 4-trip inner loop, on Zen 5 the
              * kernel ran at 0.66-0.70 ns per group in some processes and 1.0-1.1 in others
              * (bimodal by run, so by code/data placement; the loop alone: 0.63); unrolled,
-             * 0.68-0.70 in every run (bench/NOTES.md "Zen 5") */
+             * 0.68-0.70 in every run (docs/PERFORMANCE.md "Zen 5") */
             if (T == 256) {
 #pragma GCC unroll 4
                 for (int qb = 0; qb < 4; qb++) reduce_fast_qb(d, bl, b * 4 + qb, qb, MC, q4m, corrm, dm, facc, BC);
@@ -149,7 +149,7 @@ static void reduce_exact_shared(const kr_args *a)
 /* Coded rows and activation rows per pass of the int16 tile: 3 x 4, the shape of the asm passes
  * (tile16_pass_asm3: 12 int accumulators, 3 rows' values and the activation in zmm16..31).  As
  * whole-row passes with the f32 sums in registers too, 3 x 4 measured 4-9 % faster than 2 x 4, and
- * 4 x 2 or 4 x 3 slower (bench/NOTES.md, session 16). */
+ * 4 x 2 or 4 x 3 slower (docs/PERFORMANCE.md, session 16). */
 #define TCQ_TILE_RR 3
 #define TCQ_TILE_MC 4
 
@@ -246,7 +246,7 @@ static void tile16_pass_rm(const kq_act *qa, const __m512i *yr, int64_t nv, int6
  * one chunk (TCQ_Q16_CHUNK) at a time for the slab, so the chunk's values (RB x 512 B), the
  * slab's activations (MS x 512 B) and its parked sums (RB x MS x 64 B), 17 KB at 6 x 16, stay in
  * L1, and the activations stream from L2 once per RB coded rows.  6 x 16 measured better than 6 x
- * 32, 6 x 64 and 16 x 16 (bench/NOTES.md, session 19). */
+ * 32, 6 x 64 and 16 x 16 (docs/PERFORMANCE.md, session 19). */
 #define TCQ_TILE_RB 6
 #define TCQ_TILE_MS 16
 #endif
@@ -453,7 +453,7 @@ static void scatter_fast_shared(const ks_args *a)
 {
     const int T = a->w->p.T;
     /* M = 4 at T = 256: the row-pair tile (the same integer sums, so the same bits) took
-     * 0.93-0.97x the time at k = 2, 3 and tied at k = 4 (bench/NOTES.md, session 21) */
+     * 0.93-0.97x the time at k = 2, 3 and tied at k = 4 (docs/PERFORMANCE.md, session 21) */
     if (a->M >= 4 && T == 256) {
         for (int64_t cb = 0; cb < a->nbc; cb++) {
             ks_args one = *a;
@@ -515,7 +515,7 @@ static void scatter_exact_shared(const ks_args *a)
  * rows' products for 16 columns, where vpdpbusd added one (its byte sum wastes 3 of 4 products).
  * The int32 sums are the same integers as sum_i bs_i q_i + corr, exact, so the result is the same
  * as the shared kernel's.  (The 8 x 2 block before it, with embedded broadcasts: 18 loads per 16
- * vpdpwssd against 10 per 24; 1.04-1.18x the time, bench/NOTES.md "The panel kernel".) */
+ * vpdpwssd against 10 per 24; 1.04-1.18x the time, docs/PERFORMANCE.md "The panel kernel".) */
 AI void scatter_fast_tile_(const ks_args *a, const dec *dp, const int BC)
 {
     const tcq_trellis *w = a->w;
@@ -629,7 +629,7 @@ static void scatter_exact_tile(const ks_args *a)
  * vpdpwssd per 16 weights per row) against the shared int8 kernel (one vpdpbusd per row), side by
  * side.  Sapphire Rapids: 0.72-0.75x at M=4, 0.90-1.02x at M=3, 1.01-1.08x at M=2 ("Broadcast
  * decoder and AMX tiles"); Zen 5: int8 0.80-0.85x of int16 at M=2, 0.81-0.93x at M=3,
- * 1.06-1.31x at M=4 (bench/NOTES.md "Zen 5"), hence int8 (the M1 entry) below M=4 here; the
+ * 1.06-1.31x at M=4 (docs/PERFORMANCE.md "Zen 5"), hence int8 (the M1 entry) below M=4 here; the
  * AMX table (Sapphire Rapids) keeps int16 from M=2. */
 static const tr_table table = {
     .isa = "avx512",
@@ -643,14 +643,14 @@ static const tr_table table = {
     .fast_shared_from = 4,
     /* exact: the f32 tile loses to decode + sgemm from M = 16 on axis 1, from 192 on axis 0;
      * fast: the int16 tiles took 0.5-0.7x the time of decode + OpenBLAS's AVX-512 sgemm at M =
-     * 64..512 on Zen 5 (bench/NOTES.md "The fast tiles at every M"), and the axis-1 panel kernel
+     * 64..512 on Zen 5 (docs/PERFORMANCE.md "The fast tiles at every M"), and the axis-1 panel kernel
      * beats the tile from M = 24 (0.82-0.88x at 24..48, 0.58x at 512: "The panel kernel") */
     .reduce_fast_gemm = tcq_avx512_reduce_fast_panel,
     .gemm_from = {{192, TR_GEMM_NEVER}, {16, 24}},
 };
 
 /* AMX-INT8: the fast tile-regime kernels (M = 5..; trellis_*_amx.c).  M = 2..4 keep the register
- * kernels: side by side (bench/NOTES.md) they beat the tile unit there, whose vector stores ->
+ * kernels: side by side (docs/PERFORMANCE.md) they beat the tile unit there, whose vector stores ->
  * tile loads -> TDPBUSD -> tile stores -> vector loads round trip costs about one M=1 pass. */
 static const tr_table table_amx = {
     .isa = "avx512",
