@@ -3,8 +3,8 @@
 # CUDA on a machine without the device): a clear error and a non-zero exit, never a silent CPU
 # run; bad --device values are refused; --device cpu and auto (no GPU here) still run.
 set -u
-TCQ=$1
-D=$2
+source "$(dirname "$0")/common.bash"
+D=$REPO_DATA
 fail=0
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
