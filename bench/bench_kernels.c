@@ -31,6 +31,7 @@ typedef struct bk_opts {
     int paths[2], npaths;    /* TCQ_PATH_EXACT, TCQ_PATH_FAST */
     int json, encode, dense, reps;
     tcq_kregime regime;      /* --regime: pin the dispatcher's batch regime */
+    unsigned exclude;        /* --exclude: TCQ_KV_* variants left out (tcq_kctx_exclude) */
     int64_t out, in;         /* gate/up shape [out, in]; down is [in, out] */
 } bk_opts;
 
@@ -278,13 +279,12 @@ __attribute__((target("avx2"))) static void ir_item_avx2(void *arg, int64_t item
 
 /* The issue rate of the active ISA's decode mix, vector instructions a second (0: no mix, so no
  * instruction floor: the scalar path, and AVX2's exact path) */
-static double bench_issue_rate(tcq_pool *pool, int exact, double *cpu_rate)
+static double bench_issue_rate(tcq_pool *pool, int exact, unsigned exclude, double *cpu_rate)
 {
     ir_arg a = {.iters = exact ? 1000000 : 2000000};
     const int n = tcq_pool_size(pool);
     const tcq_isa isa = tcq_isa_active();
-    const char *nv = getenv("TCQ_AVX2_NO_VNNI");   /* the AVX2 kernels' own switch (trellis_avx2.c) */
-    const int vnni = tcq_cpu()->avxvnni && !(nv && *nv == '1');
+    const int vnni = tcq_cpu()->avxvnni && !(exclude & TCQ_KV_NO_AVXVNNI);   /* the AVX2 kernels' choice */
     void (*item)(void *, int64_t, int) = NULL;
     int ipg = 0;
     /* the AVX-512 trellis kernels need VNNI and VBMI too (tcq_tr_avx512); without them the AVX2
@@ -309,7 +309,7 @@ static double bench_issue_rate(tcq_pool *pool, int exact, double *cpu_rate)
 }
 
 /* Vector ALU instructions per 16 weights in each kernel's inner loop, counted in the objdump of
- * trellis_avx512x.c (docs/PERFORMANCE.md has the listing and the count): the broadcast decoder is 4
+ * trellis_{reduce,scatter}_avx512x.c (docs/PERFORMANCE.md has the count): the broadcast decoder is 4
  * (k <= 3; vpmultishiftqb, vpandd, vpmulld, vpaddd) or 5 (k = 4: one merge-masked broadcast
  * more), then one vpdpbusd (fast) or one vfmadd (exact) per row.  Tile (also the int16 one
  * that runs M=2..4 on axis 1), GEMM and AMX kernels: no instruction floor (0). */
@@ -468,11 +468,14 @@ static void usage(FILE *f)
             "                         [--M 1,2,3,4,8,16,32,128,512]\n"
             "                         [--threads N] [--path exact|fast|both] [--json] [--encode] [--no-dense]\n"
             "                         [--shape OUTxIN] [--reps N] [--regime auto|m1|shared|tile|gemm]\n"
+            "                         [--exclude avxvnni,amx]\n"
             "  Qwen3-14B MLP geometry by default: gate/up 17408x5120 (axis 1, 'reduce'), down 5120x17408\n"
             "  (axis 0, 'scatter'); L=12, T=256.  Weights are random code words (valid codes: speed is\n"
             "  data-independent) unless --encode, which codes N(0,1) weights with tcq_encode_rows and caches\n"
             "  them under $TCQ_CACHE (default ~/.cache/tcq).  TCQ_ISA pins the ISA; TCQ_BENCH_THP=1 asks for\n"
-            "  huge pages for the code buffers.\n");
+            "  huge pages for the code buffers.\n"
+            "  --exclude leaves kernel variants out where the CPU has them: the AVX2 kernels' AVX-VNNI form,\n"
+            "  the AMX-INT8 tiles.\n");
 }
 
 static int parse(int argc, char **argv, bk_opts *o)
@@ -519,6 +522,17 @@ static int parse(int argc, char **argv, bk_opts *o)
             if (j == TCQ_KR_COUNT) return fprintf(stderr, "tcq bench kernels: --regime auto|m1|shared|tile|gemm\n"), 2;
             o->regime = (tcq_kregime)j;
             i++;
+        } else if (!strcmp(a, "--exclude")) {
+            o->exclude = 0;
+            for (const char *p = v; *p;) {
+                const size_t n = strcspn(p, ",");
+                if (n == 7 && !strncmp(p, "avxvnni", 7)) o->exclude |= TCQ_KV_NO_AVXVNNI;
+                else if (n == 3 && !strncmp(p, "amx", 3)) o->exclude |= TCQ_KV_NO_AMX;
+                else return fprintf(stderr, "tcq bench kernels: --exclude takes avxvnni,amx\n"), 2;
+                p += n;
+                if (*p == ',') p++;
+            }
+            i++;
         } else if (!strcmp(a, "--path")) {
             if (!strcmp(v, "exact")) o->paths[0] = TCQ_PATH_EXACT, o->npaths = 1;
             else if (!strcmp(v, "fast")) o->paths[0] = TCQ_PATH_FAST, o->npaths = 1;
@@ -554,7 +568,8 @@ int bench_kernels(int argc, char **argv)
     g_nth = nth;
     double bw_cpu = 1, irc[2] = {1, 1};
     const double bw = bench_bandwidth(pool, &bw_cpu);
-    const double irw[2] = {bench_issue_rate(pool, 0, &irc[0]), bench_issue_rate(pool, 1, &irc[1])};
+    const double irw[2] = {bench_issue_rate(pool, 0, o.exclude, &irc[0]),
+                           bench_issue_rate(pool, 1, o.exclude, &irc[1])};
     /* OpenBLAS's kernel set decides the dense baselines and the large-M path: on this project's
      * Zen 5 VM the environment pinned OPENBLAS_CORETYPE=Haswell (AVX2), half its AVX-512 speed
      * (docs/PERFORMANCE.md, session 16), so every run names it */
@@ -636,7 +651,8 @@ int bench_kernels(int argc, char **argv)
                 for (int mi = 0; mi < o.nM; mi++) {
                     tcq_kctx *c = NULL;
                     if ((s = tcq_kctx_create(pool, (tcq_kpath)o.paths[pi], &c)) != TCQ_OK ||
-                        (s = tcq_kctx_force(c, -1, o.regime)) != TCQ_OK)
+                        (s = tcq_kctx_force(c, -1, o.regime)) != TCQ_OK ||
+                        (s = tcq_kctx_exclude(c, o.exclude)) != TCQ_OK)
                         return cli_fail(s, "bench kernels");
                     call_arg a = {.w = w, .w2 = w2, .x = x, .y = y, .M = o.Ms[mi], .c = c};
                     const double t = time_median(call_linear, &a, o.reps);

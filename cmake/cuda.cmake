@@ -1,4 +1,4 @@
-# CUDA backend (-DTCQ_CUDA=ON): src/kernels/cuda/*.cu join the library objects, TCQ_HAVE_CUDA is
+# CUDA backend (-DTCQ_CUDA=ON): every src/**/*.cu joins the library objects, TCQ_HAVE_CUDA is
 # defined for every file of the library (the stubs in cuda_stub.c step aside), and the CUDA test
 # binary under tests/cuda is added.  sm_90a (tensor-core kernels are tuned for Hopper), sm_90 and
 # PTX for newer GPUs.
@@ -13,7 +13,7 @@ set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 find_package(CUDAToolkit REQUIRED)
 
-file(GLOB TCQ_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/kernels/cuda/*.cu ${CMAKE_SOURCE_DIR}/src/model/cuda/*.cu)
+file(GLOB_RECURSE TCQ_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.cu)
 target_sources(tcq_obj PRIVATE ${TCQ_CUDA_SOURCES})
 # tcq_obj exists before CUDA is enabled, so it did not pick up the architectures variable.
 set_target_properties(tcq_obj PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")

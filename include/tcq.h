@@ -79,7 +79,7 @@ typedef struct tcq_cpu_features {
     int os_avx, os_avx512;           /* XCR0 says the OS saves the YMM / ZMM state */
     /* AMX-INT8 tiles, usable: cpuid says AMX-TILE + AMX-INT8, XCR0 has the tile state, and Linux
      * granted this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once here).  0
-     * otherwise, or when TCQ_NO_AMX=1. */
+     * otherwise. */
     int amx_int8;
     int avxvnni;                     /* AVX-VNNI: vpdpbusd / vpdpwssd on ymm with a VEX encoding */
 } tcq_cpu_features;
@@ -566,6 +566,11 @@ typedef enum tcq_kregime {
 TCQ_API tcq_status tcq_kctx_force(tcq_kctx *ctx, int isa, tcq_kregime regime);
 /* Name of the kernel the last call on ctx ran ("trellis.reduce.fast.m1.avx512"...); "" if none. */
 TCQ_API const char *tcq_kctx_last_kernel(const tcq_kctx *ctx);
+/* Kernel variants a context leaves out (tests, benchmarks; 0 = none, the default): the AVX2
+ * kernels' AVX-VNNI form (vpmaddubsw + vpmaddwd in its place) and the AMX-INT8 tile kernels (the
+ * AVX-512 ones in their place), where the CPU has them. */
+enum { TCQ_KV_NO_AVXVNNI = 1, TCQ_KV_NO_AMX = 2 };
+TCQ_API tcq_status tcq_kctx_exclude(tcq_kctx *ctx, unsigned variants);
 TCQ_API const char *tcq_kregime_name(tcq_kregime r);
 
 /* ============================================================================================
@@ -1021,7 +1026,7 @@ TCQ_API tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, c
  *     shared memory; consumer warpgroups multiply them with wgmma against x, also from shared
  *     memory: x times its per-input scale (one f32 product) in f16 after a power-of-two scale
  *     per activation row (largest |x s 2^e| in [2^14, 2^15)); f32 accumulation; y = acc *
- *     2^-e / 147.800537109375.  The same kernel runs axis 1 under TCQ_CUDA_WS=1 (scale then
+ *     2^-e / 147.800537109375.  The same kernel runs axis 1 under tcq_cuda_opts.wgmma_ss (scale then
  *     in the output factor, as for wgmma).  Relative error against float64 ~1e-4.
  *   larger M otherwise: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch (the
  *     whole matrix, in its coded layout: axis 0 as W^T), then a cuBLAS bf16 GEMM with f32
@@ -1048,24 +1053,22 @@ TCQ_API tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, c
 TCQ_API int tcq_cuda_available(void);
 
 /* A context: device, stream, cuBLAS handle, scratch (grown on demand, owned by the context).
- * One context per host thread / stream.  Read once here, for tests and benchmarks:
- * TCQ_CUDA_KERNEL=tc (M <= 8 on the pair-table kernels), TCQ_CUDA_FAST=dp4a|int8 (TCQ_PATH_FAST on
- * the "fast" dp4a kernels wherever they run, not "int8" / on "int8" wherever it runs: the built-in),
- * TCQ_CUDA_PDL=0 (no programmatic dependent launches), TCQ_CUDA_PF=N (the integer scatter's L2
- * prefetch N k-steps ahead, 0 off; built-in 8 at k = 2 and 4), TCQ_CUDA_PAIR=1 (the integer kernels
- * decode two states from one 32-bit window at L = 12, k = 2 and 4, the same bits; off by default until
- * measured), TCQ_CUDA_CHUNK=N (item length of the
- * integer kernels, a multiple of 32 in [64, 1024]; axis 1 takes it only where T divides it),
- * TCQ_CUDA_TC_MAX_M=N (largest M on the pair-table kernels, <= 32), TCQ_CUDA_WG=0|1 (the wgmma
- * kernels off / at every M they take), TCQ_CUDA_WG_GRID=G and TCQ_CUDA_WG_DEPTH=1|2 (their block
- * count and wgmmas in flight), TCQ_CUDA_WS=0|1 (the wgmma-ss kernel off / first wherever it
- * runs, both axes), TCQ_CUDA_WS_MT=1 (its M > 128 in 128-row tiles of x, not 256), TCQ_CUDA_GEMM_CHUNK=N (decode + cuBLAS N outputs at a time:
- * two N-output buffers instead of the whole matrix), TCQ_CUDA_GEMM_OVERLAP=1 (those parts decoded
- * on a second stream while the previous one multiplies), TCQ_CUDA_DECODE_TR=1 (axis 0 decoded as
- * W [out, in] with transposed stores, the earlier layout). */
+ * One context per host thread / stream. */
 typedef struct tcq_cuda_ctx tcq_cuda_ctx;
 TCQ_API tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out);
 TCQ_API void tcq_cuda_ctx_free(tcq_cuda_ctx *ctx);
+/* Kernel choices of a context, for tests and benchmarks; all zero (what tcq_cuda_ctx_create
+ * sets) is the built-in dispatcher.  pair_table: 1 runs M <= tc_max_m on the pair-table kernels
+ * wherever they take the call.  tc_max_m: the pair-table kernels' largest M (1..32; 0: 16 on axis
+ * 1, 8 on axis 0).  fast_dp4a: 1 runs TCQ_PATH_FAST on the "fast" dp4a kernels (M <= 8), not on
+ * "int8".  im_chunk: item length of the integer kernels (a multiple of 32 in [64, 1024]; axis 1
+ * takes it only where T divides it; 0: from the shape and SM count).  wgmma, wgmma_ss: -1 off, 1
+ * at every M the kernel takes (wgmma-ss: first, both axes), 0 built-in.  wg_grid: the wgmma
+ * kernels' block count (0: SMs x blocks an SM).  Fails on a value out of range. */
+typedef struct tcq_cuda_opts {
+    int pair_table, tc_max_m, fast_dp4a, im_chunk, wgmma, wgmma_ss, wg_grid;
+} tcq_cuda_opts;
+TCQ_API tcq_status tcq_cuda_ctx_set_opts(tcq_cuda_ctx *ctx, const tcq_cuda_opts *opts);
 /* The context's cudaStream_t (as void *), for callers mixing in their own kernels. */
 TCQ_API void *tcq_cuda_ctx_stream(tcq_cuda_ctx *ctx);
 /* Wait for all work queued on the context's stream; reports asynchronous errors. */

@@ -28,6 +28,7 @@ struct tcq_kctx {
     tcq_kpath path;
     int force_isa;
     tcq_kregime force_regime;
+    unsigned exclude;      /* TCQ_KV_* variants this context leaves out (tcq_kctx_exclude) */
     int nthreads;
     void **scratch;        /* [nthreads] */
     size_t scratch_size;
@@ -93,6 +94,15 @@ tcq_status tcq_kctx_force(tcq_kctx *c, int isa, tcq_kregime regime)
     }
     c->force_isa = isa;
     c->force_regime = regime;
+    return TCQ_OK;
+}
+
+tcq_status tcq_kctx_exclude(tcq_kctx *c, unsigned variants)
+{
+    if (!c) return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_kctx_exclude: ctx is NULL");
+    if (variants & ~(unsigned)(TCQ_KV_NO_AVXVNNI | TCQ_KV_NO_AMX))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_kctx_exclude: unknown variant bits 0x%x", variants);
+    c->exclude = variants;
     return TCQ_OK;
 }
 
@@ -201,11 +211,11 @@ static tcq_status check_call(const tcq_weight *w, const float *x, const float *y
 
 /* ---- kernel selection ------------------------------------------------------------------- */
 
-static const tr_table *table_for(int isa)
+static const tr_table *table_for(int isa, unsigned exclude)
 {
     const tr_table *t = NULL;
-    if (isa == TCQ_ISA_AVX512) t = tcq_tr_avx512();
-    if (!t && isa >= TCQ_ISA_AVX2) t = tcq_tr_avx2();
+    if (isa == TCQ_ISA_AVX512) t = tcq_tr_avx512(!(exclude & TCQ_KV_NO_AMX));
+    if (!t && isa >= TCQ_ISA_AVX2) t = tcq_tr_avx2(!(exclude & TCQ_KV_NO_AVXVNNI));
     return t ? t : &tcq_tr_ref;
 }
 
@@ -380,7 +390,7 @@ static tcq_status trellis_rows(tcq_kctx *c, const tcq_weight *wt, const float *x
 {
     const tcq_trellis *w = &wt->tr;
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    const tr_table *tab = table_for(isa);
+    const tr_table *tab = table_for(isa, c->exclude);
     const int kp = kpath_of(c);
     run_ctx r = {.c = c, .w = w, .M = M, .x = x, .y = y, .ldy = wt->out, .df = tab->decode};
     if (!r.df) r.df = tcq_ref_decode;
@@ -448,7 +458,7 @@ static int64_t tile_chunks(tcq_kregime reg, int own, int64_t M)
 static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float *x, float *y, int64_t M)
 {
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    const tr_table *tab = table_for(isa);
+    const tr_table *tab = table_for(isa, c->exclude);
     const tcq_kregime reg = pick_regime(c, tab, M, 1, wt->tr.axis, kpath_of(c) == KP_EXACT);
     const int64_t n = tile_chunks(reg, own_gemm(tab, kpath_of(c), wt->tr.axis) != NULL, M);
     for (int64_t i = 0; i < n; i++) {
@@ -527,7 +537,7 @@ static tcq_status swiglu_rows(tcq_kctx *c, const tcq_weight *gate, const tcq_wei
                               int64_t M, tcq_kregime reg)
 {
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    const tr_table *tab = table_for(isa);
+    const tr_table *tab = table_for(isa, c->exclude);
     const int kp = kpath_of(c);
     const int64_t out = gate->out;
     const int rg = reduce_col(tab, kp, reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE, M);
@@ -560,7 +570,7 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
         return tcq_fail(TCQ_ERR_INVALID_ARG, "swiglu: gate [%lld, %lld] and up [%lld, %lld] differ",
                         (long long)gate->out, (long long)gate->in, (long long)up->out, (long long)up->in);
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    const tr_table *tab = table_for(isa);
+    const tr_table *tab = table_for(isa, c->exclude);
     const tcq_kregime reg = pick_regime(c, tab, M, 1, 1, kpath_of(c) == KP_EXACT);
     const int own = own_gemm(tab, kpath_of(c), 1) != NULL;
     const int fused = gate->fmt == TCQ_WF_TRELLIS && up->fmt == TCQ_WF_TRELLIS && gate->tr.axis == 1 &&

@@ -185,14 +185,9 @@ static tcq_kpath path_of(int p) { return p ? TCQ_PATH_FAST : TCQ_PATH_EXACT; }
 static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kregime reg)
 {
     const int novnni = isa == ISA_AVX2_NOVNNI, noamx = isa == ISA_AVX512_NOAMX;
-    if (novnni) {
-        setenv("TCQ_AVX2_NO_VNNI", "1", 1);
-        isa = TCQ_ISA_AVX2;
-    }
-    if (noamx) {
-        setenv("TCQ_NO_AMX", "1", 1);
-        isa = TCQ_ISA_AVX512;
-    }
+    const unsigned exclude = novnni ? TCQ_KV_NO_AVXVNNI : noamx ? TCQ_KV_NO_AMX : 0;
+    if (novnni) isa = TCQ_ISA_AVX2;
+    if (noamx) isa = TCQ_ISA_AVX512;
     tcq_block_params p = {.L = (int[]){8, 12, 16, 10, 13}[rnd(st, 0, 4)], .k = rnd(st, 1, 4),
                           .T = 64 << rnd(st, 0, 2)};
     if (p.T * p.k % 32) p.T = 256;
@@ -217,11 +212,7 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     if (f == F_TR1 || swiglu) out = other, in = coded_dim;
     else if (f == F_TR0 || f == F_TR0I) out = coded_dim * rnd(st, 1, 2), in = other * rnd(st, 1, 3);
     else out = other, in = rnd(st, 1, 300);
-    if (swiglu && f == F_TR0I) {
-        if (novnni) unsetenv("TCQ_AVX2_NO_VNNI");
-        if (noamx) unsetenv("TCQ_NO_AMX");
-        return;
-    }
+    if (swiglu && f == F_TR0I) return;
     wbuf g, up;
     make_weight(st, f, out, in, p, &g);
     if (swiglu) {
@@ -241,6 +232,8 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     CHECK_OK(tcq_kctx_create(NULL, path_of(path), &c1));
     CHECK_OK(tcq_kctx_force(c2, isa, reg));
     CHECK_OK(tcq_kctx_force(c1, isa, reg));
+    CHECK_OK(tcq_kctx_exclude(c2, exclude));
+    CHECK_OK(tcq_kctx_exclude(c1, exclude));
     for (int64_t j = 0; j < M * O; j++) y[j] = y1[j] = NAN;
     tcq_status s2 = swiglu ? tcq_linear_swiglu(&g.w, &up.w, x, y, M, c2) : tcq_linear(&g.w, x, y, M, c2);
     tcq_status s1 = swiglu ? tcq_linear_swiglu(&g.w, &up.w, x, y1, M, c1) : tcq_linear(&g.w, x, y1, M, c1);
@@ -319,8 +312,10 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     wfree(&g);
     if (swiglu) wfree(&up);
     g_cases++;
-    if (novnni) unsetenv("TCQ_AVX2_NO_VNNI");
-    if (noamx) unsetenv("TCQ_NO_AMX");
+    /* the excluded variant did not run (AVX-VNNI's AVX2 table names itself "avx2vnni", AMX's
+     * kernels carry the "amx" tag) */
+    CHECK(!(novnni && strstr(label, "avx2vnni")) && !(noamx && strstr(label, "amx")),
+          "%s: the excluded variant ran", label);
 }
 
 /* test_cuda's CPU fast reference (scalar ISA, tile regime pinned) must run the scalar int8 fast
@@ -397,6 +392,8 @@ static void bad_inputs(uint64_t *st)
     CHECK(tcq_linear_swiglu(&b.w, &b2.w, x, y, 1, c) == TCQ_ERR_INVALID_ARG, "swiglu out mismatch accepted");
     CHECK(tcq_kctx_force(c, 7, TCQ_KR_AUTO) == TCQ_ERR_INVALID_ARG, "ISA 7 accepted");
     CHECK(tcq_kctx_force(c, -1, TCQ_KR_COUNT) == TCQ_ERR_INVALID_ARG, "regime COUNT accepted");
+    CHECK(tcq_kctx_exclude(c, 0x80) == TCQ_ERR_INVALID_ARG, "unknown variant bit accepted");
+    CHECK(tcq_kctx_exclude(NULL, 0) == TCQ_ERR_INVALID_ARG, "NULL context accepted");
     tcq_kctx *bad = NULL;
     CHECK(tcq_kctx_create(NULL, (tcq_kpath)9, &bad) == TCQ_ERR_INVALID_ARG && !bad, "path 9 accepted");
     tcq_kctx_free(c);

@@ -45,7 +45,7 @@ tcq_status launch(tcq_cuda_ctx *ctx, int k, const Geo &g, const Geo *up, int M, 
 
 }  // namespace
 
-/* The fast path for 1 <= M <= kMaxM (dense.cu's dispatcher checked the call).  up != NULL:
+/* The fast path for 1 <= M <= kMaxM (dispatch.cu checked the call).  up != NULL:
  * fused SwiGLU with w as gate (both axis 1, same parameters and shape: checked by the caller). */
 tcq_status tcq_cuda_linear_fast(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x,
                                 float *y, int64_t M)

@@ -143,7 +143,7 @@ __global__ void k_swiglu(const float *__restrict__ g, const float *__restrict__ 
 
 }  // namespace
 
-/* The M <= 32 path (used by dense.cu's dispatcher).  up != NULL: fused SwiGLU with w as gate
+/* The M <= 32 path (used by dispatch.cu).  up != NULL: fused SwiGLU with w as gate
  * (both axis 1, same parameters and shape: checked by the caller). */
 tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
                               int64_t M)

@@ -27,7 +27,7 @@ struct Out {
 };
 
 
-/* One launch of the M <= 32 kernel for bits k (linear_k<k>.cu). */
+/* One launch of the M <= 32 kernel for bits k (inst/linear_k<k>.cu). */
 tcq_status launch_k1(tcq_cuda_ctx *ctx, bool pair, int axis, bool sw, const Geo &g, const Geo &gu, const Out &o);
 tcq_status launch_k2(tcq_cuda_ctx *ctx, bool pair, int axis, bool sw, const Geo &g, const Geo &gu, const Out &o);
 tcq_status launch_k3(tcq_cuda_ctx *ctx, bool pair, int axis, bool sw, const Geo &g, const Geo &gu, const Out &o);

@@ -234,13 +234,14 @@ tcq_status run_nb(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float
     float *part = (float *)((char *)scr + xb + eb);
     TCQ_TRY((xprep_launch<NB, true>(ctx, x, (int)M, Mpad, in, NULL, (float *)((char *)scr + xb + eb + pb),
                                       (__half *)a.xp, (float *)a.xe)));
-    /* two wgmmas in flight at NB = 256 (3-4 % faster there); at NB <= 128 the fourth A buffer
-     * spills at k=4 and nothing is gained (docs/PERFORMANCE.md, session 9) */
-    const bool d2 = ctx->wg_depth ? ctx->wg_depth == 2 : NB == 256;
+    /* two wgmmas in flight at NB = 256 (3-4 % faster there; one measured 1-4 % slower in session
+     * 14); at NB <= 128 the fourth A buffer spills at k=4 and nothing is gained (docs/PERFORMANCE.md,
+     * session 9) */
+    constexpr int D = NB == 256 ? 2 : 1;
     switch (w->p.k) {
-    case 2: return d2 ? launch<2, NB, 2>(ctx, g, a, Mpad, part, G_max) : launch<2, NB, 1>(ctx, g, a, Mpad, part, G_max);
-    case 3: return d2 ? launch<3, NB, 2>(ctx, g, a, Mpad, part, G_max) : launch<3, NB, 1>(ctx, g, a, Mpad, part, G_max);
-    default: return d2 ? launch<4, NB, 2>(ctx, g, a, Mpad, part, G_max) : launch<4, NB, 1>(ctx, g, a, Mpad, part, G_max);
+    case 2: return launch<2, NB, D>(ctx, g, a, Mpad, part, G_max);
+    case 3: return launch<3, NB, D>(ctx, g, a, Mpad, part, G_max);
+    default: return launch<4, NB, D>(ctx, g, a, Mpad, part, G_max);
     }
 }
 

@@ -416,7 +416,7 @@ int tcq_cuda_ws_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
     if (M < 1 || M > (1 << 16)) return 0;
     if (ctx->ws_pin == 1) return 1;
     /* built-in: the scatter from M = 3 to 256 (the dispatcher prefers the integer kernel at M =
-     * 3..5 where that runs: dense.cu, pick(); its own time hardly depends on M below 64), 1.7x
+     * 3..5 where that runs: dispatch.cu, pick(); its own time hardly depends on M below 64), 1.7x
      * faster than decode + cuBLAS at M = 9..64, 1.3x at 128, equal at 160-192, 1.1x at 256,
      * slower at 512 (docs/PERFORMANCE.md, sessions 10 and 11) */
     return w->axis == 0 && M >= 3 && M <= 256;
@@ -425,6 +425,8 @@ int tcq_cuda_ws_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
 tcq_status tcq_cuda_linear_ws(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M)
 {
     if (M <= 64) return run_bm<1, 1>(ctx, w, x, y, M);
-    if (M <= 128 || ctx->ws_mt == 1) return run_bm<2, 1>(ctx, w, x, y, M);
+    /* past 128 rows, tiles of 256 (two m64 tiles a consumer warpgroup): 128-row tiles measured
+     * 1.2x slower at M = 256..512 (session 10) */
+    if (M <= 128) return run_bm<2, 1>(ctx, w, x, y, M);
     return run_bm<2, 2>(ctx, w, x, y, M);
 }

@@ -10,8 +10,8 @@
  * the 2^k predecessors (g + j G) of D and writes the 2^k successors (g 2^k + b) of Dn with one
  * vector store.  Backpointers (k bits per group and step) are packed by warp ballots into shared
  * memory: T * 2^(L-k) * k bits, 64 KB at L=12, which is why L <= 12 here. */
-#include "cuda_internal.h"
-#include "tc_common.cuh"
+#include "../kernels/cuda/cuda_internal.h"
+#include "../kernels/cuda/tc_common.cuh"
 
 #include <math.h>
 #include <string.h>
