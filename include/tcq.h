@@ -740,6 +740,8 @@ typedef struct tcq_model_config {
 /* Parse a config.json text (label names it in messages). Rejects unknown model_type. */
 TCQ_API tcq_status tcq_model_config_parse(const char *json, size_t len, const char *label, tcq_model_config *out);
 
+typedef enum tcq_device { TCQ_DEVICE_CPU = 0, TCQ_DEVICE_CUDA, TCQ_DEVICE_AUTO } tcq_device;
+
 typedef struct tcq_model_opts {
     int n_threads;            /* <= 0: one per online CPU */
     tcq_kpath path;           /* trellis numerical path (TCQ_PATH_AUTO) */
@@ -750,6 +752,14 @@ typedef struct tcq_model_opts {
     /* 1: read every mapped weight page once at load (with progress), so the first forward does
      * not pay the page faults.  0: pages come in on first use. */
     int prefault;
+    /* Where the forward runs: TCQ_DEVICE_CPU (0, the default); TCQ_DEVICE_CUDA: the whole forward
+     * on CUDA device device_index (weights uploaded at load, KV caches in device memory; the load
+     * fails, naming both numbers, when weights + caches' scratch exceed the device's free memory,
+     * and with TCQ_ERR_UNSUPPORTED on a build without CUDA or a machine without the device);
+     * TCQ_DEVICE_AUTO: CUDA device device_index when present, else the CPU. */
+    tcq_device device;
+    int device_index;
+    int cuda_no_graphs;       /* 1: decode steps launched kernel by kernel, not as CUDA graphs (tests) */
 } tcq_model_opts;
 
 typedef struct tcq_model tcq_model;
@@ -764,6 +774,9 @@ TCQ_API size_t tcq_model_weight_bytes(const tcq_model *m);
 /* Human-readable weight format summary, e.g. "bf16; embeddings bf16 (tied)" or
  * "trellis k=3; embeddings bf16 (tied)" (storage owned by the model). */
 TCQ_API const char *tcq_model_describe(const tcq_model *m);
+/* Where the model runs: "cpu" or e.g. "cuda:0 (NVIDIA H100 80GB HBM3, 132 SMs, ...)"; owned by the
+ * model.  Sessions of a CUDA model hold their KV cache in device memory. */
+TCQ_API const char *tcq_model_device(const tcq_model *m);
 
 /* A model of the given geometry with random weights (benchmarks, tests): bits 0 gives dense bf16
  * layers, 1..4 trellis layers (L=12, T=256, random codes); embeddings are bf16 and tied.

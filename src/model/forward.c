@@ -166,7 +166,9 @@ static tcq_status run_sequence(tcq_model *m, tcq_session *s, const int32_t *toke
         }
         int last = i + M == n;
         int from = all ? 0 : (logits && last ? M - 1 : M);
-        tcq_status st = forward_rows(m, rs, pos, tokens + i, M, from, all && logits ? logits + (size_t)i * V : logits);
+        float *lg = all && logits ? logits + (size_t)i * V : logits;
+        tcq_status st = m->cu ? tcq_model_cuda_rows(m, rs, pos, tokens + i, M, from, lg)
+                              : forward_rows(m, rs, pos, tokens + i, M, from, lg);
         if (st != TCQ_OK) return st;
         s->pos += M;
     }
@@ -199,7 +201,7 @@ tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *sess, const
         pos[b] = sess[b]->pos;
     }
     TCQ_TRY(check_tokens(m, tokens, nb));
-    TCQ_TRY(forward_rows(m, sess, pos, tokens, nb, 0, logits));
+    TCQ_TRY(m->cu ? tcq_model_cuda_rows(m, sess, pos, tokens, nb, 0, logits) : forward_rows(m, sess, pos, tokens, nb, 0, logits));
     for (int b = 0; b < nb; b++) sess[b]->pos++;
     return TCQ_OK;
 }
