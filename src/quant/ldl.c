@@ -4,27 +4,26 @@
  * positive definite), and f32 loses the small pivots. */
 #include "quant.h"
 
+#include <cblas.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
+
+/* LAPACK's (OpenBLAS, one thread: the kernel context pins it, and results must not depend on
+ * a thread count).  A row-major lower factor is a column-major upper one. */
+void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info);
 
 tcq_status tcq_quant_cholesky(double *A, int64_t m)
 {
-    for (int64_t j = 0; j < m; j++) {
-        double *aj = A + j * m;
-        double d = aj[j];
-        for (int64_t k = 0; k < j; k++) d -= aj[k] * aj[k];
-        if (!(d > 0) || !isfinite(d))
-            return tcq_fail(TCQ_ERR_INVALID_ARG, "cholesky: pivot %lld is %g: the matrix is not positive definite",
-                            (long long)j, d);
-        const double cjj = sqrt(d);
-        aj[j] = cjj;
-        for (int64_t i = j + 1; i < m; i++) {
-            double *ai = A + i * m;
-            double s = ai[j];
-            for (int64_t k = 0; k < j; k++) s -= ai[k] * aj[k];
-            ai[j] = s / cjj;
-        }
-    }
+    if (m <= 0 || m > INT32_MAX) return tcq_fail(TCQ_ERR_INVALID_ARG, "cholesky: size %lld", (long long)m);
+    openblas_set_num_threads(1);
+    const int n = (int)m;
+    int info = 0;
+    dpotrf_("U", &n, A, &n, &info);
+    if (info > 0)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "cholesky: leading minor %d is not positive: the matrix is not "
+                        "positive definite", info);
+    if (info < 0) return tcq_fail(TCQ_ERR_INTERNAL, "cholesky: dpotrf argument %d", -info);
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = i + 1; j < m; j++) A[i * m + j] = 0;
     return TCQ_OK;
@@ -36,8 +35,7 @@ tcq_status tcq_quant_block_ldl(const double *H, int64_t m, int b, double *L, dou
         return tcq_fail(TCQ_ERR_INVALID_ARG, "block LDL: size %lld, block %d", (long long)m, b);
     memcpy(L, H, (size_t)(m * m) * sizeof *L);
     TCQ_TRY(tcq_quant_cholesky(L, m));
-    /* D_b = C_bb C_bb^T; then every block row j >= b of column block b times C_bb^-1, solved
-     * row by row (x C_bb = c: forward over the columns of the lower triangle, from the last). */
+    /* per block: D_b = C_bb C_bb^T, then L's column block = C's column block times C_bb^-1 */
     double *cbb = malloc((size_t)b * b * sizeof *cbb);
     if (!cbb) return tcq_fail(TCQ_ERR_NOMEM, "block LDL: %d x %d block", b, b);
     for (int64_t b0 = 0; b0 < m; b0 += b) {
@@ -50,14 +48,11 @@ tcq_status tcq_quant_block_ldl(const double *H, int64_t m, int b, double *L, dou
                 for (int k = 0; k <= TCQ_MIN(r, c); k++) s += cbb[r * b + k] * cbb[c * b + k];
                 Db[r * b + c] = s;
             }
-        for (int64_t i = b0; i < m; i++) {
-            double *x = L + i * m + b0;   /* row i, columns of block b0: x <- x C_bb^-1 */
-            for (int c = b - 1; c >= 0; c--) {
-                double s = x[c];
-                for (int k = c + 1; k < b; k++) s -= x[k] * cbb[k * b + c];
-                x[c] = s / cbb[c * b + c];
-            }
-        }
+        /* rows b0.. of column block b0 times C_bb^-1 (its diagonal block becomes exactly I) */
+        cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, (int)(m - b0), b, 1.0, cbb, b,
+                    L + b0 * m + b0, (int)m);
+        for (int r = 0; r < b; r++)
+            for (int c = 0; c < b; c++) L[(b0 + r) * m + b0 + c] = r == c;
     }
     free(cbb);
     return TCQ_OK;

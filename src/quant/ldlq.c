@@ -112,39 +112,53 @@ static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const dou
     return s;
 }
 
+/* Rows are coded from the last; a coded row's error reaches the rows of its batch of 128 at
+ * once and the rows below the batch in one sgemm (GPTQ's lazy batch: the same sums, grouped). */
+#define AXIS0_BATCH 128
+
 static tcq_status ldlq_axis0(const tcq_ldlq_args *a, const double *Lm)
 {
     const tcq_block_params p = a->p;
     const int64_t R = a->R, C = a->C, rw = C * p.k / 32;
     float *acc = calloc((size_t)(R * C), sizeof *acc), *tg = malloc((size_t)C * sizeof *tg);
-    float *x = malloc((size_t)C * sizeof *x), *e = malloc((size_t)C * sizeof *e);
+    float *x = malloc((size_t)C * sizeof *x), *eb = malloc((size_t)(AXIS0_BATCH * C) * sizeof *eb);
+    float *lf = malloc((size_t)(AXIS0_BATCH * R) * sizeof *lf);
     tcq_status s = TCQ_OK;
-    if (!acc || !tg || !x || !e) s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
-    for (int64_t i = R - 1; s == TCQ_OK && i >= 0; i--) {
-        const float *w = a->W + i * C;
-        for (int64_t t = 0; t < C; t++) tg[t] = w[t] + acc[i * C + t];
-        a->scales[i] = tcq_scale_for_row(p.L, tg, C);
-        const float sc = tcq_f16_to_f32(a->scales[i]);
-        for (int64_t t = 0; t < C; t++) x[t] = tg[t] / sc;
-        uint32_t *cw = a->codes + i * rw;
-        s = tcq_encode_blocks(p, a->enc, x, NULL, C / p.T, cw, a->pool, NULL);
-        if (s == TCQ_OK && a->refit) s = tcq_quant_refit_scales(p, tg, 1, C, cw, &a->scales[i], NULL);
-        if (s != TCQ_OK) break;
-        float *wh = a->What + i * C;
-        decode_row(p, cw, a->scales[i], C, wh);
-        for (int64_t t = 0; t < C; t++) e[t] = w[t] - wh[t];
-        const double *li = Lm + i * R;   /* L[i][j], j < i: row i's feedback to the rows coded after it */
-        for (int64_t j = 0; j < i; j++) {
-            const float l = (float)li[j];
-            if (l == 0) continue;
-            float *aj = acc + j * C;
-            for (int64_t t = 0; t < C; t++) aj[t] += l * e[t];
+    if (!acc || !tg || !x || !eb || !lf)
+        s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
+    for (int64_t hi = R; s == TCQ_OK && hi > 0; hi -= AXIS0_BATCH) {
+        const int64_t lo = TCQ_MAX(0, hi - AXIS0_BATCH);
+        for (int64_t i = hi - 1; s == TCQ_OK && i >= lo; i--) {
+            const float *w = a->W + i * C;
+            for (int64_t t = 0; t < C; t++) tg[t] = w[t] + acc[i * C + t];
+            a->scales[i] = tcq_scale_for_row(p.L, tg, C);
+            const float sc = tcq_f16_to_f32(a->scales[i]);
+            for (int64_t t = 0; t < C; t++) x[t] = tg[t] / sc;
+            uint32_t *cw = a->codes + i * rw;
+            s = tcq_encode_blocks(p, a->enc, x, NULL, C / p.T, cw, a->pool, NULL);
+            if (s == TCQ_OK && a->refit) s = tcq_quant_refit_scales(p, tg, 1, C, cw, &a->scales[i], NULL);
+            if (s != TCQ_OK) break;
+            float *wh = a->What + i * C, *e = eb + (i - lo) * C;
+            decode_row(p, cw, a->scales[i], C, wh);
+            for (int64_t t = 0; t < C; t++) e[t] = w[t] - wh[t];
+            const double *li = Lm + i * R;   /* L[i][j], j < i: row i's feedback to the rows coded after it */
+            for (int64_t j = lo; j < i; j++) {
+                const float l = (float)li[j];
+                float *aj = acc + j * C;
+                for (int64_t t = 0; t < C; t++) aj[t] += l * e[t];
+            }
         }
+        if (s != TCQ_OK || lo == 0) continue;
+        for (int64_t i = lo; i < hi; i++)
+            for (int64_t j = 0; j < lo; j++) lf[(i - lo) * lo + j] = (float)Lm[i * R + j];
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)lo, (int)C, (int)(hi - lo), 1.0f, lf, (int)lo, eb,
+                    (int)C, 1.0f, acc, (int)C);
     }
     free(acc);
     free(tg);
     free(x);
-    free(e);
+    free(eb);
+    free(lf);
     return s;
 }
 

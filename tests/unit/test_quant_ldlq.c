@@ -149,7 +149,7 @@ int main(void)
     check_ldl(&st, 64, 16);
 
     for (int axis = 0; axis <= 1; axis++) {
-        const int64_t R = axis ? 24 : 48, C = axis ? 768 : 512, m = axis ? C : R;
+        const int64_t R = axis ? 24 : 300, C = axis ? 768 : 256, m = axis ? C : R;   /* axis 0: 3 batches */
         double *H = calloc((size_t)(m * m), sizeof *H);
         for (int64_t i = 0; i < m; i++) H[i * m + i] = 1;
         double rl;
