@@ -951,7 +951,6 @@ typedef struct tcq_quantize_opts {
     double damp;              /* 0: 0.01 */
     const char *hessians_in;  /* a directory saved by hessians_out: its Hessians instead of calib */
     const char *hessians_out; /* write the Hessians to DIR/hessians.bin */
-    int ldlq_weighted;        /* EXPERIMENT: axis-1 Viterbi weighted by diag(D_b) */
     double bpw;               /* 0: every projection at bits; else k in {2, 3, 4} per projection
                                  chosen by proxy loss under this mean k (needs a calibration) */
 } tcq_quantize_opts;

@@ -62,10 +62,10 @@ static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const dou
     const int64_t R = a->R, C = a->C, T = p.T, nb = C / T, rw = C * p.k / 32, bw = tcq_block_words(p);
     double *E = calloc((size_t)(R * C), sizeof *E), *corr = malloc((size_t)(R * T) * sizeof *corr);
     float *tg = malloc((size_t)(R * C) * sizeof *tg), *x = malloc((size_t)(R * T) * sizeof *x);
-    float *wt = a->weighted ? malloc((size_t)(R * T) * sizeof *wt) : NULL;
+    float *wt = malloc((size_t)(R * T) * sizeof *wt);
     uint32_t *words = malloc((size_t)(R * bw) * sizeof *words);
     tcq_status s = TCQ_OK;
-    if (!E || !corr || !tg || !x || !words || (a->weighted && !wt))
+    if (!E || !corr || !tg || !x || !words || !wt)
         s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
     for (int64_t r = 0; s == TCQ_OK && r < R; r++) a->scales[r] = tcq_scale_for_row(p.L, a->W + r * C, C);
     for (int64_t b = nb - 1; s == TCQ_OK && b >= 0; b--) {
@@ -81,8 +81,10 @@ static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const dou
                 x[r * T + t] = v / sc;
             }
         }
-        if (wt) {
-            /* the Viterbi's per-position weights: the diagonal of the block's D, mean 1 */
+        {
+            /* The block's term is (t - w^) D_b (t - w^)^T; the Viterbi takes D_b's diagonal as
+             * per-position weights (mean 1): 2-4 % lower proxy loss on tinyqwen's q/k/v/gate/up
+             * at k = 2 than unweighted (docs/perf/issue-23.md). */
             const double *Db = D + c0 * T;
             double mean = 0;
             for (int64_t t = 0; t < T; t++) mean += Db[t * T + t];

@@ -93,7 +93,6 @@ typedef struct tcq_ldlq_args {
     const double *H;          /* undamped Hessian [m, m] */
     double damp;              /* relative to the mean diagonal */
     int refit;                /* least-squares scales against each row's target */
-    int weighted;             /* axis 1: the Viterbi weighs position t by D_b[t][t] */
     uint32_t *codes;          /* out [R, C*k/32] */
     uint16_t *scales;         /* out [R] */
     float *What;              /* out [R, C]: the reconstruction */

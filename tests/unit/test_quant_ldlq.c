@@ -2,7 +2,7 @@
  *   - block LDL: L D L^T = H, L unit lower block triangular, for blocks of 1, 4 and 256;
  *   - the feedback: every block's codes are what the encoder gives for the target
  *     w_b + sum_{j>b} e_j L_jb computed here in double from the final errors (axis 1: the trellis
- *     blocks with the row scale; axis 0: each stored row with its own scale);
+ *     blocks with the row scale, weighted by diag(D_b); axis 0: each stored row with its own scale);
  *   - H = I (any damping): LDLQ's codes and scales equal tcq_encode_rows' bit for bit, both axes;
  *   - a correlated H: the proxy loss is lower than rounding's;
  *   - errors: a matrix that is not positive definite, a Hessian without signal. */
@@ -77,7 +77,7 @@ static double check_feedback(uint64_t *st, int64_t R, int64_t C, int axis, const
     for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st);
     tcq_pool *pool = NULL;
     CHECK_OK(tcq_pool_create(2, &pool));
-    const tcq_ldlq_args a = {p, &enc, pool, W, R, C, axis, H, damp, 0, 0, codes, scales, What};
+    const tcq_ldlq_args a = {p, &enc, pool, W, R, C, axis, H, damp, 0, codes, scales, What};
     CHECK_OK(tcq_quant_ldlq(&a));
     CHECK_OK(tcq_encode_rows(p, &enc, W, NULL, R, C, rcodes, rscales, pool, NULL));
     tcq_quant_decode_rows(p, rcodes, rscales, R, C, Wr);
@@ -104,7 +104,12 @@ static double check_feedback(uint64_t *st, int64_t R, int64_t C, int axis, const
                         v += ((double)W[r * C + j] - What[r * C + j]) * L[j * m + c0 + t];
                     x[t] = (float)v / sc;
                 }
-                CHECK_OK(tcq_encode_blocks(p, &enc, x, NULL, 1, words, NULL, NULL));
+                float wt[256];   /* the Viterbi's weights: diag(D_b), mean 1 */
+                double mean = 0;
+                for (int t = 0; t < p.T; t++) mean += D[(c0 + t) * p.T + t];
+                mean /= p.T;
+                for (int t = 0; t < p.T; t++) wt[t] = (float)(D[(c0 + t) * p.T + t] / mean);
+                CHECK_OK(tcq_encode_blocks(p, &enc, x, wt, 1, words, NULL, NULL));
                 same += !memcmp(words, codes + r * rw + c0 / p.T * bw, (size_t)bw * 4);
                 units++;
             }

@@ -90,7 +90,7 @@ int cmd_quantize(int argc, char **argv)
     const char *in = NULL, *out = NULL;
     long long bits = 0, L = 12, seed = 1, threads = 0, seams = 0, lm_bits = 0;
     tcq_search search = TCQ_SEARCH_TWO_PASS;
-    int rotate_only = 0, interleave = 0, refit = 0, cuda = 0, method = TCQ_QMETHOD_RTN, weighted = 0;
+    int rotate_only = 0, interleave = 0, refit = 0, cuda = 0, method = TCQ_QMETHOD_RTN;
     long long calib_tokens = 0, calib_ctx = 0;
     double damp = 0, bpw = 0;
     const char *calib = NULL, *hin = NULL, *hout = NULL;
@@ -111,10 +111,6 @@ int cmd_quantize(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--rotate-only")) {
             rotate_only = 1;
-            continue;
-        }
-        if (!strcmp(argv[i], "--weighted")) {
-            weighted = 1;
             continue;
         }
         if (!strcmp(argv[i], "--refit-scales")) {
@@ -216,7 +212,7 @@ int cmd_quantize(int argc, char **argv)
                            .enc = {.search = search, .seams = (int)seams}, .interleave = interleave,
                            .refit_scales = refit, .cuda = cuda, .lm_head_bits = (int)lm_bits, .method = method,
                            .calib = calib, .calib_tokens = calib_tokens, .calib_ctx = (int)calib_ctx, .damp = damp,
-                           .hessians_in = hin, .hessians_out = hout, .bpw = bpw, .ldlq_weighted = weighted};
+                           .hessians_in = hin, .hessians_out = hout, .bpw = bpw};
     if (calib_tokens < 0 || calib_ctx < 0 || calib_ctx > 1 << 20 || damp < 0) {
         fprintf(stderr, "tcq quantize: --calib-tokens, --calib-ctx and --damp must not be negative\n");
         return 2;
