@@ -66,9 +66,9 @@ static void progress(const tcq_quantize_progress *p, void *user)
     if (!b->tty && !last && now - b->last < 10) return;   /* logs: a line every 10 s */
     b->last = now;
     if (p->phase) {
-        if (b->tty || now - b->last >= 10) fprintf(stderr, "%s%s %5.1f%%%s", b->tty ? "\r\033[K" : "", p->phase,
-                                                   p->total ? 100.0 * (double)p->done / (double)p->total : 0.0,
-                                                   b->tty ? "" : "\n");
+        /* (rate limited above, like the bar) */
+        fprintf(stderr, "%s%s %5.1f%%%s", b->tty ? "\r\033[K" : "", p->phase,
+                p->total ? 100.0 * (double)p->done / (double)p->total : 0.0, b->tty ? "" : "\n");
         return;
     }
     const double frac = p->total ? (double)p->done / (double)p->total : (double)p->tensor_index / (p->tensor_count ? p->tensor_count : 1);
