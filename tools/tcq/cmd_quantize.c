@@ -34,8 +34,8 @@ static void quantize_usage(FILE *f)
                "  each tensor's proxy loss tr((W-W^) H (W-W^)^T) is printed.  --save-hessians DIR keeps\n"
                "  them, --hessians DIR reuses them (same --seed).  --method ldlq (needs them): BlockLDLQ\n"
                "  on H + damp * mean(diag H) I (--damp, default 0.01).  --bpw B in [2, 4]: k in {2,3,4}\n"
-               "  per projection chosen by proxy loss so that the mean k is at most B (--bits: lm_head\n"
-               "  policy and the k of projections without a Hessian).\n");
+               "  per projection chosen by proxy loss so that the mean k is at most B (--bits stays the\n"
+               "  k of anything without a Hessian).\n");
 }
 
 typedef struct bar {
