@@ -36,7 +36,7 @@ typedef struct qctx {
     tcq_quant_hess hs;          /* calibration Hessians (H NULL: none) */
     const char *cur;            /* the tensor being processed */
     int dry;                    /* the allocation pass: code, record the proxy loss, keep nothing */
-    double dry_proxy;           /* its proxy loss (< 0: none) */
+    double dry_proxy, dry_ref;  /* its proxy loss (< 0: none) and tr(W H W^T) */
     tcq_quantize_progress pr;
     tcq_quantize_cb cb;
     void *user;
@@ -174,6 +174,7 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
         free(scales);
         if (s != TCQ_OK) tcq_error_prefix("module %s", mod);
         c->dry_proxy = c->pr.proxy;
+        c->dry_ref = c->pr.proxy_ref;
         return s;
     }
     c->pr.k = c->p.k;
@@ -350,7 +351,9 @@ static tcq_status process(qctx *c, const tcq_tensor_info *t)
 }
 
 /* The allocation pass of bpw: every projection with a Hessian coded at k = 2, 3, 4 (nothing
- * kept), then k raised greedily where the proxy loss drops most per added bit, while the mean k
+ * kept), then k raised greedily where the relative proxy loss tr(E H E^T) / tr(W H W^T) drops
+ * most per added bit (raw proxy losses gave tinyqwen ppl ratio 1.156 at 2.5 bpw and 1.046 at 3.5,
+ * relative ones 1.113 and 1.019: docs/perf/issue-23.md), while the mean k
  * stays within the budget.  plan[i]: the k of ts[i] (0: not a projection). */
 static tcq_status allocate(qctx *c, const tcq_tensor_info **ts, int64_t count, int *plan)
 {
@@ -377,7 +380,9 @@ static tcq_status allocate(qctx *c, const tcq_tensor_info **ts, int64_t count, i
             c->cur = ts[i]->name;
             c->dry_proxy = -1;
             s = process(c, ts[i]);
-            px[i][k - 2] = c->dry_proxy;
+            /* relative to the tensor's own tr(W H W^T): scale-free (raw proxy losses are in each
+             * output's units, and Qwen3's q/k norms make q/k's scale meaningless) */
+            px[i][k - 2] = c->dry_ref > 0 ? c->dry_proxy / c->dry_ref : c->dry_proxy;
             c->pr.done += ts[i]->numel;
         }
         c->pr.tensor = ts[i]->name;
