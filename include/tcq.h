@@ -970,7 +970,21 @@ typedef struct tcq_quantize_opts {
                                  embedding) stays dense bf16; 2..4: coded along its input like the
                                  projections, with this k (its own entry in the quantization
                                  object).  The input embedding stays bf16 either way. */
+    /* Hessian-aware coding (issue 23).  calib: a text file; the input model runs over windows of
+     * calib_ctx tokens of it (calib_tokens in all) and every projection's input gives its
+     * Hessian H = sum x x^T.  With method LDLQ the projections are coded by BlockLDLQ on
+     * H + damp * mean(diag H) I; with RTN and a calibration the proxy losses are reported. */
+    int method;               /* TCQ_QMETHOD_RTN (0) or TCQ_QMETHOD_LDLQ */
+    const char *calib;        /* calibration text (NULL: none) */
+    int64_t calib_tokens;     /* 0: 32768 */
+    int calib_ctx;            /* 0: 512 */
+    double damp;              /* 0: 0.01 */
+    const char *hessians_in;  /* a directory saved by hessians_out: its Hessians instead of calib */
+    const char *hessians_out; /* write the Hessians to DIR/hessians.bin */
+    double bpw;               /* 0: every projection at bits; else k in {2, 3, 4} per projection
+                                 chosen by proxy loss under this mean k (needs a calibration) */
 } tcq_quantize_opts;
+enum { TCQ_QMETHOD_RTN = 0, TCQ_QMETHOD_LDLQ = 1 };
 
 typedef struct tcq_quantize_progress {
     const char *tensor;       /* the tensor being processed */
@@ -979,6 +993,10 @@ typedef struct tcq_quantize_progress {
     double sq_err, sq_ref;    /* running sums over coded tensors (rotated units) */
     int tensor_index, tensor_count;
     const char *note;         /* a warning about this tensor (kept dense, ...) or NULL */
+    int k;                    /* the k this tensor was coded at (0: not coded) */
+    double coded_bits;        /* running sum over coded tensors: k per weight + 16 per row scale */
+    double proxy, proxy_ref;  /* its tr(E H E^T) and tr(W H W^T); proxy < 0: no Hessian */
+    const char *phase;        /* NULL, or "calibration" / "allocation" while done counts them */
 } tcq_quantize_progress;
 
 /* Called after every tensor (and once at the start with done = 0).  Must not call tcq. */

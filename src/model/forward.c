@@ -107,6 +107,7 @@ static tcq_status forward_rows(tcq_model *m, tcq_session *const *sess, const int
     for (int r = 0; r < M; r++) tcq_model_embed(m, tok[r], m->x + (size_t)r * d);   /* x [M, d] */
     for (int l = 0; l < c->n_layers; l++) {
         const tcq_layer *L = &m->layers[l];
+        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_ATTN, m->x, M);
         for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, m->x + (size_t)r * d, L->attn_norm, d, c->norm_eps);
         TCQ_TRY(tcq_linear(&L->wq, m->xb, m->q, M, m->kctx));   /* q [M, qd] */
         TCQ_TRY(tcq_linear(&L->wk, m->xb, m->k, M, m->kctx));   /* k [M, kvd] */
@@ -125,10 +126,13 @@ static tcq_status forward_rows(tcq_model *m, tcq_session *const *sess, const int
             att_job J = {m, sess, pos, l};
             tcq_pool_run(m->pool, (int64_t)M * c->n_kv_heads, att_item, &J);    /* att [M, qd] */
         }
+        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_O, m->att, M);
         TCQ_TRY(tcq_linear(&L->wo, m->att, m->xb2, M, m->kctx));          /* xb2 [M, d] */
         for (size_t i = 0; i < (size_t)M * d; i++) m->x[i] += m->xb2[i];
+        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_FFN, m->x, M);
         for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, m->x + (size_t)r * d, L->ffn_norm, d, c->norm_eps);
         TCQ_TRY(tcq_linear_swiglu(&L->gate, &L->up, m->xb, m->hb, M, m->kctx));   /* hb [M, hidden] */
+        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_DOWN, m->hb, M);
         TCQ_TRY(tcq_linear(&L->down, m->hb, m->xb2, M, m->kctx));                /* xb2 [M, d] */
         for (size_t i = 0; i < (size_t)M * d; i++) m->x[i] += m->xb2[i];
     }

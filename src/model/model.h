@@ -104,7 +104,15 @@ struct tcq_model {
     size_t blk_cap;
     struct tcq_model_cuda *cu; /* the device copy when opts.device chose CUDA (src/model/cuda) */
     char device_name[320];
+
+    /* Calibration tap (the quantizer's Hessians; NULL: none): called with the M rows a layer's
+     * linears read, before they read them.  site: TCQ_TAP_ATTN / TCQ_TAP_FFN give the residual
+     * stream before the RMSNorm ([M, dim]), TCQ_TAP_O the attention output ([M, n_heads*hd]),
+     * TCQ_TAP_DOWN the SwiGLU output ([M, hidden]). */
+    void (*tap)(void *user, int layer, int site, const float *x, int M);
+    void *tap_user;
 };
+enum { TCQ_TAP_ATTN = 0, TCQ_TAP_O, TCQ_TAP_FFN, TCQ_TAP_DOWN, TCQ_TAP_SITES };
 
 struct tcq_session {
     int ctx, pos;
