@@ -22,7 +22,8 @@ static void cb(const tcq_quantize_progress *p, void *user)
 
 int main(void)
 {
-    const char *model = TCQ_SHARED_DATA "/tinyqwen", *calib = TCQ_SHARED_DATA "/tinyqwen/valid.txt";
+    TEST_REQUIRE_DATA("tinyqwen/model.safetensors.index.json");
+    const char *model = test_data_path("tinyqwen"), *calib = test_data_path("tinyqwen/valid.txt");
     char tmp[] = "/tmp/tcq_ldlq_XXXXXX", out[512], hdir[512];
     CHECK(mkdtemp(tmp) != NULL, "mkdtemp");
     snprintf(hdir, sizeof hdir, "%s/h", tmp);
