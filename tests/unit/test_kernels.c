@@ -190,11 +190,10 @@ static unsigned char g_seen[1024];
 static void mark_seen(const char *name, const char *label)
 {
     const char *k = strncmp(name, "swiglu.unfused.", 15) ? name : name + 15;
-    const tcq_kernel_info *e = tcq_kernel_find(k);
+    const tcq_kernel_info *e = tcq_kernel_find(k), *whole = tcq_kernel_find(name);
     CHECK(e != NULL, "%s: kernel %s is not in the registry", label, k);
     if (e) g_seen[e - tcq_kernel_get(0)] = 1;
-    if (e != tcq_kernel_find(name)) e = tcq_kernel_find(name);
-    if (e) g_seen[e - tcq_kernel_get(0)] = 1;
+    if (whole) g_seen[whole - tcq_kernel_get(0)] = 1;   /* the unfused SwiGLU's own entry */
 }
 
 /* Run one case (swiglu over an interleaved axis-0 pair is skipped: not a real layout). */
