@@ -7,6 +7,7 @@
  * inner loop, docs/PERFORMANCE.md) x weights/16 / issue rate.  frac_floor is against the binding
  * (slower) of the two. */
 #include "bench_kernels.h"
+#include "kernels/registry.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -34,6 +35,7 @@ typedef struct bk_opts {
     tcq_kregime regime;      /* --regime: pin the dispatcher's batch regime */
     unsigned exclude;        /* --exclude: TCQ_KV_* variants left out (tcq_kctx_exclude) */
     int64_t out, in;         /* gate/up shape [out, in]; down is [in, out] */
+    const tcq_kernel_info *kernel;   /* --kernel: one registry entry (its op, path, regime, ISA) */
 } bk_opts;
 
 static const char *const op_names[] = {"reduce", "scatter", "swiglu", "bf16", "affine4", "f16"};
@@ -469,14 +471,16 @@ static void usage(FILE *f)
             "                         [--M 1,2,3,4,8,16,32,128,512]\n"
             "                         [--threads N] [--path exact|fast|both] [--json] [--encode] [--no-dense]\n"
             "                         [--shape OUTxIN] [--reps N] [--regime auto|m1|shared|tile|gemm]\n"
-            "                         [--exclude avxvnni,amx]\n"
+            "                         [--exclude avxvnni,amx] [--kernel NAME] [--list]\n"
             "  Qwen3-14B MLP geometry by default: gate/up 17408x5120 (axis 1, 'reduce'), down 5120x17408\n"
             "  (axis 0, 'scatter'); L=12, T=256.  Weights are random code words (valid codes: speed is\n"
             "  data-independent) unless --encode, which codes N(0,1) weights with tcq_encode_rows and caches\n"
             "  them under $TCQ_CACHE (default ~/.cache/tcq).  TCQ_ISA pins the ISA; TCQ_BENCH_THP=1 asks for\n"
             "  huge pages for the code buffers.\n"
             "  --exclude leaves kernel variants out where the CPU has them: the AVX2 kernels' AVX-VNNI form,\n"
-            "  the AMX-INT8 tiles.\n");
+            "  the AMX-INT8 tiles.\n"
+            "  --list prints the kernel registry of this CPU (name, variant, M range); --kernel NAME times that\n"
+            "  entry alone: its op, path, regime and ISA, at the --M values (default: those of its range).\n");
 }
 
 static int parse(int argc, char **argv, bk_opts *o)
@@ -490,6 +494,16 @@ static int parse(int argc, char **argv, bk_opts *o)
         if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--encode")) o->encode = 1;
         else if (!strcmp(a, "--no-dense")) o->dense = 0;
+        else if (!strcmp(a, "--list")) {
+            printf("%-48s %-10s %-6s %-7s %s\n", "kernel", "variant", "path", "regime", "M");
+            for (int j = 0; j < tcq_kernel_count(); j++) {
+                const tcq_kernel_info *k = tcq_kernel_get(j);
+                printf("%-48s %-10s %-6s %-7s %lld..%lld\n", k->name, k->variant,
+                       k->path == TCQ_PATH_EXACT ? "exact" : k->path == TCQ_PATH_FAST ? "fast" : "-",
+                       tcq_kregime_name(k->regime), (long long)k->m_min, (long long)k->m_max);
+            }
+            return 1;
+        }
         else if (!v) {
             fprintf(stderr, "tcq bench kernels: unknown or incomplete option '%s'\n", a);
             return usage(stderr), 2;
@@ -534,6 +548,10 @@ static int parse(int argc, char **argv, bk_opts *o)
                 if (*p == ',') p++;
             }
             i++;
+        } else if (!strcmp(a, "--kernel")) {
+            if (!(o->kernel = tcq_kernel_find(v)))
+                return fprintf(stderr, "tcq bench kernels: no kernel '%s' on this CPU (--list names them)\n", v), 2;
+            i++;
         } else if (!strcmp(a, "--path")) {
             if (!strcmp(v, "exact")) o->paths[0] = TCQ_PATH_EXACT, o->npaths = 1;
             else if (!strcmp(v, "fast")) o->paths[0] = TCQ_PATH_FAST, o->npaths = 1;
@@ -551,6 +569,22 @@ static int parse(int argc, char **argv, bk_opts *o)
     }
     for (int i = 0; i < o->nk; i++)
         if (o->ks[i] < 1 || o->ks[i] > 4) return fprintf(stderr, "tcq bench kernels: k must be 1..4\n"), 2;
+    if (o->kernel) {   /* the entry's op and path; the M of its range */
+        static const char *const bench_op[] = {"trellis.reduce", "trellis.scatter", "swiglu", "bf16", "affine", "f16"};
+        const tcq_kernel_info *k = o->kernel;
+        o->nops = 0;
+        for (int j = 0; j < N_OPS; j++)
+            if (!strcmp(k->op, bench_op[j])) o->ops[0] = j, o->nops = 1;
+        if (!o->nops)
+            return fprintf(stderr, "tcq bench kernels: %s: the bench times reduce, scatter, swiglu, bf16 and affine, "
+                                   "not %s\n", k->name, k->op), 2;
+        o->paths[0] = k->path == TCQ_PATH_AUTO ? TCQ_PATH_EXACT : k->path, o->npaths = 1;
+        int n = 0;
+        for (int i = 0; i < o->nM; i++)
+            if (o->Ms[i] >= k->m_min && o->Ms[i] <= k->m_max) o->Ms[n++] = o->Ms[i];
+        if (!n) o->Ms[n++] = (int)k->m_min;
+        o->nM = n;
+    }
     for (int i = 0; i < o->nM; i++)
         if (o->Ms[i] < 1 || o->Ms[i] > 4096) return fprintf(stderr, "tcq bench kernels: M must be 1..4096\n"), 2;
     return 0;
@@ -655,9 +689,14 @@ int bench_kernels(int argc, char **argv)
                         (s = tcq_kctx_force(c, -1, o.regime)) != TCQ_OK ||
                         (s = tcq_kctx_exclude(c, o.exclude)) != TCQ_OK)
                         return cli_fail(s, "bench kernels");
+                    if (o.kernel && (s = tcq_kctx_force_kernel(c, o.kernel->name)) != TCQ_OK)
+                        return cli_fail(s, "bench kernels");
                     call_arg a = {.w = w, .w2 = w2, .x = x, .y = y, .M = o.Ms[mi], .c = c};
                     const double t = time_median(call_linear, &a, o.reps);
                     if (t < 0) return 1;
+                    if (o.kernel && strcmp(tcq_kctx_last_kernel(c), o.kernel->name))
+                        return fprintf(stderr, "tcq bench kernels: %s pinned, %s ran\n", o.kernel->name,
+                                       tcq_kctx_last_kernel(c)), 1;
                     const double tcpu = g_cpu_med;
                     /* the fast path's error against the exact path on the same input */
                     double ferr = -1;
@@ -738,11 +777,16 @@ int bench_kernels(int argc, char **argv)
         }
         for (int mi = 0; mi < o.nM; mi++) {
             tcq_kctx *c = NULL;
-            if ((s = tcq_kctx_create(pool, TCQ_PATH_AUTO, &c)) != TCQ_OK || (s = tcq_kctx_force(c, -1, o.regime)) != TCQ_OK)
+            if ((s = tcq_kctx_create(pool, TCQ_PATH_AUTO, &c)) != TCQ_OK) return cli_fail(s, "bench kernels");
+            if ((s = tcq_kctx_force(c, -1, o.regime)) != TCQ_OK ||
+                (o.kernel && (s = tcq_kctx_force_kernel(c, o.kernel->name)) != TCQ_OK))
                 return cli_fail(s, "bench kernels");
             call_arg a = {.w = &w, .x = x, .y = y, .M = o.Ms[mi], .c = c};
             const double t = time_median(call_linear, &a, o.reps);
             if (t < 0) return 1;
+            if (o.kernel && strcmp(tcq_kctx_last_kernel(c), o.kernel->name))
+                return fprintf(stderr, "tcq bench kernels: %s pinned, %s ran\n", o.kernel->name,
+                               tcq_kctx_last_kernel(c)), 1;
             const double fl = 2.0 * NO * NI * o.Ms[mi];
             if (o.json)
                 printf("{\"op\":\"%s\",\"M\":%d,\"isa\":\"%s\",\"threads\":%d,\"us\":%.1f,\"weight_gbps\":%.2f,"

@@ -42,6 +42,10 @@ function(tcq_cuda_tests)
     add_executable(${name} ${t})
     target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit ${CMAKE_SOURCE_DIR}/src)
     target_compile_options(${name} PRIVATE ${TCQ_C_FLAGS})
+    # test.h's data helpers, as the unit tests get them
+    target_compile_definitions(${name} PRIVATE TCQ_SHARED_DATA="${TCQ_SHARED_DATA}"
+                               TCQ_TEST_DATA_DEFAULT="${TCQ_SHARED_DATA}" TCQ_REPO_DATA="${TCQ_REPO_DATA}"
+                               TCQ_SOURCE_DIR="${CMAKE_SOURCE_DIR}" TCQ_BINARY_DIR="${CMAKE_BINARY_DIR}")
     target_link_libraries(${name} PRIVATE tcq_static)
     add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
     set_tests_properties(${name} PROPERTIES TIMEOUT 600 LABELS cuda)

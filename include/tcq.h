@@ -743,6 +743,8 @@ typedef struct tcq_model_config {
 /* Parse a config.json text (label names it in messages). Rejects unknown model_type. */
 TCQ_API tcq_status tcq_model_config_parse(const char *json, size_t len, const char *label, tcq_model_config *out);
 
+typedef enum tcq_device { TCQ_DEVICE_CPU = 0, TCQ_DEVICE_CUDA, TCQ_DEVICE_AUTO } tcq_device;
+
 typedef struct tcq_model_opts {
     int n_threads;            /* <= 0: one per online CPU */
     tcq_kpath path;           /* trellis numerical path (TCQ_PATH_AUTO) */
@@ -753,6 +755,14 @@ typedef struct tcq_model_opts {
     /* 1: read every mapped weight page once at load (with progress), so the first forward does
      * not pay the page faults.  0: pages come in on first use. */
     int prefault;
+    /* Where the forward runs: TCQ_DEVICE_CPU (0, the default); TCQ_DEVICE_CUDA: the whole forward
+     * on CUDA device device_index (weights uploaded at load, KV caches in device memory; the load
+     * fails, naming both numbers, when weights + caches' scratch exceed the device's free memory,
+     * and with TCQ_ERR_UNSUPPORTED on a build without CUDA or a machine without the device);
+     * TCQ_DEVICE_AUTO: CUDA device device_index when present, else the CPU. */
+    tcq_device device;
+    int device_index;
+    int cuda_no_graphs;       /* 1: decode steps launched kernel by kernel, not as CUDA graphs (tests) */
 } tcq_model_opts;
 
 typedef struct tcq_model tcq_model;
@@ -767,6 +777,9 @@ TCQ_API size_t tcq_model_weight_bytes(const tcq_model *m);
 /* Human-readable weight format summary, e.g. "bf16; embeddings bf16 (tied)" or
  * "trellis k=3; embeddings bf16 (tied)" (storage owned by the model). */
 TCQ_API const char *tcq_model_describe(const tcq_model *m);
+/* Where the model runs: "cpu" or e.g. "cuda:0 (NVIDIA H100 80GB HBM3, 132 SMs, ...)"; owned by the
+ * model.  Sessions of a CUDA model hold their KV cache in device memory. */
+TCQ_API const char *tcq_model_device(const tcq_model *m);
 
 /* A model of the given geometry with random weights (benchmarks, tests): bits 0 gives dense bf16
  * layers, 16 dense f16 layers and embeddings, 1..4 trellis layers (L=12, T=256, random codes);
@@ -811,7 +824,7 @@ TCQ_API tcq_status tcq_model_prefill(tcq_model *m, tcq_session *s, const int32_t
  * forwards; the kernels' M-row paths may round differently from M = 1 (tests allow 1e-3).
  * Likewise a chunk of a prompt (attention through sgemm) and token-by-token decode agree to
  * rounding, not bit for bit; each is bit-identical for any thread count. */
-#define TCQ_MAX_BATCH 4
+#define TCQ_MAX_BATCH 32
 TCQ_API tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *sess /* [nb] */,
                                            const int32_t *tokens /* [nb] */, int nb,
                                            float *logits /* [nb, vocab] */);
@@ -961,7 +974,21 @@ typedef struct tcq_quantize_opts {
                                  embedding) stays dense bf16; 2..4: coded along its input like the
                                  projections, with this k (its own entry in the quantization
                                  object).  The input embedding stays bf16 either way. */
+    /* Hessian-aware coding (issue 23).  calib: a text file; the input model runs over windows of
+     * calib_ctx tokens of it (calib_tokens in all) and every projection's input gives its
+     * Hessian H = sum x x^T.  With method LDLQ the projections are coded by BlockLDLQ on
+     * H + damp * mean(diag H) I; with RTN and a calibration the proxy losses are reported. */
+    int method;               /* TCQ_QMETHOD_RTN (0) or TCQ_QMETHOD_LDLQ */
+    const char *calib;        /* calibration text (NULL: none) */
+    int64_t calib_tokens;     /* 0: 32768 */
+    int calib_ctx;            /* 0: 512 */
+    double damp;              /* 0: 0.01 */
+    const char *hessians_in;  /* a directory saved by hessians_out: its Hessians instead of calib */
+    const char *hessians_out; /* write the Hessians to DIR/hessians.bin */
+    double bpw;               /* 0: every projection at bits; else k in {2, 3, 4} per projection
+                                 chosen by proxy loss under this mean k (needs a calibration) */
 } tcq_quantize_opts;
+enum { TCQ_QMETHOD_RTN = 0, TCQ_QMETHOD_LDLQ = 1 };
 
 typedef struct tcq_quantize_progress {
     const char *tensor;       /* the tensor being processed */
@@ -970,6 +997,10 @@ typedef struct tcq_quantize_progress {
     double sq_err, sq_ref;    /* running sums over coded tensors (rotated units) */
     int tensor_index, tensor_count;
     const char *note;         /* a warning about this tensor (kept dense, ...) or NULL */
+    int k;                    /* the k this tensor was coded at (0: not coded) */
+    double coded_bits;        /* running sum over coded tensors: k per weight + 16 per row scale */
+    double proxy, proxy_ref;  /* its tr(E H E^T) and tr(W H W^T); proxy < 0: no Hessian */
+    const char *phase;        /* NULL, or "calibration" / "allocation" while done counts them */
 } tcq_quantize_progress;
 
 /* Called after every tensor (and once at the start with done = 0).  Must not call tcq. */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages tcq builds and tests with (README's first command runs it).
 # Uses sudo only when not root, so it also works as root on a machine without sudo.
-#   --ci   also the fuzzers' compiler and runtime (clang, libclang-rt-14-dev)
+#   --ci   also the fuzzers' compiler and runtime (clang, libclang-rt-14-dev) and chromium
 set -euo pipefail
 
 pkgs="build-essential cmake pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libopenblas-dev
@@ -9,7 +9,7 @@ pkgs="build-essential cmake pkg-config libjansson-dev libpcre2-dev libutf8proc-d
 pkgs=$(echo $pkgs)
 for a in "$@"; do
   case $a in
-    --ci) pkgs="$pkgs clang libclang-rt-14-dev" ;;
+    --ci) pkgs="$pkgs clang libclang-rt-14-dev chromium" ;;   # chromium: tcq serve's chat page test
     -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
     *) echo "install-deps.sh: unknown option '$a' (only --ci)" >&2; exit 2 ;;
   esac

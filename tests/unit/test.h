@@ -39,6 +39,12 @@ static int test_checks;
  * test_data_path("tinyqwen").  A test that lacks them says what it misses and is reported as
  * skipped (exit 77, ctest's SKIP_RETURN_CODE): TEST_REQUIRE_DATA skips the whole test,
  * test_have_data lets the rest run and test_done then returns 77 (if nothing failed). */
+#ifndef TCQ_REPO_DATA   /* CMakeLists.txt defines both for tests/unit; others get the layout's */
+#define TCQ_REPO_DATA "testdata"
+#endif
+#ifndef TCQ_TEST_DATA_DEFAULT
+#define TCQ_TEST_DATA_DEFAULT "../shared/data"
+#endif
 #define TEST_REPO_DATA TCQ_REPO_DATA
 #define TEST_SKIP 77
 static int test_skipped;

@@ -40,6 +40,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_codec(int argc, char **argv);
 int cmd_chat_template(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int bench_kernels_cuda(int argc, char **argv);   /* bench/bench_kernels_cuda.c */
 
 #endif

@@ -10,7 +10,7 @@ static void help(FILE *f)
 {
     fprintf(f, "usage: tcq chat MODEL [--system STR] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
                "                [--repeat-penalty R] [--seed S] [-n N] [--ctx N] [--kv f32|f16] [--threads N]\n"
-               "                [--kpath auto|exact|fast] [--no-think] [--tokenizer PATH]\n"
+               "                [--kpath auto|exact|fast] [--device cpu|cuda|cuda:N|auto] [--no-think] [--tokenizer PATH]\n"
                "  Type a message and Enter; /reset starts over, /quit or Ctrl-D ends.\n"
                "  Prints prefill and decode tokens/s of each turn to stderr.\n");
 }
@@ -78,7 +78,7 @@ int cmd_chat(int argc, char **argv)
     if (st == TCQ_OK) {
         char b[32];
         fprintf(stderr, "KV cache: %s (%d positions, %s)\n", cli_bytes(tcq_session_kv_bytes(s), b), tcq_session_ctx(s),
-                kv == TCQ_KV_F16 ? "f16" : "f32");
+                kv == TCQ_KV_F16 || strncmp(tcq_model_device(m), "cuda", 4) == 0 ? "f16" : "f32");
     }
     if (st == TCQ_OK) st = tcq_sampler_create(&sp, tcq_model_get_config(m)->vocab_size, &smp);
     if (st != TCQ_OK) {

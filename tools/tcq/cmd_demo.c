@@ -67,7 +67,7 @@ static int coded_bpw(const char *dir, double *bpw, int64_t *n_weights)
 {
     tcq_st_set *s = NULL;
     tcq_qconfig *q = NULL;
-    char cfg[PATH_MAX + 16];
+    char cfg[PATH_MAX + 64];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     tcq_status st = tcq_st_set_open(dir, &s);
     if (st == TCQ_OK) st = tcq_qconfig_load(cfg, &q);
@@ -164,7 +164,7 @@ int cmd_demo(int argc, char **argv)
         fprintf(stderr, "tcq demo: -n must be 1..1024 and --threads >= 0\n");
         return 2;
     }
-    char models[PATH_MAX], tried[4 * PATH_MAX], path[PATH_MAX], bpath[PATH_MAX];
+    char models[PATH_MAX], tried[4 * PATH_MAX], path[PATH_MAX + 32], bpath[PATH_MAX + 32];
     if (!model) {
         if (!find_models(models, sizeof models, tried, sizeof tried)) {
             fprintf(stderr, "tcq demo: the demo model models/" DEMO_MODEL " is not in any of: %s (give one with --model DIR)\n",

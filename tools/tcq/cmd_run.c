@@ -19,6 +19,7 @@ static void help(FILE *f)
             "  --kv f32|f16           KV cache dtype (default f32)\n"
             "  --threads N            worker threads (default: all CPUs)\n"
             "  --kpath auto|exact|fast  trellis numerical path (default auto)\n"
+            "  --device cpu|cuda|cuda:N|auto  where the model runs (default cpu; auto: the GPU if present)\n"
             "  --parallel N           N (2..4) samples with seeds S..S+N-1, decoded together as one batch;\n"
             "                         printed one after another at the end\n"
             "  --chat                 wrap the prompt in the model's chat template (one user turn)\n"
@@ -178,7 +179,7 @@ int cmd_run(int argc, char **argv)
     if (st == TCQ_OK) {
         char b[32];
         fprintf(stderr, "KV cache: %s (%d positions, %s)\n", cli_bytes(tcq_session_kv_bytes(s), b), tcq_session_ctx(s),
-                kv == TCQ_KV_F16 ? "f16" : "f32");
+                kv == TCQ_KV_F16 || strncmp(tcq_model_device(m), "cuda", 4) == 0 ? "f16" : "f32");
     }
     if (st == TCQ_OK) st = tcq_sampler_create(&sp, c->vocab_size, &smp);
     if (st == TCQ_OK) st = cli_stream_init(&out, tok, stops, n_stops, stdout);

@@ -19,6 +19,7 @@ static const cli_command commands[] = {
     {"codec", "codec MSE on N(0,1) samples vs the rate-distortion bound, encoder speed", cmd_codec},
     {"bench", "benchmarks: tcq bench encode|kernels|model", cmd_bench},
     {"chat-template", "render the chat template for a conversation (or its token ids)", cmd_chat_template},
+    {"serve", "an OpenAI-compatible HTTP server with continuous batching", cmd_serve},
     {"cuda-bench", "CUDA kernels and GPU encoder vs copy bandwidth and cuBLAS (needs -DTCQ_CUDA=ON)", bench_kernels_cuda},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
