@@ -8,5 +8,6 @@
 int bench_encode_main(int argc, char **argv);  /* bench_encode.c */
 int bench_kernels(int argc, char **argv);      /* bench_kernels.c */
 int bench_model(int argc, char **argv);        /* bench_model.c */
+int bench_serve(int argc, char **argv);        /* bench_serve.c: tcq serve's scheduler */
 
 #endif

@@ -4,9 +4,10 @@
  * mix (a register-only microbenchmark), dense f32 matvec/GEMM (and bf16 GEMM) through OpenBLAS
  * at the same shapes, and every requested op x k x M x path.  Two floors for each kernel call:
  * weight bytes / bandwidth, and (instructions per 16 weights, counted in the disassembly of the
- * inner loop, bench/NOTES.md) x weights/16 / issue rate.  frac_floor is against the binding
+ * inner loop, docs/PERFORMANCE.md) x weights/16 / issue rate.  frac_floor is against the binding
  * (slower) of the two. */
 #include "bench_kernels.h"
+#include "kernels/registry.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -32,7 +33,9 @@ typedef struct bk_opts {
     int paths[2], npaths;    /* TCQ_PATH_EXACT, TCQ_PATH_FAST */
     int json, encode, dense, reps;
     tcq_kregime regime;      /* --regime: pin the dispatcher's batch regime */
+    unsigned exclude;        /* --exclude: TCQ_KV_* variants left out (tcq_kctx_exclude) */
     int64_t out, in;         /* gate/up shape [out, in]; down is [in, out] */
+    const tcq_kernel_info *kernel;   /* --kernel: one registry entry (its op, path, regime, ISA) */
 } bk_opts;
 
 static const char *const op_names[] = {"reduce", "scatter", "swiglu", "bf16", "affine4", "f16"};
@@ -279,13 +282,12 @@ __attribute__((target("avx2"))) static void ir_item_avx2(void *arg, int64_t item
 
 /* The issue rate of the active ISA's decode mix, vector instructions a second (0: no mix, so no
  * instruction floor: the scalar path, and AVX2's exact path) */
-static double bench_issue_rate(tcq_pool *pool, int exact, double *cpu_rate)
+static double bench_issue_rate(tcq_pool *pool, int exact, unsigned exclude, double *cpu_rate)
 {
     ir_arg a = {.iters = exact ? 1000000 : 2000000};
     const int n = tcq_pool_size(pool);
     const tcq_isa isa = tcq_isa_active();
-    const char *nv = getenv("TCQ_AVX2_NO_VNNI");   /* the AVX2 kernels' own switch (trellis_avx2.c) */
-    const int vnni = tcq_cpu()->avxvnni && !(nv && *nv == '1');
+    const int vnni = tcq_cpu()->avxvnni && !(exclude & TCQ_KV_NO_AVXVNNI);   /* the AVX2 kernels' choice */
     void (*item)(void *, int64_t, int) = NULL;
     int ipg = 0;
     /* the AVX-512 trellis kernels need VNNI and VBMI too (tcq_tr_avx512); without them the AVX2
@@ -310,7 +312,7 @@ static double bench_issue_rate(tcq_pool *pool, int exact, double *cpu_rate)
 }
 
 /* Vector ALU instructions per 16 weights in each kernel's inner loop, counted in the objdump of
- * trellis_avx512x.c (bench/NOTES.md has the listing and the count): the broadcast decoder is 4
+ * trellis_{reduce,scatter}_avx512x.c (docs/PERFORMANCE.md has the count): the broadcast decoder is 4
  * (k <= 3; vpmultishiftqb, vpandd, vpmulld, vpaddd) or 5 (k = 4: one merge-masked broadcast
  * more), then one vpdpbusd (fast) or one vfmadd (exact) per row.  Tile (also the int16 one
  * that runs M=2..4 on axis 1), GEMM and AMX kernels: no instruction floor (0). */
@@ -469,11 +471,16 @@ static void usage(FILE *f)
             "                         [--M 1,2,3,4,8,16,32,128,512]\n"
             "                         [--threads N] [--path exact|fast|both] [--json] [--encode] [--no-dense]\n"
             "                         [--shape OUTxIN] [--reps N] [--regime auto|m1|shared|tile|gemm]\n"
+            "                         [--exclude avxvnni,amx] [--kernel NAME] [--list]\n"
             "  Qwen3-14B MLP geometry by default: gate/up 17408x5120 (axis 1, 'reduce'), down 5120x17408\n"
             "  (axis 0, 'scatter'); L=12, T=256.  Weights are random code words (valid codes: speed is\n"
             "  data-independent) unless --encode, which codes N(0,1) weights with tcq_encode_rows and caches\n"
             "  them under $TCQ_CACHE (default ~/.cache/tcq).  TCQ_ISA pins the ISA; TCQ_BENCH_THP=1 asks for\n"
-            "  huge pages for the code buffers.\n");
+            "  huge pages for the code buffers.\n"
+            "  --exclude leaves kernel variants out where the CPU has them: the AVX2 kernels' AVX-VNNI form,\n"
+            "  the AMX-INT8 tiles.\n"
+            "  --list prints the kernel registry of this CPU (name, variant, M range); --kernel NAME times that\n"
+            "  entry alone: its op, path, regime and ISA, at the --M values (default: those of its range).\n");
 }
 
 static int parse(int argc, char **argv, bk_opts *o)
@@ -487,6 +494,16 @@ static int parse(int argc, char **argv, bk_opts *o)
         if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--encode")) o->encode = 1;
         else if (!strcmp(a, "--no-dense")) o->dense = 0;
+        else if (!strcmp(a, "--list")) {
+            printf("%-48s %-10s %-6s %-7s %s\n", "kernel", "variant", "path", "regime", "M");
+            for (int j = 0; j < tcq_kernel_count(); j++) {
+                const tcq_kernel_info *k = tcq_kernel_get(j);
+                printf("%-48s %-10s %-6s %-7s %lld..%lld\n", k->name, k->variant,
+                       k->path == TCQ_PATH_EXACT ? "exact" : k->path == TCQ_PATH_FAST ? "fast" : "-",
+                       tcq_kregime_name(k->regime), (long long)k->m_min, (long long)k->m_max);
+            }
+            return 1;
+        }
         else if (!v) {
             fprintf(stderr, "tcq bench kernels: unknown or incomplete option '%s'\n", a);
             return usage(stderr), 2;
@@ -520,6 +537,21 @@ static int parse(int argc, char **argv, bk_opts *o)
             if (j == TCQ_KR_COUNT) return fprintf(stderr, "tcq bench kernels: --regime auto|m1|shared|tile|gemm\n"), 2;
             o->regime = (tcq_kregime)j;
             i++;
+        } else if (!strcmp(a, "--exclude")) {
+            o->exclude = 0;
+            for (const char *p = v; *p;) {
+                const size_t n = strcspn(p, ",");
+                if (n == 7 && !strncmp(p, "avxvnni", 7)) o->exclude |= TCQ_KV_NO_AVXVNNI;
+                else if (n == 3 && !strncmp(p, "amx", 3)) o->exclude |= TCQ_KV_NO_AMX;
+                else return fprintf(stderr, "tcq bench kernels: --exclude takes avxvnni,amx\n"), 2;
+                p += n;
+                if (*p == ',') p++;
+            }
+            i++;
+        } else if (!strcmp(a, "--kernel")) {
+            if (!(o->kernel = tcq_kernel_find(v)))
+                return fprintf(stderr, "tcq bench kernels: no kernel '%s' on this CPU (--list names them)\n", v), 2;
+            i++;
         } else if (!strcmp(a, "--path")) {
             if (!strcmp(v, "exact")) o->paths[0] = TCQ_PATH_EXACT, o->npaths = 1;
             else if (!strcmp(v, "fast")) o->paths[0] = TCQ_PATH_FAST, o->npaths = 1;
@@ -537,6 +569,22 @@ static int parse(int argc, char **argv, bk_opts *o)
     }
     for (int i = 0; i < o->nk; i++)
         if (o->ks[i] < 1 || o->ks[i] > 4) return fprintf(stderr, "tcq bench kernels: k must be 1..4\n"), 2;
+    if (o->kernel) {   /* the entry's op and path; the M of its range */
+        static const char *const bench_op[] = {"trellis.reduce", "trellis.scatter", "swiglu", "bf16", "affine", "f16"};
+        const tcq_kernel_info *k = o->kernel;
+        o->nops = 0;
+        for (int j = 0; j < N_OPS; j++)
+            if (!strcmp(k->op, bench_op[j])) o->ops[0] = j, o->nops = 1;
+        if (!o->nops)
+            return fprintf(stderr, "tcq bench kernels: %s: the bench times reduce, scatter, swiglu, bf16 and affine, "
+                                   "not %s\n", k->name, k->op), 2;
+        o->paths[0] = k->path == TCQ_PATH_AUTO ? TCQ_PATH_EXACT : k->path, o->npaths = 1;
+        int n = 0;
+        for (int i = 0; i < o->nM; i++)
+            if (o->Ms[i] >= k->m_min && o->Ms[i] <= k->m_max) o->Ms[n++] = o->Ms[i];
+        if (!n) o->Ms[n++] = (int)k->m_min;
+        o->nM = n;
+    }
     for (int i = 0; i < o->nM; i++)
         if (o->Ms[i] < 1 || o->Ms[i] > 4096) return fprintf(stderr, "tcq bench kernels: M must be 1..4096\n"), 2;
     return 0;
@@ -555,10 +603,11 @@ int bench_kernels(int argc, char **argv)
     g_nth = nth;
     double bw_cpu = 1, irc[2] = {1, 1};
     const double bw = bench_bandwidth(pool, &bw_cpu);
-    const double irw[2] = {bench_issue_rate(pool, 0, &irc[0]), bench_issue_rate(pool, 1, &irc[1])};
+    const double irw[2] = {bench_issue_rate(pool, 0, o.exclude, &irc[0]),
+                           bench_issue_rate(pool, 1, o.exclude, &irc[1])};
     /* OpenBLAS's kernel set decides the dense baselines and the large-M path: on this project's
      * Zen 5 VM the environment pinned OPENBLAS_CORETYPE=Haswell (AVX2), half its AVX-512 speed
-     * (bench/NOTES.md, session 16), so every run names it */
+     * (docs/PERFORMANCE.md, session 16), so every run names it */
     const char *blas_core = openblas_get_corename();
     if (o.json) {
         printf("{\"op\":\"bandwidth\",\"gbps\":%.2f,\"cpu_gbps\":%.2f,\"threads\":%d}\n", bw, bw_cpu, nth);
@@ -637,11 +686,17 @@ int bench_kernels(int argc, char **argv)
                 for (int mi = 0; mi < o.nM; mi++) {
                     tcq_kctx *c = NULL;
                     if ((s = tcq_kctx_create(pool, (tcq_kpath)o.paths[pi], &c)) != TCQ_OK ||
-                        (s = tcq_kctx_force(c, -1, o.regime)) != TCQ_OK)
+                        (s = tcq_kctx_force(c, -1, o.regime)) != TCQ_OK ||
+                        (s = tcq_kctx_exclude(c, o.exclude)) != TCQ_OK)
+                        return cli_fail(s, "bench kernels");
+                    if (o.kernel && (s = tcq_kctx_force_kernel(c, o.kernel->name)) != TCQ_OK)
                         return cli_fail(s, "bench kernels");
                     call_arg a = {.w = w, .w2 = w2, .x = x, .y = y, .M = o.Ms[mi], .c = c};
                     const double t = time_median(call_linear, &a, o.reps);
                     if (t < 0) return 1;
+                    if (o.kernel && strcmp(tcq_kctx_last_kernel(c), o.kernel->name))
+                        return fprintf(stderr, "tcq bench kernels: %s pinned, %s ran\n", o.kernel->name,
+                                       tcq_kctx_last_kernel(c)), 1;
                     const double tcpu = g_cpu_med;
                     /* the fast path's error against the exact path on the same input */
                     double ferr = -1;
@@ -722,11 +777,16 @@ int bench_kernels(int argc, char **argv)
         }
         for (int mi = 0; mi < o.nM; mi++) {
             tcq_kctx *c = NULL;
-            if ((s = tcq_kctx_create(pool, TCQ_PATH_AUTO, &c)) != TCQ_OK || (s = tcq_kctx_force(c, -1, o.regime)) != TCQ_OK)
+            if ((s = tcq_kctx_create(pool, TCQ_PATH_AUTO, &c)) != TCQ_OK) return cli_fail(s, "bench kernels");
+            if ((s = tcq_kctx_force(c, -1, o.regime)) != TCQ_OK ||
+                (o.kernel && (s = tcq_kctx_force_kernel(c, o.kernel->name)) != TCQ_OK))
                 return cli_fail(s, "bench kernels");
             call_arg a = {.w = &w, .x = x, .y = y, .M = o.Ms[mi], .c = c};
             const double t = time_median(call_linear, &a, o.reps);
             if (t < 0) return 1;
+            if (o.kernel && strcmp(tcq_kctx_last_kernel(c), o.kernel->name))
+                return fprintf(stderr, "tcq bench kernels: %s pinned, %s ran\n", o.kernel->name,
+                               tcq_kctx_last_kernel(c)), 1;
             const double fl = 2.0 * NO * NI * o.Ms[mi];
             if (o.json)
                 printf("{\"op\":\"%s\",\"M\":%d,\"isa\":\"%s\",\"threads\":%d,\"us\":%.1f,\"weight_gbps\":%.2f,"

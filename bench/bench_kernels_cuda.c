@@ -62,12 +62,16 @@ int bench_kernels_cuda(int argc, char **argv)
     int ks[4] = {2, 3, 4}, nk = 3, Ms[16] = {1, 2, 4, 8, 16, 32, 512}, nM = 7, json = 0, reps = 50, trials = 7;
     int64_t big = 17408, small = 5120;
     int do_reduce = 1, do_scatter = 1, do_swiglu = 1, do_dense = 1, do_encode = 1, do_fast = 1;
+    tcq_cuda_opts kopt = {0};   /* --pin: the context's kernel choices (tcq_cuda_ctx_set_opts) */
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             printf("usage: tcq cuda-bench [--k 2,3,4] [--M 1,2,4,8,16,32,512] [--ops reduce,scatter,swiglu,dense,encode]\n"
                    "                      [--path exact,fast] [--reps N] [--trials N] [--shape OUTxIN] [--json]\n"
                    "  reduce/scatter run the exact path, and the fast (int8) path for M <= 8 unless --path exact\n"
                    "  --shape: gate/up's [out, in] (default 17408x5120, Qwen3-14B's MLP); down is [in, out]\n"
+                   "  --pin pair|dp4a|wgmma|wgmma-ss|no-wgmma|chunk=N|grid=N[,...]: the kernel choices of\n"
+                   "  tcq_cuda_opts (pair-table kernels, dp4a fast path, a wgmma kernel at every M it takes, the\n"
+                   "  wgmma kernels off, the integer kernels' item length, the wgmma kernels' block count)\n"
                    "  TCQ_BENCH_NCOPY=N: N weight copies (default: enough to exceed 3x the L2; 1: L2-resident)\n");
             return 0;
         } else if (!strcmp(argv[i], "--json")) json = 1;
@@ -90,6 +94,21 @@ int bench_kernels_cuda(int argc, char **argv)
             if (cli_parse_shape(argv[i], argv[i + 1], &o, &n)) return 2;
             big = o, small = n;
             i++;
+        } else if (!strcmp(argv[i], "--pin") && i + 1 < argc) {
+            for (const char *p = argv[++i]; *p;) {
+                const size_t n = strcspn(p, ",");
+                int v = 0;
+                if (n == 4 && !strncmp(p, "pair", 4)) kopt.pair_table = 1;
+                else if (n == 4 && !strncmp(p, "dp4a", 4)) kopt.fast_dp4a = 1;
+                else if (n == 5 && !strncmp(p, "wgmma", 5)) kopt.wgmma = 1;
+                else if (n == 8 && !strncmp(p, "wgmma-ss", 8)) kopt.wgmma_ss = 1;
+                else if (n == 8 && !strncmp(p, "no-wgmma", 8)) kopt.wgmma = kopt.wgmma_ss = -1;
+                else if (sscanf(p, "chunk=%d", &v) == 1) kopt.im_chunk = v;
+                else if (sscanf(p, "grid=%d", &v) == 1) kopt.wg_grid = v;
+                else return cli_fail(TCQ_ERR_INVALID_ARG, "--pin takes pair|dp4a|wgmma|wgmma-ss|no-wgmma|chunk=N|grid=N");
+                p += n;
+                if (*p == ',') p++;
+            }
         } else if (!strcmp(argv[i], "--path") && i + 1 < argc) {
             do_fast = strstr(argv[++i], "fast") != NULL;   /* exact always runs (the reference line) */
         } else {
@@ -99,6 +118,7 @@ int bench_kernels_cuda(int argc, char **argv)
     }
     tcq_cuda_ctx *ctx;
     tcq_status s = tcq_cuda_ctx_create(0, &ctx);
+    if (s == TCQ_OK && (s = tcq_cuda_ctx_set_opts(ctx, &kopt)) != TCQ_OK) tcq_cuda_ctx_free(ctx);
     if (s != TCQ_OK) return cli_fail(s, "cuda-bench");
     char desc[256];
     tcq_cuda_describe(ctx, desc, sizeof desc);

@@ -9,13 +9,15 @@
 static void help(FILE *f)
 {
     fprintf(f, "usage: tcq bench model [MODEL] [--prompt N] [--gen N] [--batch B] [--threads N] [--kv f32|f16]\n"
-               "                        [--bits K] [--layers N] [--vocab V] [--kpath auto|exact|fast] [--json]\n"
+               "                        [--bits K] [--layers N] [--vocab V] [--kpath auto|exact|fast] [--device cpu|cuda|cuda:N|auto] [--json]\n"
                "  MODEL: a model directory or llama2.c .bin; without it a synthetic Qwen3-14B-geometry model\n"
                "  (dim 5120, ffn 17408, 40 heads / 8 kv of 128, vocab 151936) with --layers (2) random layers,\n"
                "  --bits 0 (bf16, default; also --bf16), 16 (f16, also --f16) or 1..4 (trellis L=12 T=256,\n"
                "  random codes).\n"
-               "  Prefill: --prompt (128) tokens in chunks of %d rows.  Decode: --gen (32) tokens one at a time\n"
-               "  (median per-token time), and with --batch B (2..4) B sequences decoded together.\n",
+               "  Prefill: --prompt (128; a list such as 512,4096) tokens in chunks of %d rows, then --gen (32)\n"
+               "  tokens decoded one at a time after it (median per-token time); with --batch B (a list, 2..32)\n"
+               "  B sequences decoded together.  On a GPU (--device cuda) the decode is also given as a\n"
+               "  fraction of the floor: weight bytes per token over the device's copy bandwidth.\n",
             TCQ_PREFILL_CHUNK);
 }
 
@@ -25,10 +27,25 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* "512,4096" -> up to 8 values >= lo; returns the count, 0 on a bad list */
+static int parse_list(const char *v, long long lo, long long *out)
+{
+    int n = 0;
+    while (v && *v && n < 8) {
+        char *end;
+        long long x = strtoll(v, &end, 10);
+        if (end == v || x < lo || (*end && *end != ',')) return 0;
+        out[n++] = x;
+        v = *end ? end + 1 : end;
+    }
+    return v && !*v ? n : 0;
+}
+
 int bench_model(int argc, char **argv)
 {
     const char *path = NULL;
-    long long prompt = 128, gen = 32, batch = 0, threads = 0, bits = 0, layers = 2, vocab = 151936;
+    long long prompts[8] = {128}, batches[8] = {0}, gen = 32, threads = 0, bits = 0, layers = 2, vocab = 151936;
+    int n_prompt = 1, n_batch = 1;
     int json = 0;
     tcq_kv_dtype kv = TCQ_KV_F32;
     for (int i = 1; i < argc; i++) {
@@ -38,9 +55,19 @@ int bench_model(int argc, char **argv)
             help(stdout);
             return 0;
         }
-        if (strcmp(a, "--prompt") == 0) dst = &prompt;
-        else if (strcmp(a, "--gen") == 0) dst = &gen;
-        else if (strcmp(a, "--batch") == 0) dst = &batch;
+        if (strcmp(a, "--prompt") == 0 || strcmp(a, "--batch") == 0) {
+            int p = a[2] == 'p';
+            int n = parse_list(v, p ? 1 : 0, p ? prompts : batches);
+            if (!n) {
+                fprintf(stderr, "tcq bench model: %s needs a comma-separated list of up to 8 numbers, got '%s'\n", a,
+                        v ? v : "");
+                return 2;
+            }
+            *(p ? &n_prompt : &n_batch) = n;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--gen") == 0) dst = &gen;
         else if (strcmp(a, "--threads") == 0) dst = &threads;
         else if (strcmp(a, "--bits") == 0) dst = &bits;
         else if (strcmp(a, "--layers") == 0) dst = &layers;
@@ -50,6 +77,9 @@ int bench_model(int argc, char **argv)
         else if (strcmp(a, "--bf16") == 0) bits = 0;
         else if (strcmp(a, "--kv") == 0) {
             if (cli_parse_kv(v, &kv)) return 2;
+            i++;
+        } else if (!strcmp(a, "--device")) {
+            if (cli_parse_device(v)) return 2;
             i++;
         } else if (!strcmp(a, "--kpath")) {
             if (cli_parse_kpath(v)) return 2;
@@ -64,7 +94,11 @@ int bench_model(int argc, char **argv)
             i++;
         }
     }
-    if (prompt < 1 || gen < 1 || batch < 0 || batch > TCQ_MAX_BATCH || bits < 0 || (bits > 4 && bits != 16) || layers < 1 || vocab < 1) {
+    long long max_prompt = 0;
+    int bad = gen < 1 || bits < 0 || (bits > 4 && bits != 16) || layers < 1 || vocab < 1;
+    for (int i = 0; i < n_prompt; i++) max_prompt = prompts[i] > max_prompt ? prompts[i] : max_prompt;
+    for (int i = 0; i < n_batch; i++) bad |= batches[i] > TCQ_MAX_BATCH;
+    if (bad) {
         help(stderr);
         return 2;
     }
@@ -86,22 +120,37 @@ int bench_model(int argc, char **argv)
         c.rope_theta = 1e6;
         c.norm_eps = 1e-6f;
         c.bos_id = -1;
-        tcq_model_opts o = {.n_threads = (int)threads, .path = cli_kpath};
+        tcq_model_opts o = {.n_threads = (int)threads, .path = cli_kpath, .device = cli_device,
+                            .device_index = cli_device_index};
         double t0 = cli_now();
         tcq_status s = tcq_model_synthetic(&c, (int)bits, 1234, &o, &m);
         if (s != TCQ_OK) return cli_fail(s, "synthetic model");
         char b[32];
-        fprintf(stderr, "synthetic Qwen3-14B geometry, %lld layers: %s, weights %s (built in %.1f s)\n", layers,
-                tcq_model_describe(m), cli_bytes(tcq_model_weight_bytes(m), b), cli_now() - t0);
+        fprintf(stderr, "synthetic Qwen3-14B geometry, %lld layers: %s, weights %s (built in %.1f s); device %s\n",
+                layers, tcq_model_describe(m), cli_bytes(tcq_model_weight_bytes(m), b), cli_now() - t0,
+                tcq_model_device(m));
     }
     const tcq_model_config *c = tcq_model_get_config(m);
     const int V = c->vocab_size;
-    int ctx = (int)(prompt + gen + 1);
+    int ctx = (int)(max_prompt + gen + 1);
     if (ctx > c->max_seq) {
         fprintf(stderr, "tcq bench model: --prompt + --gen exceed the model's context %d\n", c->max_seq);
         tcq_model_free(m);
         return 2;
     }
+    /* the floor: weight bytes read per token over the device's measured read bandwidth (a
+     * device-to-device copy, bytes read + written) */
+    double bw = 0;
+    const int on_gpu = strncmp(tcq_model_device(m), "cuda", 4) == 0;
+    if (on_gpu) {
+        tcq_cuda_ctx *cc = NULL;
+        if (tcq_cuda_ctx_create(cli_device_index, &cc) == TCQ_OK) {
+            if (tcq_cuda_time_copy(cc, (size_t)1 << 30, 10, 5, &bw) != TCQ_OK) bw = 0;
+            bw *= 1e9;   /* bytes/s */
+            tcq_cuda_ctx_free(cc);
+        }
+    }
+    const double wbytes = (double)tcq_model_weight_bytes(m);
     int32_t *toks = malloc((size_t)ctx * sizeof *toks);
     float *lg = malloc((size_t)TCQ_MAX_BATCH * V * sizeof *lg);
     double *dt = malloc((size_t)gen * sizeof *dt);
@@ -110,55 +159,75 @@ int bench_model(int argc, char **argv)
         st = st * 6364136223846793005ull + 1442695040888963407ull;
         toks[i] = (int32_t)((st >> 33) % (uint64_t)V);
     }
+    int nb_max = 1;
+    for (int i = 0; i < n_batch; i++) nb_max = batches[i] > nb_max ? (int)batches[i] : nb_max;
     tcq_session *s[TCQ_MAX_BATCH] = {0};
     tcq_status rc = TCQ_OK;
-    int nb = batch > 1 ? (int)batch : 1;
-    for (int b = 0; b < nb && rc == TCQ_OK; b++) rc = tcq_session_create(m, ctx, kv, &s[b]);
-    /* Warm-up: the first prefill of a process also pays its buffers' first touch (and, with
-     * OpenBLAS's pthread build, the ~0.1 s its idle threads spin after the library loads), which
-     * made single prefill timings vary 1.7x between runs; time the second. */
-    if (rc == TCQ_OK) rc = tcq_model_prefill(m, s[0], toks, (int)prompt, lg);
-    if (rc == TCQ_OK) rc = tcq_session_rewind(s[0], 0);
-    double t0 = cli_now(), tp = 0, dmed = 0, bmed = 0;
-    if (rc == TCQ_OK) rc = tcq_model_prefill(m, s[0], toks, (int)prompt, lg);
-    tp = cli_now() - t0;
-    for (int i = 0; rc == TCQ_OK && i < gen; i++) {
-        double t1 = cli_now();
-        rc = tcq_model_forward(m, s[0], &toks[prompt + i], 1, lg);
-        dt[i] = cli_now() - t1;
-    }
-    if (rc == TCQ_OK) {
+    for (int b = 0; b < nb_max && rc == TCQ_OK; b++) rc = tcq_session_create(m, b ? 8 + (int)gen + 1 : ctx, kv, &s[b]);
+    char b1[32];
+    if (!json)
+        printf("%s on %s: weights %s/token%s\n", path ? path : "synthetic", tcq_model_device(m), cli_bytes((size_t)wbytes, b1),
+               bw > 0 ? "" : " (no bandwidth floor: CPU)");
+    if (bw > 0 && !json) printf("device copy bandwidth %.1f GB/s; decode floor %.2f tok/s\n", bw / 1e9, bw / wbytes);
+    for (int pi = 0; pi < n_prompt && rc == TCQ_OK; pi++) {
+        const int prompt = (int)prompts[pi];
+        /* Warm-up: the first prefill of a process also pays its buffers' first touch (and, with
+         * OpenBLAS's pthread build, the ~0.1 s its idle threads spin after the library loads), which
+         * made single prefill timings vary 1.7x between runs; time the second. */
+        rc = tcq_session_rewind(s[0], 0);
+        if (rc == TCQ_OK) rc = tcq_model_prefill(m, s[0], toks, prompt, lg);
+        if (rc == TCQ_OK) rc = tcq_session_rewind(s[0], 0);
+        double t0 = cli_now(), tp = 0, dmed = 0;
+        if (rc == TCQ_OK) rc = tcq_model_prefill(m, s[0], toks, prompt, lg);
+        tp = cli_now() - t0;
+        for (int i = 0; rc == TCQ_OK && i < gen; i++) {
+            double t1 = cli_now();
+            rc = tcq_model_forward(m, s[0], &toks[prompt + i], 1, lg);
+            dt[i] = cli_now() - t1;
+        }
+        if (rc != TCQ_OK) break;
         qsort(dt, (size_t)gen, sizeof *dt, cmp_d);
         dmed = dt[gen / 2];
+        const double floor_frac = bw > 0 ? (wbytes / dmed) / bw : 0;
+        if (json)
+            printf("{\"model\": \"%s\", \"device\": \"%s\", \"weights\": \"%s\", \"weight_bytes\": %.0f, \"threads\": %lld, "
+                   "\"prompt\": %d, \"prefill_tok_s\": %.3f, \"decode_ctx\": %d, \"decode_tok_s\": %.3f, "
+                   "\"decode_ms\": %.4f, \"read_gbps\": %.1f, \"copy_gbps\": %.1f, \"floor_frac\": %.4f}\n",
+                   path ? path : "synthetic", tcq_model_device(m), tcq_model_describe(m), wbytes, threads, prompt,
+                   prompt / tp, prompt, 1 / dmed, 1e3 * dmed, wbytes / dmed / 1e9, bw / 1e9, floor_frac);
+        else {
+            printf("prefill %5d: %.3f s = %.2f tok/s\n", prompt, tp, prompt / tp);
+            printf("decode at context %d: %.2f tok/s (median %.3f ms/token over %lld), %.1f GB/s of weights", prompt,
+                   1 / dmed, 1e3 * dmed, gen, wbytes / dmed / 1e9);
+            if (bw > 0) printf(" = %.1f %% of the floor", 100 * floor_frac);
+            printf("\n");
+        }
     }
-    if (rc == TCQ_OK && nb > 1) {
-        for (int b = 1; b < nb && rc == TCQ_OK; b++) rc = tcq_model_prefill(m, s[b], toks + b, 8, NULL);
-        if (rc == TCQ_OK) rc = tcq_session_rewind(s[0], 8);
+    for (int bi = 0; bi < n_batch && rc == TCQ_OK; bi++) {
+        const int nb = (int)batches[bi];
+        if (nb < 2) continue;
+        for (int b = 0; b < nb && rc == TCQ_OK; b++) {
+            rc = tcq_session_rewind(s[b], 0);
+            if (rc == TCQ_OK) rc = tcq_model_prefill(m, s[b], toks + b, 8, NULL);
+        }
         for (int i = 0; rc == TCQ_OK && i < gen; i++) {
             double t1 = cli_now();
             rc = tcq_model_forward_batch(m, s, toks + i, nb, lg);
             dt[i] = cli_now() - t1;
         }
-        if (rc == TCQ_OK) {
-            qsort(dt, (size_t)gen, sizeof *dt, cmp_d);
-            bmed = dt[gen / 2];
-        }
+        if (rc != TCQ_OK) break;
+        qsort(dt, (size_t)gen, sizeof *dt, cmp_d);
+        const double bmed = dt[gen / 2];
+        if (json)
+            printf("{\"model\": \"%s\", \"device\": \"%s\", \"weights\": \"%s\", \"batch\": %d, \"batch_tok_s\": %.3f, "
+                   "\"step_ms\": %.4f}\n",
+                   path ? path : "synthetic", tcq_model_device(m), tcq_model_describe(m), nb, nb / bmed, 1e3 * bmed);
+        else
+            printf("batch %d: %.2f tok/s in all (median %.3f ms/step)\n", nb, nb / bmed, 1e3 * bmed);
     }
     int ret = 0;
     if (rc != TCQ_OK) ret = cli_fail(rc, "bench model");
-    else if (json) {
-        printf("{\"model\": \"%s\", \"weights\": \"%s\", \"weight_bytes\": %zu, \"threads\": %lld, \"prompt\": %lld, "
-               "\"prefill_tok_s\": %.3f, \"decode_tok_s\": %.3f, \"decode_ms\": %.3f, \"batch\": %d, "
-               "\"batch_tok_s\": %.3f}\n",
-               path ? path : "synthetic", tcq_model_describe(m), tcq_model_weight_bytes(m), threads, prompt,
-               prompt / tp, 1 / dmed, 1e3 * dmed, nb, nb > 1 ? nb / bmed : 0.0);
-    } else {
-        printf("prefill: %lld tokens in %.3f s = %.2f tok/s\n", prompt, tp, prompt / tp);
-        printf("decode:  %.2f tok/s (median %.2f ms/token over %lld), %.2f GB/s of weights\n", 1 / dmed, 1e3 * dmed,
-               gen, tcq_model_weight_bytes(m) / dmed / 1e9);
-        if (nb > 1) printf("batch %d: %.2f tok/s in all (median %.2f ms/step)\n", nb, nb / bmed, 1e3 * bmed);
-    }
-    for (int b = 0; b < nb; b++) tcq_session_free(s[b]);
+    for (int b = 0; b < nb_max; b++) tcq_session_free(s[b]);
     free(toks);
     free(lg);
     free(dt);

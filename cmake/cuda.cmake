@@ -1,4 +1,4 @@
-# CUDA backend (-DTCQ_CUDA=ON): src/kernels/cuda/*.cu join the library objects, TCQ_HAVE_CUDA is
+# CUDA backend (-DTCQ_CUDA=ON): every src/**/*.cu joins the library objects, TCQ_HAVE_CUDA is
 # defined for every file of the library (the stubs in cuda_stub.c step aside), and the CUDA test
 # binary under tests/cuda is added.  sm_90a (tensor-core kernels are tuned for Hopper), sm_90 and
 # PTX for newer GPUs.
@@ -13,7 +13,7 @@ set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 find_package(CUDAToolkit REQUIRED)
 
-file(GLOB TCQ_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/kernels/cuda/*.cu)
+file(GLOB_RECURSE TCQ_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.cu)
 target_sources(tcq_obj PRIVATE ${TCQ_CUDA_SOURCES})
 # tcq_obj exists before CUDA is enabled, so it did not pick up the architectures variable.
 set_target_properties(tcq_obj PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
@@ -42,6 +42,10 @@ function(tcq_cuda_tests)
     add_executable(${name} ${t})
     target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit ${CMAKE_SOURCE_DIR}/src)
     target_compile_options(${name} PRIVATE ${TCQ_C_FLAGS})
+    # test.h's data helpers, as the unit tests get them
+    target_compile_definitions(${name} PRIVATE TCQ_SHARED_DATA="${TCQ_SHARED_DATA}"
+                               TCQ_TEST_DATA_DEFAULT="${TCQ_SHARED_DATA}" TCQ_REPO_DATA="${TCQ_REPO_DATA}"
+                               TCQ_SOURCE_DIR="${CMAKE_SOURCE_DIR}" TCQ_BINARY_DIR="${CMAKE_BINARY_DIR}")
     target_link_libraries(${name} PRIVATE tcq_static)
     add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
     set_tests_properties(${name} PROPERTIES TIMEOUT 600 LABELS cuda)
@@ -50,7 +54,7 @@ endfunction()
 cmake_language(DEFER CALL tcq_cuda_tests)
 
 # bench/micro/*.cu: standalone GPU micro-benchmarks (sm_90a only, run by hand on the device;
-# bench/NOTES.md says what each measured), built here so that they keep compiling.
+# docs/PERFORMANCE.md says what each measured), built here so that they keep compiling.
 file(GLOB TCQ_CUDA_MICRO CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bench/micro/*.cu)
 foreach(m ${TCQ_CUDA_MICRO})
   get_filename_component(name ${m} NAME_WE)

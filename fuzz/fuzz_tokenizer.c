@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!tok) {
         const char *p = getenv("TCQ_FUZZ_TOKENIZER");
-        if (tcq_tokenizer_load(p ? p : TCQ_SHARED_DATA "/tinyqwen", &tok) != TCQ_OK) abort();
+        if (tcq_tokenizer_load(p ? p : TCQ_REPO_DATA "/tinyqwen", &tok) != TCQ_OK) abort();
     }
     int32_t *ids = NULL;
     size_t n = 0;

@@ -21,6 +21,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* TCQ_API marks what libtcq exports: the library is built with -fvisibility=hidden, so a program
+ * linking libtcq.so sees exactly the functions this header declares. */
+#if defined(__GNUC__) || defined(__clang__)
+#define TCQ_API __attribute__((visibility("default")))
+#else
+#define TCQ_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -44,14 +52,14 @@ typedef enum tcq_status {
 } tcq_status;
 
 /* A short fixed description of a status ("invalid argument", ...). Never NULL. */
-const char *tcq_status_str(tcq_status s);
+TCQ_API const char *tcq_status_str(tcq_status s);
 
 /* The calling thread's message for the most recent failure (or "" if none). Valid until the next
  * failing call on this thread. */
-const char *tcq_last_error(void);
+TCQ_API const char *tcq_last_error(void);
 
 /* Library version as "MAJOR.MINOR.PATCH". */
-const char *tcq_version(void);
+TCQ_API const char *tcq_version(void);
 
 /* ============================================================================================
  * Core: CPU features, instruction-set dispatch, threads
@@ -71,23 +79,23 @@ typedef struct tcq_cpu_features {
     int os_avx, os_avx512;           /* XCR0 says the OS saves the YMM / ZMM state */
     /* AMX-INT8 tiles, usable: cpuid says AMX-TILE + AMX-INT8, XCR0 has the tile state, and Linux
      * granted this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once here).  0
-     * otherwise, or when TCQ_NO_AMX=1. */
+     * otherwise. */
     int amx_int8;
     int avxvnni;                     /* AVX-VNNI: vpdpbusd / vpdpwssd on ymm with a VEX encoding */
 } tcq_cpu_features;
 
 /* Features of this CPU (cpuid + xgetbv), detected once. */
-const tcq_cpu_features *tcq_cpu(void);
+TCQ_API const tcq_cpu_features *tcq_cpu(void);
 
 /* The ISA every dispatched function uses.  Chosen once, at first use: the best the CPU and OS
  * support, unless the environment variable TCQ_ISA=scalar|avx2|avx512 pins one (a pin the CPU
  * cannot run falls back to the best supported, with a warning on stderr). */
-tcq_isa tcq_isa_active(void);
+TCQ_API tcq_isa tcq_isa_active(void);
 /* Override the active ISA (tests and benchmarks). Fails if the CPU cannot run it. */
-tcq_status tcq_isa_set(tcq_isa isa);
-const char *tcq_isa_name(tcq_isa isa);   /* "scalar", "avx2", "avx512" */
+TCQ_API tcq_status tcq_isa_set(tcq_isa isa);
+TCQ_API const char *tcq_isa_name(tcq_isa isa);   /* "scalar", "avx2", "avx512" */
 /* Parse "scalar"|"avx2"|"avx512". */
-tcq_status tcq_isa_parse(const char *name, tcq_isa *out);
+TCQ_API tcq_status tcq_isa_parse(const char *name, tcq_isa *out);
 
 /* A fixed-size pool of worker threads.  Work is split into a fixed number of items chosen by the
  * caller, never by the thread count, so results do not depend on how many threads run. */
@@ -96,15 +104,15 @@ typedef struct tcq_pool tcq_pool;
 /* n_threads <= 0: one per online CPU.  Between runs the workers spin for up to TCQ_POOL_SPIN_US
  * microseconds (environment, read here; default 200, 0 = sleep at once: for machines with more
  * threads than cores) before they sleep, so back-to-back runs do not pay a wake-up each. */
-tcq_status tcq_pool_create(int n_threads, tcq_pool **out);
-void tcq_pool_free(tcq_pool *pool);
-int tcq_pool_size(const tcq_pool *pool);
+TCQ_API tcq_status tcq_pool_create(int n_threads, tcq_pool **out);
+TCQ_API void tcq_pool_free(tcq_pool *pool);
+TCQ_API int tcq_pool_size(const tcq_pool *pool);
 /* Run fn(arg, item, thread) for item in [0, n_items), spread over the pool; returns when all are
  * done.  thread is in [0, tcq_pool_size()) and is for scratch selection only.  pool may be NULL:
  * then everything runs on the calling thread.  One run at a time per pool: callers on several
  * threads serialize their runs themselves. */
 typedef void (*tcq_pool_fn)(void *arg, int64_t item, int thread);
-void tcq_pool_run(tcq_pool *pool, int64_t n_items, tcq_pool_fn fn, void *arg);
+TCQ_API void tcq_pool_run(tcq_pool *pool, int64_t n_items, tcq_pool_fn fn, void *arg);
 
 /* ============================================================================================
  * Codec: the 1MAD code, the block layout, scales (FORMAT.md)
@@ -126,22 +134,22 @@ static inline int tcq_code_y(uint32_t s)
 }
 
 /* Canonical f32 value of a state: y / 147.800537109375 correctly rounded (the "host LUT"). */
-float tcq_code_value(uint32_t s);
+TCQ_API float tcq_code_value(uint32_t s);
 /* The canonical value of an integer y in [-510, 510]. */
-float tcq_code_value_y(int y);
+TCQ_API float tcq_code_value_y(int y);
 /* Table of the 1021 canonical values: [y + 510]. */
-const float *tcq_code_value_table(void);
+TCQ_API const float *tcq_code_value_table(void);
 /* value(s) computed on the fly by the residual-refined reciprocal of FORMAT.md (what the SIMD
  * kernels do); equal to tcq_code_value(s) for every s. */
-float tcq_code_value_computed(uint32_t s);
+TCQ_API float tcq_code_value_computed(uint32_t s);
 /* RMS of value(s) over all 2^L states (double precision). L in [8, 16]. */
-double tcq_code_rms(int L);
+TCQ_API double tcq_code_rms(int L);
 
 /* Round-to-nearest-even conversions. */
-uint16_t tcq_f32_to_bf16(float f);
-float tcq_bf16_to_f32(uint16_t h);
-uint16_t tcq_f32_to_f16(float f);
-float tcq_f16_to_f32(uint16_t h);
+TCQ_API uint16_t tcq_f32_to_bf16(float f);
+TCQ_API float tcq_bf16_to_f32(uint16_t h);
+TCQ_API uint16_t tcq_f32_to_f16(float f);
+TCQ_API float tcq_f16_to_f32(uint16_t h);
 
 /* Block geometry.  A block holds T weights of k bits: T*k/32 little-endian uint32 words. */
 typedef struct tcq_block_params {
@@ -151,12 +159,12 @@ typedef struct tcq_block_params {
 } tcq_block_params;
 
 /* Validates L, k, T as above. */
-tcq_status tcq_block_check(tcq_block_params p);
+TCQ_API tcq_status tcq_block_check(tcq_block_params p);
 static inline int tcq_block_words(tcq_block_params p) { return p.T * p.k / 32; }
 
 /* Pack T states (which must obey the cyclic successor rule) into T*k/32 words: symbol
  * b_t = s_t & (2^k-1) at bit (T-1-t)*k. Only the low k bits of each state are read. */
-void tcq_block_pack(tcq_block_params p, const uint32_t *states /* [T] */, uint32_t *words /* [T*k/32] */);
+TCQ_API void tcq_block_pack(tcq_block_params p, const uint32_t *states /* [T] */, uint32_t *words /* [T*k/32] */);
 /* The state at position t: the L-bit window at bit (T-1-t)*k, wrapping. O(1). */
 static inline uint32_t tcq_block_state(tcq_block_params p, const uint32_t *words, int t)
 {
@@ -167,11 +175,11 @@ static inline uint32_t tcq_block_state(tcq_block_params p, const uint32_t *words
     return (uint32_t)win & ((1u << p.L) - 1u);
 }
 /* All T states of a block. */
-void tcq_block_unpack(tcq_block_params p, const uint32_t *words, uint32_t *states /* [T] */);
+TCQ_API void tcq_block_unpack(tcq_block_params p, const uint32_t *words, uint32_t *states /* [T] */);
 /* 1 if states obey s_t = ((s_{t-1} << k) | (s_t & (2^k-1))) mod 2^L for all t, cyclically. */
-int tcq_block_states_valid(tcq_block_params p, const uint32_t *states /* [T] */);
+TCQ_API int tcq_block_states_valid(tcq_block_params p, const uint32_t *states /* [T] */);
 /* Decode a block: out[t] = value(s_t) * scale. */
-void tcq_block_decode_f32(tcq_block_params p, const uint32_t *words, float scale, float *out /* [T] */);
+TCQ_API void tcq_block_decode_f32(tcq_block_params p, const uint32_t *words, float scale, float *out /* [T] */);
 
 /* A packed trellis tensor (FORMAT.md "Axis").  Coded rows: R rows of C weights, C % T == 0.
  *   axis 1: W [out, in] is stored as is: R = out, C = in.
@@ -189,30 +197,30 @@ typedef struct tcq_trellis {
 } tcq_trellis;
 
 /* Validates parameters, shape and pointers. */
-tcq_status tcq_trellis_check(const tcq_trellis *w);
+TCQ_API tcq_status tcq_trellis_check(const tcq_trellis *w);
 static inline int64_t tcq_trellis_out(const tcq_trellis *w) { return w->axis ? w->rows : w->cols; }
 static inline int64_t tcq_trellis_in(const tcq_trellis *w) { return w->axis ? w->cols : w->rows; }
 /* Words per coded row: C*k/32. */
 static inline int64_t tcq_trellis_row_words(const tcq_trellis *w) { return w->cols * w->p.k / 32; }
 /* Bits per weight including the fp16 scale per row: k + 16/C. */
-double tcq_trellis_bpw(const tcq_trellis *w);
+TCQ_API double tcq_trellis_bpw(const tcq_trellis *w);
 /* Pointer to the words of block `blk` of coded row r (handles the interleave). */
-const uint32_t *tcq_trellis_block(const tcq_trellis *w, int64_t r, int64_t blk);
+TCQ_API const uint32_t *tcq_trellis_block(const tcq_trellis *w, int64_t r, int64_t blk);
 /* Decode coded row r to C values (value * scale[r]), f32 or bf16. */
-tcq_status tcq_trellis_decode_row(const tcq_trellis *w, int64_t r, float *out /* [C] */);
-tcq_status tcq_trellis_decode_row_bf16(const tcq_trellis *w, int64_t r, uint16_t *out /* [C] */);
+TCQ_API tcq_status tcq_trellis_decode_row(const tcq_trellis *w, int64_t r, float *out /* [C] */);
+TCQ_API tcq_status tcq_trellis_decode_row_bf16(const tcq_trellis *w, int64_t r, uint16_t *out /* [C] */);
 /* Decode the whole tensor to the dense W [out, in] (axis 0 is transposed back). */
-tcq_status tcq_trellis_decode(const tcq_trellis *w, float *W /* [out, in] */);
-tcq_status tcq_trellis_decode_bf16(const tcq_trellis *w, uint16_t *W /* [out, in] */);
+TCQ_API tcq_status tcq_trellis_decode(const tcq_trellis *w, float *W /* [out, in] */);
+TCQ_API tcq_status tcq_trellis_decode_bf16(const tcq_trellis *w, uint16_t *W /* [out, in] */);
 
 /* Two-block interleave of k=3 axis-0 codes: [R, C*3/32] <-> [C/512, R, 48]. Lossless. */
-tcq_status tcq_interleave(int64_t R, int64_t C, const uint32_t *src /* [R, C*3/32] */,
-                          uint32_t *dst /* [C/512, R, 48] */);
-tcq_status tcq_deinterleave(int64_t R, int64_t C, const uint32_t *src /* [C/512, R, 48] */,
-                            uint32_t *dst /* [R, C*3/32] */);
+TCQ_API tcq_status tcq_interleave(int64_t R, int64_t C, const uint32_t *src /* [R, C*3/32] */,
+                                  uint32_t *dst /* [C/512, R, 48] */);
+TCQ_API tcq_status tcq_deinterleave(int64_t R, int64_t C, const uint32_t *src /* [C/512, R, 48] */,
+                                    uint32_t *dst /* [R, C*3/32] */);
 
 /* Per-row scale: fp16(RMS(row) / RMS(code)); an all-zero row gets 1. */
-uint16_t tcq_scale_for_row(int L, const float *row /* [n] */, int64_t n);
+TCQ_API uint16_t tcq_scale_for_row(int L, const float *row /* [n] */, int64_t n);
 
 /* ============================================================================================
  * Encoder: Viterbi over the 2^L states with tail-biting (FORMAT.md "Encoder")
@@ -242,8 +250,8 @@ typedef enum tcq_search {
     TCQ_SEARCH_COUNT
 } tcq_search;
 
-const char *tcq_search_name(tcq_search s);   /* "default" (two-pass), "seams" */
-tcq_status tcq_search_parse(const char *name, tcq_search *out);
+TCQ_API const char *tcq_search_name(tcq_search s);   /* "default" (two-pass), "seams" */
+TCQ_API tcq_status tcq_search_parse(const char *name, tcq_search *out);
 
 typedef struct tcq_encode_opts {
     tcq_search search;        /* TCQ_SEARCH_TWO_PASS */
@@ -254,34 +262,34 @@ typedef struct tcq_encode_opts {
  * divided by the row scale); w: optional per-position weights (NULL: all 1).  Writes the T*k/32
  * code words; states (optional) receives the T states; err (optional) the squared error
  * sum_t w_t (x_t - v(s_t))^2 in double. */
-tcq_status tcq_encode_block_ref(tcq_block_params p, const tcq_encode_opts *opts,
-                                const float *x /* [T] */, const float *w /* [T] or NULL */,
-                                uint32_t *words /* [T*k/32] */, uint32_t *states /* [T] or NULL */,
-                                double *err);
+TCQ_API tcq_status tcq_encode_block_ref(tcq_block_params p, const tcq_encode_opts *opts,
+                                        const float *x /* [T] */, const float *w /* [T] or NULL */,
+                                        uint32_t *words /* [T*k/32] */, uint32_t *states /* [T] or NULL */,
+                                        double *err);
 
 /* The fast block encoder (best ISA, same output as the reference).  Same contract as
  * tcq_encode_block_ref.  Keeps its scratch per calling thread between calls (2^L-sized tables
  * and T x 2^(L-k) floats: about 1.1 MiB at L=12, k=2), freed when the thread exits. */
-tcq_status tcq_encode_block(tcq_block_params p, const tcq_encode_opts *opts, const float *x /* [T] */,
-                            const float *w /* [T] or NULL */, uint32_t *words /* [T*k/32] */,
-                            uint32_t *states /* [T] or NULL */, double *err);
+TCQ_API tcq_status tcq_encode_block(tcq_block_params p, const tcq_encode_opts *opts, const float *x /* [T] */,
+                                    const float *w /* [T] or NULL */, uint32_t *words /* [T*k/32] */,
+                                    uint32_t *states /* [T] or NULL */, double *err);
 
 /* Code n consecutive blocks of x as they are (no scale): x [n*T], w [n*T] or NULL, into words
  * [n*T*k/32], on the pool (NULL: calling thread).  sq_err (optional) receives
  * sum w (x - v(s))^2 over all blocks, summed in block order.  What `tcq codec` measures. */
-tcq_status tcq_encode_blocks(tcq_block_params p, const tcq_encode_opts *opts, const float *x /* [n*T] */,
-                             const float *w /* [n*T] or NULL */, int64_t n, uint32_t *words /* [n*T*k/32] */,
-                             tcq_pool *pool, double *sq_err);
+TCQ_API tcq_status tcq_encode_blocks(tcq_block_params p, const tcq_encode_opts *opts, const float *x /* [n*T] */,
+                                     const float *w /* [n*T] or NULL */, int64_t n, uint32_t *words /* [n*T*k/32] */,
+                                     tcq_pool *pool, double *sq_err);
 
 /* Code a matrix along its rows: src [R, C] (C % T == 0) in f32.  Per-row scales follow FORMAT.md
  * (tcq_scale_for_row); each row is divided by f32(scale) and coded block by block on the pool
  * (NULL: calling thread).  w: optional per-weight importance [R, C].  Writes codes [R, C*k/32]
  * and scales [R]; sq_err (optional) receives sum (src - decoded)^2 over the whole matrix, in
  * the source units, summed in a fixed order. */
-tcq_status tcq_encode_rows(tcq_block_params p, const tcq_encode_opts *opts, const float *src /* [R, C] */,
-                           const float *w /* [R, C] or NULL */, int64_t R, int64_t C,
-                           uint32_t *codes /* [R, C*k/32] */, uint16_t *scales /* [R] */,
-                           tcq_pool *pool, double *sq_err);
+TCQ_API tcq_status tcq_encode_rows(tcq_block_params p, const tcq_encode_opts *opts, const float *src /* [R, C] */,
+                                   const float *w /* [R, C] or NULL */, int64_t R, int64_t C,
+                                   uint32_t *codes /* [R, C*k/32] */, uint16_t *scales /* [R] */,
+                                   tcq_pool *pool, double *sq_err);
 
 /* ============================================================================================
  * IO: safetensors, model-directory config, quantization entries
@@ -294,15 +302,15 @@ typedef enum tcq_dtype {
     TCQ_DTYPE_COUNT
 } tcq_dtype;
 
-size_t tcq_dtype_size(tcq_dtype t);          /* bytes per element */
-const char *tcq_dtype_name(tcq_dtype t);     /* safetensors spelling: "F32", "BF16", "U32", ... */
-tcq_status tcq_dtype_parse(const char *name, tcq_dtype *out);
+TCQ_API size_t tcq_dtype_size(tcq_dtype t);          /* bytes per element */
+TCQ_API const char *tcq_dtype_name(tcq_dtype t);     /* safetensors spelling: "F32", "BF16", "U32", ... */
+TCQ_API tcq_status tcq_dtype_parse(const char *name, tcq_dtype *out);
 
 /* A whole file into a malloc'd, NUL-terminated buffer (*len, optional, excludes the NUL); free
  * it with free().  TCQ_ERR_NOT_FOUND if it does not exist. */
-tcq_status tcq_io_read_file(const char *path, char **out, size_t *len);
+TCQ_API tcq_status tcq_io_read_file(const char *path, char **out, size_t *len);
 /* Write a whole file atomically: to PATH.tmp.XXXXXX in the same folder, then renamed onto PATH. */
-tcq_status tcq_io_write_file(const char *path, const void *data, size_t len);
+TCQ_API tcq_status tcq_io_write_file(const char *path, const void *data, size_t len);
 
 #define TCQ_MAX_DIMS 8
 
@@ -324,9 +332,10 @@ typedef struct tcq_tensor_info {
  * what was wanted: "model.safetensors: tensor 'x': shape [4, 5], want [4, 6]". */
 #define TCQ_TENSOR_ANY_DTYPE (-1)
 #define TCQ_TENSOR_ANY_FLOAT (-2)
-tcq_status tcq_tensor_check(const tcq_tensor_info *t, const char *name, int dtype, int ndim, const int64_t *shape);
+TCQ_API tcq_status tcq_tensor_check(const tcq_tensor_info *t, const char *name, int dtype, int ndim,
+                                    const int64_t *shape);
 /* Convert an F32/F16/BF16/F64 tensor to f32: n must equal t->numel. */
-tcq_status tcq_tensor_to_f32(const tcq_tensor_info *t, float *out /* [numel] */, int64_t n);
+TCQ_API tcq_status tcq_tensor_to_f32(const tcq_tensor_info *t, float *out /* [numel] */, int64_t n);
 
 /* A safetensors file, mmapped read-only.  Every header field is validated, and a file that fails
  * is rejected with a message naming the file and the tensor:
@@ -345,18 +354,18 @@ tcq_status tcq_tensor_to_f32(const tcq_tensor_info *t, float *out /* [numel] */,
  * tcq_st_hole_bytes() reports their total. */
 typedef struct tcq_st_file tcq_st_file;
 
-tcq_status tcq_st_open(const char *path, tcq_st_file **out);
+TCQ_API tcq_status tcq_st_open(const char *path, tcq_st_file **out);
 /* Parse a safetensors image held in memory (borrowed; must outlive the object). label names it
  * in messages.  Used by the fuzzer and by tests. */
-tcq_status tcq_st_parse(const void *buf, size_t len, const char *label, tcq_st_file **out);
-void tcq_st_close(tcq_st_file *f);
-int64_t tcq_st_count(const tcq_st_file *f);
+TCQ_API tcq_status tcq_st_parse(const void *buf, size_t len, const char *label, tcq_st_file **out);
+TCQ_API void tcq_st_close(tcq_st_file *f);
+TCQ_API int64_t tcq_st_count(const tcq_st_file *f);
 /* In data order (ascending data_offsets), which is the file's physical order. */
-const tcq_tensor_info *tcq_st_tensor(const tcq_st_file *f, int64_t i);
-const tcq_tensor_info *tcq_st_find(const tcq_st_file *f, const char *name); /* NULL if absent; O(log n) */
-const char *tcq_st_metadata(const tcq_st_file *f, const char *key);         /* "__metadata__" */
-const char *tcq_st_path(const tcq_st_file *f);              /* the path or label it was opened with */
-uint64_t tcq_st_hole_bytes(const tcq_st_file *f);           /* data-section bytes no tensor covers */
+TCQ_API const tcq_tensor_info *tcq_st_tensor(const tcq_st_file *f, int64_t i);
+TCQ_API const tcq_tensor_info *tcq_st_find(const tcq_st_file *f, const char *name); /* NULL if absent; O(log n) */
+TCQ_API const char *tcq_st_metadata(const tcq_st_file *f, const char *key);         /* "__metadata__" */
+TCQ_API const char *tcq_st_path(const tcq_st_file *f);              /* the path or label it was opened with */
+TCQ_API uint64_t tcq_st_hole_bytes(const tcq_st_file *f);           /* data-section bytes no tensor covers */
 
 /* The tensors of a model: one .safetensors file, a directory holding model.safetensors, or a
  * directory sharded through model.safetensors.index.json (the index file itself may also be
@@ -366,15 +375,15 @@ uint64_t tcq_st_hole_bytes(const tcq_st_file *f);           /* data-section byte
  * index present, model.safetensors is ignored. */
 typedef struct tcq_st_set tcq_st_set;
 
-tcq_status tcq_st_set_open(const char *path, tcq_st_set **out);
-void tcq_st_set_close(tcq_st_set *s);
-int64_t tcq_st_set_count(const tcq_st_set *s);
-const tcq_tensor_info *tcq_st_set_tensor(const tcq_st_set *s, int64_t i);
-const tcq_tensor_info *tcq_st_set_find(const tcq_st_set *s, const char *name);   /* O(log n) */
+TCQ_API tcq_status tcq_st_set_open(const char *path, tcq_st_set **out);
+TCQ_API void tcq_st_set_close(tcq_st_set *s);
+TCQ_API int64_t tcq_st_set_count(const tcq_st_set *s);
+TCQ_API const tcq_tensor_info *tcq_st_set_tensor(const tcq_st_set *s, int64_t i);
+TCQ_API const tcq_tensor_info *tcq_st_set_find(const tcq_st_set *s, const char *name);   /* O(log n) */
 /* The model directory (for config.json): the folder given, or the one holding the file. */
-const char *tcq_st_set_dir(const tcq_st_set *s);
-int tcq_st_set_file_count(const tcq_st_set *s);
-const tcq_st_file *tcq_st_set_file(const tcq_st_set *s, int i);                 /* shards by name */
+TCQ_API const char *tcq_st_set_dir(const tcq_st_set *s);
+TCQ_API int tcq_st_set_file_count(const tcq_st_set *s);
+TCQ_API const tcq_st_file *tcq_st_set_file(const tcq_st_set *s, int i);                 /* shards by name */
 
 /* Writer: tensors are borrowed until tcq_st_writer_write(), which writes one file in the layout
  * Hugging Face's safetensors requires (its reader rejects holes): header JSON with sorted keys,
@@ -385,23 +394,23 @@ const tcq_st_file *tcq_st_set_file(const tcq_st_set *s, int i);                 
  * renamed onto PATH.  Names must be unique (checked at write). */
 typedef struct tcq_st_writer tcq_st_writer;
 
-tcq_status tcq_st_writer_create(tcq_st_writer **out);
-void tcq_st_writer_free(tcq_st_writer *w);
-tcq_status tcq_st_writer_add(tcq_st_writer *w, const char *name, tcq_dtype dtype, int ndim,
-                             const int64_t *shape, const void *data, size_t nbytes);
+TCQ_API tcq_status tcq_st_writer_create(tcq_st_writer **out);
+TCQ_API void tcq_st_writer_free(tcq_st_writer *w);
+TCQ_API tcq_status tcq_st_writer_add(tcq_st_writer *w, const char *name, tcq_dtype dtype, int ndim,
+                                     const int64_t *shape, const void *data, size_t nbytes);
 /* Like _add, but copies the data now (for buffers the caller reuses before the write). */
-tcq_status tcq_st_writer_add_copy(tcq_st_writer *w, const char *name, tcq_dtype dtype, int ndim,
-                                  const int64_t *shape, const void *data, size_t nbytes);
-tcq_status tcq_st_writer_metadata(tcq_st_writer *w, const char *key, const char *value);
-tcq_status tcq_st_writer_write(tcq_st_writer *w, const char *path);
-int64_t tcq_st_writer_count(const tcq_st_writer *w);
+TCQ_API tcq_status tcq_st_writer_add_copy(tcq_st_writer *w, const char *name, tcq_dtype dtype, int ndim,
+                                          const int64_t *shape, const void *data, size_t nbytes);
+TCQ_API tcq_status tcq_st_writer_metadata(tcq_st_writer *w, const char *key, const char *value);
+TCQ_API tcq_status tcq_st_writer_write(tcq_st_writer *w, const char *path);
+TCQ_API int64_t tcq_st_writer_count(const tcq_st_writer *w);
 /* Size of the data section the write would produce: the sum of tensor bytes (for sharding). */
-uint64_t tcq_st_writer_data_bytes(const tcq_st_writer *w);
+TCQ_API uint64_t tcq_st_writer_data_bytes(const tcq_st_writer *w);
 /* A model.safetensors.index.json for shards written by these writers (shard_names[i] is the
  * file name, in the index's folder, that shards[i] was written to): {"metadata": {"total_size":
  * sum of tensor bytes}, "weight_map": {name: shard}}.  A name in two shards is an error. */
-tcq_status tcq_st_index_write(const char *path, int n_shards, const char *const *shard_names,
-                              const tcq_st_writer *const *shards);
+TCQ_API tcq_status tcq_st_index_write(const char *path, int n_shards, const char *const *shard_names,
+                                      const tcq_st_writer *const *shards);
 
 /* Quantization entries of config.json ("quantization", else "quantization_config").  The object
  * maps module paths (no ".weight") to an entry or false:
@@ -433,43 +442,44 @@ typedef struct tcq_qconfig tcq_qconfig;
 
 /* Parse the quantization object of a config.json text (either key; absent gives an empty config
  * where every module is dense). label names the file in messages. */
-tcq_status tcq_qconfig_parse(const char *json, size_t len, const char *label, tcq_qconfig **out);
-void tcq_qconfig_free(tcq_qconfig *q);
+TCQ_API tcq_status tcq_qconfig_parse(const char *json, size_t len, const char *label, tcq_qconfig **out);
+TCQ_API void tcq_qconfig_free(tcq_qconfig *q);
 /* Read and parse a config.json file. */
-tcq_status tcq_qconfig_load(const char *path, tcq_qconfig **out);
+TCQ_API tcq_status tcq_qconfig_load(const char *path, tcq_qconfig **out);
 /* The entry for a module path such as "model.layers.0.mlp.down_proj" (no ".weight"), trying the
  * other known prefixes ("language_model.") and then the default; mode NONE if unquantized. */
-tcq_qentry tcq_qconfig_lookup(const tcq_qconfig *q, const char *module);
+TCQ_API tcq_qentry tcq_qconfig_lookup(const tcq_qconfig *q, const char *module);
 /* Like lookup, but the default applies only if the set holds MODULE.scales under either prefix
  * (MLX's rule: norms and other dense tensors are not covered by the default).  Explicit entries
  * always apply. */
-tcq_qentry tcq_qconfig_resolve(const tcq_qconfig *q, const tcq_st_set *s, const char *module);
+TCQ_API tcq_qentry tcq_qconfig_resolve(const tcq_qconfig *q, const tcq_st_set *s, const char *module);
 /* Explicit entries, sorted by module path: returns the path (NULL past the end), fills *e. */
-int64_t tcq_qconfig_count(const tcq_qconfig *q);
-const char *tcq_qconfig_entry(const tcq_qconfig *q, int64_t i, tcq_qentry *e);
+TCQ_API int64_t tcq_qconfig_count(const tcq_qconfig *q);
+TCQ_API const char *tcq_qconfig_entry(const tcq_qconfig *q, int64_t i, tcq_qentry *e);
 /* 1 and *e if the config has a default entry, else 0. */
-int tcq_qconfig_default(const tcq_qconfig *q, tcq_qentry *e);
+TCQ_API int tcq_qconfig_default(const tcq_qconfig *q, tcq_qentry *e);
 
 /* Building a quantization object (the quantizer): create an empty config, set entries (mode NONE
  * writes false; a module set twice keeps the last), then serialise.  Values are checked as in
  * the parser (TCQ_ERR_INVALID_ARG).  Output strings are malloc'd; free them with free(). */
-tcq_status tcq_qconfig_create(tcq_qconfig **out);
-tcq_status tcq_qconfig_set(tcq_qconfig *q, const char *module, const tcq_qentry *e);
-tcq_status tcq_qconfig_set_default(tcq_qconfig *q, const tcq_qentry *e);   /* NULL/NONE: none */
+TCQ_API tcq_status tcq_qconfig_create(tcq_qconfig **out);
+TCQ_API tcq_status tcq_qconfig_set(tcq_qconfig *q, const char *module, const tcq_qentry *e);
+TCQ_API tcq_status tcq_qconfig_set_default(tcq_qconfig *q, const tcq_qentry *e);   /* NULL/NONE: none */
 /* The quantization object alone, as indented JSON. */
-tcq_status tcq_qconfig_to_json(const tcq_qconfig *q, char **out);
+TCQ_API tcq_status tcq_qconfig_to_json(const tcq_qconfig *q, char **out);
 /* config_json (a whole config.json text; NULL starts from {}) with both "quantization" and
  * "quantization_config" set to q's object; other members keep their order.  Reals are written
  * with the fewest digits (15..17) at which every one of them reads back exactly. */
-tcq_status tcq_qconfig_apply(const char *config_json, size_t len, const tcq_qconfig *q, char **out);
+TCQ_API tcq_status tcq_qconfig_apply(const char *config_json, size_t len, const tcq_qconfig *q, char **out);
 /* Build a trellis tensor view from a module's stored tensors (P.weight U32, P.scales F16) and its
  * entry, checking dtypes and shapes against the entry.  Names the module in errors. */
-tcq_status tcq_trellis_from_tensors(const char *module, const tcq_qentry *e, const tcq_tensor_info *weight,
-                                    const tcq_tensor_info *scales, tcq_trellis *out);
+TCQ_API tcq_status tcq_trellis_from_tensors(const char *module, const tcq_qentry *e, const tcq_tensor_info *weight,
+                                            const tcq_tensor_info *scales, tcq_trellis *out);
 /* The same from a set: resolves MODULE's entry, finds MODULE.weight and MODULE.scales (under
  * MODULE's prefix, else the other one).  TCQ_ERR_NOT_FOUND if the module has no trellis entry or
  * a tensor is missing. */
-tcq_status tcq_trellis_from_set(const tcq_st_set *s, const tcq_qconfig *q, const char *module, tcq_trellis *out);
+TCQ_API tcq_status tcq_trellis_from_set(const tcq_st_set *s, const tcq_qconfig *q, const char *module,
+                                        tcq_trellis *out);
 
 /* ============================================================================================
  * Kernels: linear layers over packed weights (CPU)
@@ -514,27 +524,27 @@ typedef enum tcq_kpath {
 /* Execution context for kernels: the thread pool and the path.  Scratch is allocated inside and
  * reused; one context per thread of the caller. */
 typedef struct tcq_kctx tcq_kctx;
-tcq_status tcq_kctx_create(tcq_pool *pool /* may be NULL */, tcq_kpath path, tcq_kctx **out);
-void tcq_kctx_free(tcq_kctx *ctx);
+TCQ_API tcq_status tcq_kctx_create(tcq_pool *pool /* may be NULL */, tcq_kpath path, tcq_kctx **out);
+TCQ_API void tcq_kctx_free(tcq_kctx *ctx);
 
 /* y = x W^T for M rows: x [M, in], y [M, out]. Any format, any M >= 1.  Dense f16/bf16 weights
  * are read in their stored format and widened exactly in registers: f32 activations, one fmaf per
  * term, f32 sums (|error| <= (K + 4) 2^-24 sum |w x|; the same bits for any thread count). */
-tcq_status tcq_linear(const tcq_weight *w, const float *x /* [M, in] */, float *y /* [M, out] */,
-                      int64_t M, tcq_kctx *ctx);
+TCQ_API tcq_status tcq_linear(const tcq_weight *w, const float *x /* [M, in] */, float *y /* [M, out] */,
+                              int64_t M, tcq_kctx *ctx);
 /* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T), gate and up both [out, in]. */
-tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const float *x /* [M, in] */,
-                             float *y /* [M, out] */, int64_t M, tcq_kctx *ctx);
+TCQ_API tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const float *x /* [M, in] */,
+                                     float *y /* [M, out] */, int64_t M, tcq_kctx *ctx);
 
 /* Validates a weight view: format, shape, pointers, and that out/in agree with the trellis or
  * affine view inside it. */
-tcq_status tcq_weight_check(const tcq_weight *w);
+TCQ_API tcq_status tcq_weight_check(const tcq_weight *w);
 /* Dequantize to the dense W [out, in] in f32: the values the exact path multiplies by (trellis:
  * f32 value(s) * f32 scale, one rounding; affine: fmaf(scale, q, bias) in f32; f16/bf16: widened). */
-tcq_status tcq_weight_decode(const tcq_weight *w, float *W /* [out, in] */);
+TCQ_API tcq_status tcq_weight_decode(const tcq_weight *w, float *W /* [out, in] */);
 
 /* Batch regimes of the dispatcher (tcq_kctx_force).  AUTO picks by M from measured crossovers
- * (bench/NOTES.md): M=1 register kernels; 2..4 one decode shared by all rows; 5..32 decode a block
+ * (docs/PERFORMANCE.md): M=1 register kernels; 2..4 one decode shared by all rows; 5..32 decode a block
  * into a cache-resident buffer, reuse it across rows; large M decode tiles to f32 + sgemm. */
 typedef enum tcq_kregime {
     TCQ_KR_AUTO = 0, TCQ_KR_M1, TCQ_KR_SHARED, TCQ_KR_TILE, TCQ_KR_GEMM, TCQ_KR_COUNT
@@ -545,7 +555,7 @@ typedef enum tcq_kregime {
  * quantized per block of TCQ_FAST_QB positions along the reduced dimension: d = amax/127 (f32),
  * q = nearbyintf(a * (127/amax)) in [-127, 127].  Per block the integer sum of y(s) * q (y the
  * integer code value) is exact; blocks combine in f32 with d; scale / 147.8 once per output.
- * Error bound per output, against the exact weights (bench/NOTES.md derives it):
+ * Error bound per output, against the exact weights (docs/PERFORMANCE.md derives it):
  *     |y_fast - y| <= sum_i |v_i| d_i / 2 (1 + 1e-4) + (nblk + 4) 2^-24 sum_i |v_i| (|a_i| + d_i)
  * with v_i the weight without the activation-side factor (axis 1: value*scale; axis 0: value).
  * For Gaussian activations the relative RMS error is about amax/(127 sqrt(12) sigma) ~ 0.5%.
@@ -556,10 +566,15 @@ typedef enum tcq_kregime {
  * regime AUTO: by M.  A regime that does not apply to a call (M1 with M > 1, or a non-trellis
  * weight) falls back to AUTO; dense f16/bf16 weights take GEMM as their GEMM regime and any other
  * pinned regime as their tiles.  Fails if the CPU cannot run isa. */
-tcq_status tcq_kctx_force(tcq_kctx *ctx, int isa, tcq_kregime regime);
+TCQ_API tcq_status tcq_kctx_force(tcq_kctx *ctx, int isa, tcq_kregime regime);
 /* Name of the kernel the last call on ctx ran ("trellis.reduce.fast.m1.avx512"...); "" if none. */
-const char *tcq_kctx_last_kernel(const tcq_kctx *ctx);
-const char *tcq_kregime_name(tcq_kregime r);
+TCQ_API const char *tcq_kctx_last_kernel(const tcq_kctx *ctx);
+/* Kernel variants a context leaves out (tests, benchmarks; 0 = none, the default): the AVX2
+ * kernels' AVX-VNNI form (vpmaddubsw + vpmaddwd in its place) and the AMX-INT8 tile kernels (the
+ * AVX-512 ones in their place), where the CPU has them. */
+enum { TCQ_KV_NO_AVXVNNI = 1, TCQ_KV_NO_AMX = 2 };
+TCQ_API tcq_status tcq_kctx_exclude(tcq_kctx *ctx, unsigned variants);
+TCQ_API const char *tcq_kregime_name(tcq_kregime r);
 
 /* ============================================================================================
  * Tokenizer
@@ -583,29 +598,29 @@ typedef struct tcq_tokenizer tcq_tokenizer;
  * string; all behaviors, invert), Metaspace, Digits, Whitespace, WhitespaceSplit, Sequence;
  * post-processor TemplateProcessing/ByteLevel; decoders ByteLevel, Metaspace, Replace,
  * ByteFallback, Fuse, Strip.  Anything else fails with TCQ_ERR_UNSUPPORTED naming it. */
-tcq_status tcq_tokenizer_load(const char *path, tcq_tokenizer **out);
+TCQ_API tcq_status tcq_tokenizer_load(const char *path, tcq_tokenizer **out);
 /* llama2.c tokenizer.bin: int32 max_token_length, then per token float score, int32 len, bytes.
  * vocab_size <= 0 reads tokens until end of file.  BOS = 1, EOS = 2, add_bos on. */
-tcq_status tcq_tokenizer_load_llama2c(const char *path, int32_t vocab_size, tcq_tokenizer **out);
-void tcq_tokenizer_free(tcq_tokenizer *tok);
+TCQ_API tcq_status tcq_tokenizer_load_llama2c(const char *path, int32_t vocab_size, tcq_tokenizer **out);
+TCQ_API void tcq_tokenizer_free(tcq_tokenizer *tok);
 
 /* Largest id + 1 (vocabulary and added tokens). */
-int32_t tcq_tokenizer_vocab_size(const tcq_tokenizer *tok);
+TCQ_API int32_t tcq_tokenizer_vocab_size(const tcq_tokenizer *tok);
 /* Special ids, -1 where the tokenizer has none.  bos/eos come from tokenizer_config.json
  * (bos_token/eos_token), else from the post-processor (bos) / llama2.c's fixed ids. */
-int32_t tcq_tokenizer_bos(const tcq_tokenizer *tok);
-int32_t tcq_tokenizer_eos(const tcq_tokenizer *tok);
+TCQ_API int32_t tcq_tokenizer_bos(const tcq_tokenizer *tok);
+TCQ_API int32_t tcq_tokenizer_eos(const tcq_tokenizer *tok);
 /* 1 if encoding with TCQ_TOK_ADD_SPECIAL puts BOS in front (post-processor/add_bos_token). */
-int tcq_tokenizer_adds_bos(const tcq_tokenizer *tok);
+TCQ_API int tcq_tokenizer_adds_bos(const tcq_tokenizer *tok);
 /* Id of a token by its exact vocabulary string (added tokens first: "<|im_end|>", "<s>"), or -1. */
-int32_t tcq_tokenizer_find(const tcq_tokenizer *tok, const char *piece);
+TCQ_API int32_t tcq_tokenizer_find(const tcq_tokenizer *tok, const char *piece);
 /* The vocabulary string of an id as stored ("Ġhello", "▁the", "<0x0A>"), or NULL if out of range. */
-const char *tcq_tokenizer_piece(const tcq_tokenizer *tok, int32_t id);
+TCQ_API const char *tcq_tokenizer_piece(const tcq_tokenizer *tok, int32_t id);
 /* 1 for added tokens marked special (control tokens), 0 otherwise. */
-int tcq_tokenizer_is_special(const tcq_tokenizer *tok, int32_t id);
+TCQ_API int tcq_tokenizer_is_special(const tcq_tokenizer *tok, int32_t id);
 /* The chat template text (tokenizer_config.json "chat_template", or chat_template.jinja of the
  * directory), or NULL. Owned by the tokenizer. */
-const char *tcq_tokenizer_chat_template(const tcq_tokenizer *tok);
+TCQ_API const char *tcq_tokenizer_chat_template(const tcq_tokenizer *tok);
 
 enum {
     TCQ_TOK_ADD_SPECIAL = 1,    /* add BOS/EOS as the post-processor says (HF add_special_tokens) */
@@ -617,11 +632,11 @@ enum {
  * normalization (also those marked "normalized").  *n_ids receives the number of tokens; when
  * cap is too small (ids NULL and cap 0 asks for the count), returns TCQ_ERR_RANGE with *n_ids
  * set to the count needed. */
-tcq_status tcq_tokenizer_encode(const tcq_tokenizer *tok, const char *text, size_t len, unsigned flags,
-                                int32_t *ids /* [cap] */, size_t cap, size_t *n_ids);
+TCQ_API tcq_status tcq_tokenizer_encode(const tcq_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                                        int32_t *ids /* [cap] */, size_t cap, size_t *n_ids);
 /* As tcq_tokenizer_encode, into a malloc'd array (release it with free). */
-tcq_status tcq_tokenizer_encode_alloc(const tcq_tokenizer *tok, const char *text, size_t len,
-                                      unsigned flags, int32_t **ids, size_t *n_ids);
+TCQ_API tcq_status tcq_tokenizer_encode_alloc(const tcq_tokenizer *tok, const char *text, size_t len,
+                                              unsigned flags, int32_t **ids, size_t *n_ids);
 
 enum {
     TCQ_DETOK_SKIP_SPECIAL = 1, /* special tokens produce no text */
@@ -630,12 +645,12 @@ enum {
 /* The bytes one token stands for (byte-level mapped back, ▁ -> space, <0xAB> -> byte), without
  * the decoder's leading-space strip.  May be a partial UTF-8 sequence.  Writes at most cap bytes;
  * *len receives the full length (TCQ_ERR_RANGE if it exceeds cap). */
-tcq_status tcq_tokenizer_token_bytes(const tcq_tokenizer *tok, int32_t id, char *buf, size_t cap,
-                                     size_t *len);
+TCQ_API tcq_status tcq_tokenizer_token_bytes(const tcq_tokenizer *tok, int32_t id, char *buf, size_t cap,
+                                             size_t *len);
 /* Decode ids to a malloc'd NUL-terminated UTF-8 string (invalid sequences become U+FFFD, as HF
  * does); *len (optional) receives its length. */
-tcq_status tcq_tokenizer_decode(const tcq_tokenizer *tok, const int32_t *ids, size_t n, unsigned flags,
-                                char **text, size_t *len);
+TCQ_API tcq_status tcq_tokenizer_decode(const tcq_tokenizer *tok, const int32_t *ids, size_t n, unsigned flags,
+                                        char **text, size_t *len);
 
 /* Streaming decoder: text comes out only as complete UTF-8 characters; a character split across
  * tokens is held until its last byte arrives.  The leading-space strip of SentencePiece-style
@@ -643,15 +658,15 @@ tcq_status tcq_tokenizer_decode(const tcq_tokenizer *tok, const int32_t *ids, si
  * TCQ_DETOK_SKIP_SPECIAL a leading BOS produces nothing and " Once" comes out as "Once".
  * Concatenating a stream's outputs equals tcq_tokenizer_decode of the same ids. */
 typedef struct tcq_detok tcq_detok;
-tcq_status tcq_detok_create(const tcq_tokenizer *tok, unsigned flags, tcq_detok **out);
-void tcq_detok_free(tcq_detok *d);
+TCQ_API tcq_status tcq_detok_create(const tcq_tokenizer *tok, unsigned flags, tcq_detok **out);
+TCQ_API void tcq_detok_free(tcq_detok *d);
 /* Feed one token; *text and *len receive the newly complete text (not NUL-terminated, may be empty),
  * valid until the next call on d. */
-tcq_status tcq_detok_push(tcq_detok *d, int32_t id, const char **text, size_t *len);
+TCQ_API tcq_status tcq_detok_push(tcq_detok *d, int32_t id, const char **text, size_t *len);
 /* End of stream: held incomplete bytes come out as U+FFFD. */
-tcq_status tcq_detok_flush(tcq_detok *d, const char **text, size_t *len);
+TCQ_API tcq_status tcq_detok_flush(tcq_detok *d, const char **text, size_t *len);
 /* Start a new stream (the leading-space strip applies again). */
-void tcq_detok_reset(tcq_detok *d);
+TCQ_API void tcq_detok_reset(tcq_detok *d);
 
 /* Chat templates: a Jinja subset interpreter rendering as transformers' apply_chat_template
  * (jinja2 sandbox, trim_blocks, lstrip_blocks, loop controls): {{ }}, {% if/elif/else %},
@@ -680,12 +695,12 @@ typedef struct tcq_chat_opts {
  * NULL (no generation prompt, enable_thinking not passed).  A syntax error or an unsupported
  * construct fails with TCQ_ERR_FORMAT naming the template line; raise_exception() in the
  * template (a conversation the template rejects) with TCQ_ERR_INVALID_ARG and its message. */
-tcq_status tcq_chat_render(const char *template_text, const tcq_chat_message *messages, size_t n,
-                           const tcq_chat_opts *opts, char **out);
+TCQ_API tcq_status tcq_chat_render(const char *template_text, const tcq_chat_message *messages, size_t n,
+                                   const tcq_chat_opts *opts, char **out);
 /* tcq_chat_render with the tokenizer's template, and its BOS/EOS strings where opts leaves them
  * NULL.  TCQ_ERR_NOT_FOUND if the tokenizer has no chat template. */
-tcq_status tcq_tokenizer_apply_chat(const tcq_tokenizer *tok, const tcq_chat_message *messages, size_t n,
-                                    const tcq_chat_opts *opts, char **out);
+TCQ_API tcq_status tcq_tokenizer_apply_chat(const tcq_tokenizer *tok, const tcq_chat_message *messages, size_t n,
+                                            const tcq_chat_opts *opts, char **out);
 
 /* ============================================================================================
  * Model: loading, forward, generation, evaluation
@@ -726,7 +741,9 @@ typedef struct tcq_model_config {
 } tcq_model_config;
 
 /* Parse a config.json text (label names it in messages). Rejects unknown model_type. */
-tcq_status tcq_model_config_parse(const char *json, size_t len, const char *label, tcq_model_config *out);
+TCQ_API tcq_status tcq_model_config_parse(const char *json, size_t len, const char *label, tcq_model_config *out);
+
+typedef enum tcq_device { TCQ_DEVICE_CPU = 0, TCQ_DEVICE_CUDA, TCQ_DEVICE_AUTO } tcq_device;
 
 typedef struct tcq_model_opts {
     int n_threads;            /* <= 0: one per online CPU */
@@ -738,27 +755,38 @@ typedef struct tcq_model_opts {
     /* 1: read every mapped weight page once at load (with progress), so the first forward does
      * not pay the page faults.  0: pages come in on first use. */
     int prefault;
+    /* Where the forward runs: TCQ_DEVICE_CPU (0, the default); TCQ_DEVICE_CUDA: the whole forward
+     * on CUDA device device_index (weights uploaded at load, KV caches in device memory; the load
+     * fails, naming both numbers, when weights + caches' scratch exceed the device's free memory,
+     * and with TCQ_ERR_UNSUPPORTED on a build without CUDA or a machine without the device);
+     * TCQ_DEVICE_AUTO: CUDA device device_index when present, else the CPU. */
+    tcq_device device;
+    int device_index;
+    int cuda_no_graphs;       /* 1: decode steps launched kernel by kernel, not as CUDA graphs (tests) */
 } tcq_model_opts;
 
 typedef struct tcq_model tcq_model;
 
 /* path: a model directory, a .safetensors file next to its config.json, or a llama2.c .bin.
  * opts may be NULL (defaults). */
-tcq_status tcq_model_load(const char *path, const tcq_model_opts *opts, tcq_model **out);
-void tcq_model_free(tcq_model *m);
-const tcq_model_config *tcq_model_get_config(const tcq_model *m);
+TCQ_API tcq_status tcq_model_load(const char *path, const tcq_model_opts *opts, tcq_model **out);
+TCQ_API void tcq_model_free(tcq_model *m);
+TCQ_API const tcq_model_config *tcq_model_get_config(const tcq_model *m);
 /* Bytes of weight data the model reads (mapped tensors + converted norms). */
-size_t tcq_model_weight_bytes(const tcq_model *m);
+TCQ_API size_t tcq_model_weight_bytes(const tcq_model *m);
 /* Human-readable weight format summary, e.g. "bf16; embeddings bf16 (tied)" or
  * "trellis k=3; embeddings bf16 (tied)" (storage owned by the model). */
-const char *tcq_model_describe(const tcq_model *m);
+TCQ_API const char *tcq_model_describe(const tcq_model *m);
+/* Where the model runs: "cpu" or e.g. "cuda:0 (NVIDIA H100 80GB HBM3, 132 SMs, ...)"; owned by the
+ * model.  Sessions of a CUDA model hold their KV cache in device memory. */
+TCQ_API const char *tcq_model_device(const tcq_model *m);
 
 /* A model of the given geometry with random weights (benchmarks, tests): bits 0 gives dense bf16
  * layers, 16 dense f16 layers and embeddings, 1..4 trellis layers (L=12, T=256, random codes);
  * embeddings are bf16 (f16 with bits 16) and tied.
  * cfg->max_seq / rope_theta / norm_eps <= 0 take defaults (4096, 1e6, 1e-6). */
-tcq_status tcq_model_synthetic(const tcq_model_config *cfg, int bits, uint64_t seed, const tcq_model_opts *opts,
-                               tcq_model **out);
+TCQ_API tcq_status tcq_model_synthetic(const tcq_model_config *cfg, int bits, uint64_t seed, const tcq_model_opts *opts,
+                                       tcq_model **out);
 
 typedef enum tcq_kv_dtype { TCQ_KV_F32 = 0, TCQ_KV_F16 } tcq_kv_dtype;
 
@@ -766,15 +794,15 @@ typedef enum tcq_kv_dtype { TCQ_KV_F32 = 0, TCQ_KV_F16 } tcq_kv_dtype;
 typedef struct tcq_session tcq_session;
 
 /* ctx <= 0: the model's max_seq. */
-tcq_status tcq_session_create(const tcq_model *m, int ctx, tcq_kv_dtype kv, tcq_session **out);
-void tcq_session_free(tcq_session *s);
-int tcq_session_pos(const tcq_session *s);           /* tokens already in the cache */
-int tcq_session_ctx(const tcq_session *s);
-size_t tcq_session_kv_bytes(const tcq_session *s);
+TCQ_API tcq_status tcq_session_create(const tcq_model *m, int ctx, tcq_kv_dtype kv, tcq_session **out);
+TCQ_API void tcq_session_free(tcq_session *s);
+TCQ_API int tcq_session_pos(const tcq_session *s);           /* tokens already in the cache */
+TCQ_API int tcq_session_ctx(const tcq_session *s);
+TCQ_API size_t tcq_session_kv_bytes(const tcq_session *s);
 /* Forget positions >= pos (pos <= current position). */
-tcq_status tcq_session_rewind(tcq_session *s, int pos);
+TCQ_API tcq_status tcq_session_rewind(tcq_session *s, int pos);
 /* KV cache bytes for a session of ctx positions (for reporting before allocating). */
-size_t tcq_model_kv_bytes(const tcq_model *m, int ctx, tcq_kv_dtype kv);
+TCQ_API size_t tcq_model_kv_bytes(const tcq_model *m, int ctx, tcq_kv_dtype kv);
 
 /* Rows per prefill chunk: the prompt is processed in chunks of up to this many rows.  256: four
  * Qwen3-14B-geometry layers prefilled 512 tokens 1.13x faster than with 64 (the fast path's
@@ -785,21 +813,21 @@ size_t tcq_model_kv_bytes(const tcq_model *m, int ctx, tcq_kv_dtype kv);
 /* Append n tokens to the session and run them.  logits [n, vocab] receives every position's
  * logits, or NULL for none.  TCQ_ERR_RANGE (session unchanged) if pos + n > ctx; tokens outside
  * [0, vocab) are TCQ_ERR_INVALID_ARG. */
-tcq_status tcq_model_forward(tcq_model *m, tcq_session *s, const int32_t *tokens /* [n] */, int n,
-                             float *logits /* [n, vocab] or NULL */);
+TCQ_API tcq_status tcq_model_forward(tcq_model *m, tcq_session *s, const int32_t *tokens /* [n] */, int n,
+                                     float *logits /* [n, vocab] or NULL */);
 /* As tcq_model_forward but computes only the last position's logits (the lm_head is the
  * largest matrix; a prompt does not need it per row). */
-tcq_status tcq_model_prefill(tcq_model *m, tcq_session *s, const int32_t *tokens /* [n] */, int n,
-                             float *last_logits /* [vocab] or NULL */);
+TCQ_API tcq_status tcq_model_prefill(tcq_model *m, tcq_session *s, const int32_t *tokens /* [n] */, int n,
+                                     float *last_logits /* [vocab] or NULL */);
 /* One token for each of nb (1..TCQ_MAX_BATCH) independent sessions, run as nb rows through
  * the same linear calls.  Sessions must be distinct.  The same computation as nb separate
  * forwards; the kernels' M-row paths may round differently from M = 1 (tests allow 1e-3).
  * Likewise a chunk of a prompt (attention through sgemm) and token-by-token decode agree to
  * rounding, not bit for bit; each is bit-identical for any thread count. */
-#define TCQ_MAX_BATCH 4
-tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *sess /* [nb] */,
-                                   const int32_t *tokens /* [nb] */, int nb,
-                                   float *logits /* [nb, vocab] */);
+#define TCQ_MAX_BATCH 32
+TCQ_API tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *sess /* [nb] */,
+                                           const int32_t *tokens /* [nb] */, int nb,
+                                           float *logits /* [nb, vocab] */);
 
 /* Sampling.  Order: repetition penalty, then greedy if temperature <= 0, else temperature,
  * top-k, top-p, min-p, and a draw from the deterministic PRNG (xoshiro256** seeded by
@@ -815,27 +843,27 @@ typedef struct tcq_sampler_params {
 } tcq_sampler_params;
 
 /* Defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalty, seed 0. */
-tcq_sampler_params tcq_sampler_defaults(void);
+TCQ_API tcq_sampler_params tcq_sampler_defaults(void);
 
 typedef struct tcq_sampler tcq_sampler;
-tcq_status tcq_sampler_create(const tcq_sampler_params *p, int vocab, tcq_sampler **out);
-void tcq_sampler_free(tcq_sampler *s);
+TCQ_API tcq_status tcq_sampler_create(const tcq_sampler_params *p, int vocab, tcq_sampler **out);
+TCQ_API void tcq_sampler_free(tcq_sampler *s);
 /* Choose a token from logits [vocab] (read-only) given the history the sampler was told of. */
-int tcq_sampler_sample(tcq_sampler *s, const float *logits /* [vocab] */);
+TCQ_API int tcq_sampler_sample(tcq_sampler *s, const float *logits /* [vocab] */);
 /* Record a token in the history (prompt and generated tokens) for the repetition penalty. */
-void tcq_sampler_accept(tcq_sampler *s, int32_t token);
-void tcq_sampler_reset(tcq_sampler *s);
+TCQ_API void tcq_sampler_accept(tcq_sampler *s, int32_t token);
+TCQ_API void tcq_sampler_reset(tcq_sampler *s);
 
 /* Stop strings over streamed text: text is fed piece by piece; what can be emitted without
  * risking that it starts a stop string is released, the rest held back. */
 typedef struct tcq_stopper tcq_stopper;
-tcq_status tcq_stopper_create(const char *const *stops, int n_stops, tcq_stopper **out);
-void tcq_stopper_free(tcq_stopper *st);
+TCQ_API tcq_status tcq_stopper_create(const char *const *stops, int n_stops, tcq_stopper **out);
+TCQ_API void tcq_stopper_free(tcq_stopper *st);
 /* Feed len bytes.  *emit / *emit_len: bytes safe to print now (valid until the next call).
  * Returns 1 when a stop string was completed (emit then ends just before it), else 0. */
-int tcq_stopper_feed(tcq_stopper *st, const char *text, size_t len, const char **emit, size_t *emit_len);
+TCQ_API int tcq_stopper_feed(tcq_stopper *st, const char *text, size_t len, const char **emit, size_t *emit_len);
 /* The held-back tail, at the end of generation. */
-void tcq_stopper_flush(tcq_stopper *st, const char **emit, size_t *emit_len);
+TCQ_API void tcq_stopper_flush(tcq_stopper *st, const char **emit, size_t *emit_len);
 
 /* Generation: prefill the prompt, then sample and decode until EOS, max_new tokens, the
  * callback returning nonzero, or the context filling (TCQ_ERR_RANGE after the tokens that
@@ -846,8 +874,8 @@ typedef struct tcq_gen_stats {
     int stopped_eos;              /* 1 if an EOS token ended it */
 } tcq_gen_stats;
 typedef int (*tcq_token_fn)(void *arg, int32_t token);
-tcq_status tcq_generate(tcq_model *m, tcq_session *s, tcq_sampler *smp, const int32_t *prompt /* [n] */,
-                        int n_prompt, int max_new, tcq_token_fn on_token, void *arg, tcq_gen_stats *stats);
+TCQ_API tcq_status tcq_generate(tcq_model *m, tcq_session *s, tcq_sampler *smp, const int32_t *prompt /* [n] */,
+                                int n_prompt, int max_new, tcq_token_fn on_token, void *arg, tcq_gen_stats *stats);
 
 /* nb (1..TCQ_MAX_BATCH) independent generations decoded together: each sequence is prefilled on
  * its own, then the live ones advance one token per step through tcq_model_forward_batch.  Each
@@ -855,10 +883,12 @@ tcq_status tcq_generate(tcq_model *m, tcq_session *s, tcq_sampler *smp, const in
  * ends sequence b.  Gives the tokens nb separate tcq_generate calls give.  TCQ_ERR_RANGE if a
  * sequence ran out of context (the others still finish). */
 typedef int (*tcq_batch_token_fn)(void *arg, int seq, int32_t token);
-tcq_status tcq_generate_batch(tcq_model *m, tcq_session *const *sess /* [nb] */, tcq_sampler *const *smp /* [nb] */,
-                              const int32_t *const *prompts /* [nb][n_prompt[b]] */, const int *n_prompt /* [nb] */,
-                              int nb, int max_new, tcq_batch_token_fn on_token, void *arg,
-                              tcq_gen_stats *stats /* [nb] or NULL */);
+TCQ_API tcq_status tcq_generate_batch(tcq_model *m, tcq_session *const *sess /* [nb] */,
+                                      tcq_sampler *const *smp /* [nb] */,
+                                      const int32_t *const *prompts /* [nb][n_prompt[b]] */,
+                                      const int *n_prompt /* [nb] */,
+                                      int nb, int max_new, tcq_batch_token_fn on_token, void *arg,
+                                      tcq_gen_stats *stats /* [nb] or NULL */);
 
 /* Evaluation over a token stream cut into non-overlapping windows of ctx tokens (a fresh KV
  * cache each); in each window the NLL of tokens 1..ctx-1 given their prefix is scored (ctx-1
@@ -875,11 +905,11 @@ typedef struct tcq_eval_result {
     double ref_mean_nll, ref_perplexity;
 } tcq_eval_result;
 
-tcq_status tcq_eval_perplexity(tcq_model *m, const int32_t *tokens, int64_t n, int ctx, int max_windows,
-                               tcq_eval_result *out);
+TCQ_API tcq_status tcq_eval_perplexity(tcq_model *m, const int32_t *tokens, int64_t n, int ctx, int max_windows,
+                                       tcq_eval_result *out);
 /* KL(ref || model) position by position; both models run window by window. */
-tcq_status tcq_eval_kl(tcq_model *m, tcq_model *ref, const int32_t *tokens, int64_t n, int ctx,
-                       int max_windows, tcq_eval_result *out);
+TCQ_API tcq_status tcq_eval_kl(tcq_model *m, tcq_model *ref, const int32_t *tokens, int64_t n, int ctx,
+                               int max_windows, tcq_eval_result *out);
 
 /* ============================================================================================
  * Quantize
@@ -893,32 +923,32 @@ tcq_status tcq_eval_kl(tcq_model *m, tcq_model *ref, const int32_t *tokens, int6
  * (splitmix64), or all +1 when unrandomized.  Applied in O(n (log n + m)). */
 typedef struct tcq_hadamard tcq_hadamard;
 
-int tcq_hadamard_supported(int64_t n);
+TCQ_API int tcq_hadamard_supported(int64_t n);
 /* randomized 0: R = H / sqrt(n). */
-tcq_status tcq_hadamard_create(int64_t n, int randomized, uint64_t seed, tcq_hadamard **out);
-void tcq_hadamard_free(tcq_hadamard *h);
-int64_t tcq_hadamard_size(const tcq_hadamard *h);
+TCQ_API tcq_status tcq_hadamard_create(int64_t n, int randomized, uint64_t seed, tcq_hadamard **out);
+TCQ_API void tcq_hadamard_free(tcq_hadamard *h);
+TCQ_API int64_t tcq_hadamard_size(const tcq_hadamard *h);
 /* The m of n = m * 2^a (1 for powers of two). */
-int tcq_hadamard_factor(const tcq_hadamard *h);
+TCQ_API int tcq_hadamard_factor(const tcq_hadamard *h);
 /* Each row x of X becomes x R (equivalently the column Rt x): X [rows, n] in place.  inverse 1:
  * x R^T instead.  Rows are spread over the pool (NULL: the calling thread); the result does not
  * depend on it. */
-tcq_status tcq_hadamard_rows(const tcq_hadamard *h, float *X /* [rows, n] */, int64_t rows,
-                             int inverse, tcq_pool *pool);
+TCQ_API tcq_status tcq_hadamard_rows(const tcq_hadamard *h, float *X /* [rows, n] */, int64_t rows,
+                                     int inverse, tcq_pool *pool);
 /* The explicit R [n, n] (tests; n^2 floats). */
-tcq_status tcq_hadamard_dense(const tcq_hadamard *h, float *R /* [n, n] */);
+TCQ_API tcq_status tcq_hadamard_dense(const tcq_hadamard *h, float *R /* [n, n] */);
 /* The unnormalized +-1 Hadamard matrix of order m (m = 1, a power of two, or a supported Paley
  * order): H [m, m] with H H^T = m I. */
-tcq_status tcq_hadamard_matrix(int m, int8_t *H /* [m, m] */);
+TCQ_API tcq_status tcq_hadamard_matrix(int m, int8_t *H /* [m, m] */);
 
 /* The rotation fold for Llama / Qwen3 dense models (the hidden state h becomes R^T h):
  *   reader (q, k, v, gate, up, lm_head; W [out, n]): W <- W diag(gain) R   (gain NULL: 1)
  *   writer (o, down; W [n, in]):                     Wt [in, n] = (R^T W)^T = W^T R
  *   embedding rows / writer biases (vectors of n):   e <- R^T e  (= tcq_hadamard_rows) */
-tcq_status tcq_rotate_reader(const tcq_hadamard *h, float *W /* [out, n] */, int64_t out,
-                             const float *gain /* [n] or NULL */, tcq_pool *pool);
-tcq_status tcq_rotate_writer(const tcq_hadamard *h, const float *W /* [n, in] */, int64_t in,
-                             float *Wt /* [in, n] */, tcq_pool *pool);
+TCQ_API tcq_status tcq_rotate_reader(const tcq_hadamard *h, float *W /* [out, n] */, int64_t out,
+                                     const float *gain /* [n] or NULL */, tcq_pool *pool);
+TCQ_API tcq_status tcq_rotate_writer(const tcq_hadamard *h, const float *W /* [n, in] */, int64_t in,
+                                     float *Wt /* [in, n] */, tcq_pool *pool);
 
 /* tcq_quantize_model: fold RMSNorm gains, rotate the residual stream, code every attention and MLP
  * projection along its rotated axis (q/k/v/gate/up axis 1; o/down axis 0, stored transposed) with
@@ -944,7 +974,21 @@ typedef struct tcq_quantize_opts {
                                  embedding) stays dense bf16; 2..4: coded along its input like the
                                  projections, with this k (its own entry in the quantization
                                  object).  The input embedding stays bf16 either way. */
+    /* Hessian-aware coding (issue 23).  calib: a text file; the input model runs over windows of
+     * calib_ctx tokens of it (calib_tokens in all) and every projection's input gives its
+     * Hessian H = sum x x^T.  With method LDLQ the projections are coded by BlockLDLQ on
+     * H + damp * mean(diag H) I; with RTN and a calibration the proxy losses are reported. */
+    int method;               /* TCQ_QMETHOD_RTN (0) or TCQ_QMETHOD_LDLQ */
+    const char *calib;        /* calibration text (NULL: none) */
+    int64_t calib_tokens;     /* 0: 32768 */
+    int calib_ctx;            /* 0: 512 */
+    double damp;              /* 0: 0.01 */
+    const char *hessians_in;  /* a directory saved by hessians_out: its Hessians instead of calib */
+    const char *hessians_out; /* write the Hessians to DIR/hessians.bin */
+    double bpw;               /* 0: every projection at bits; else k in {2, 3, 4} per projection
+                                 chosen by proxy loss under this mean k (needs a calibration) */
 } tcq_quantize_opts;
+enum { TCQ_QMETHOD_RTN = 0, TCQ_QMETHOD_LDLQ = 1 };
 
 typedef struct tcq_quantize_progress {
     const char *tensor;       /* the tensor being processed */
@@ -953,13 +997,17 @@ typedef struct tcq_quantize_progress {
     double sq_err, sq_ref;    /* running sums over coded tensors (rotated units) */
     int tensor_index, tensor_count;
     const char *note;         /* a warning about this tensor (kept dense, ...) or NULL */
+    int k;                    /* the k this tensor was coded at (0: not coded) */
+    double coded_bits;        /* running sum over coded tensors: k per weight + 16 per row scale */
+    double proxy, proxy_ref;  /* its tr(E H E^T) and tr(W H W^T); proxy < 0: no Hessian */
+    const char *phase;        /* NULL, or "calibration" / "allocation" while done counts them */
 } tcq_quantize_progress;
 
 /* Called after every tensor (and once at the start with done = 0).  Must not call tcq. */
 typedef void (*tcq_quantize_cb)(const tcq_quantize_progress *p, void *user);
 
-tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq_quantize_opts *opts,
-                              tcq_quantize_cb cb, void *user);
+TCQ_API tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq_quantize_opts *opts,
+                                      tcq_quantize_cb cb, void *user);
 
 /* ============================================================================================
  * CUDA (built with -DTCQ_CUDA=ON)
@@ -971,7 +1019,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  * synchronizes.  Failures return TCQ_ERR_DEVICE with the CUDA / cuBLAS error string; an error
  * raised by an earlier asynchronous launch surfaces at the next tcq_cuda_sync().
  *
- * Kernels (docs in bench/NOTES.md, "CUDA (H200)"), in the dispatcher's order:
+ * Kernels (docs in docs/PERFORMANCE.md, "CUDA (H200)"), in the dispatcher's order:
  *   M <= 8 (axis 1 with T = 128 or 256; axis 0 any T): integer tensor-core kernels.  The four
  *     bytes of x = s*34038481 + 76625530 (one IMAD per weight) are the u8 A operand of
  *     mma.m16n8k32 against the activation replicated four times: the tensor core forms
@@ -1000,7 +1048,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     shared memory; consumer warpgroups multiply them with wgmma against x, also from shared
  *     memory: x times its per-input scale (one f32 product) in f16 after a power-of-two scale
  *     per activation row (largest |x s 2^e| in [2^14, 2^15)); f32 accumulation; y = acc *
- *     2^-e / 147.800537109375.  The same kernel runs axis 1 under TCQ_CUDA_WS=1 (scale then
+ *     2^-e / 147.800537109375.  The same kernel runs axis 1 under tcq_cuda_opts.wgmma_ss (scale then
  *     in the output factor, as for wgmma).  Relative error against float64 ~1e-4.
  *   larger M otherwise: the tensor decoded to bf16 (FORMAT.md's bf16 contract) into context scratch (the
  *     whole matrix, in its coded layout: axis 0 as W^T), then a cuBLAS bf16 GEMM with f32
@@ -1024,69 +1072,67 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
  *     int16 activations instead).  FAST with M > 8 (axis 1: > 16) runs the exact kernels; AUTO the exact ones. */
 
 /* 1 if this build has CUDA and a device is present. */
-int tcq_cuda_available(void);
+TCQ_API int tcq_cuda_available(void);
 
 /* A context: device, stream, cuBLAS handle, scratch (grown on demand, owned by the context).
- * One context per host thread / stream.  Read once here, for tests and benchmarks:
- * TCQ_CUDA_KERNEL=tc (M <= 8 on the pair-table kernels), TCQ_CUDA_FAST=dp4a|int8 (TCQ_PATH_FAST on
- * the "fast" dp4a kernels wherever they run, not "int8" / on "int8" wherever it runs: the built-in),
- * TCQ_CUDA_PDL=0 (no programmatic dependent launches), TCQ_CUDA_PF=N (the integer scatter's L2
- * prefetch N k-steps ahead, 0 off; built-in 8 at k = 2 and 4), TCQ_CUDA_PAIR=1 (the integer kernels
- * decode two states from one 32-bit window at L = 12, k = 2 and 4, the same bits; off by default until
- * measured), TCQ_CUDA_CHUNK=N (item length of the
- * integer kernels, a multiple of 32 in [64, 1024]; axis 1 takes it only where T divides it),
- * TCQ_CUDA_TC_MAX_M=N (largest M on the pair-table kernels, <= 32), TCQ_CUDA_WG=0|1 (the wgmma
- * kernels off / at every M they take), TCQ_CUDA_WG_GRID=G and TCQ_CUDA_WG_DEPTH=1|2 (their block
- * count and wgmmas in flight), TCQ_CUDA_WS=0|1 (the wgmma-ss kernel off / first wherever it
- * runs, both axes), TCQ_CUDA_WS_MT=1 (its M > 128 in 128-row tiles of x, not 256), TCQ_CUDA_GEMM_CHUNK=N (decode + cuBLAS N outputs at a time:
- * two N-output buffers instead of the whole matrix), TCQ_CUDA_GEMM_OVERLAP=1 (those parts decoded
- * on a second stream while the previous one multiplies), TCQ_CUDA_DECODE_TR=1 (axis 0 decoded as
- * W [out, in] with transposed stores, the earlier layout). */
+ * One context per host thread / stream. */
 typedef struct tcq_cuda_ctx tcq_cuda_ctx;
-tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out);
-void tcq_cuda_ctx_free(tcq_cuda_ctx *ctx);
+TCQ_API tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out);
+TCQ_API void tcq_cuda_ctx_free(tcq_cuda_ctx *ctx);
+/* Kernel choices of a context, for tests and benchmarks; all zero (what tcq_cuda_ctx_create
+ * sets) is the built-in dispatcher.  pair_table: 1 runs M <= tc_max_m on the pair-table kernels
+ * wherever they take the call.  tc_max_m: the pair-table kernels' largest M (1..32; 0: 16 on axis
+ * 1, 8 on axis 0).  fast_dp4a: 1 runs TCQ_PATH_FAST on the "fast" dp4a kernels (M <= 8), not on
+ * "int8".  im_chunk: item length of the integer kernels (a multiple of 32 in [64, 1024]; axis 1
+ * takes it only where T divides it; 0: from the shape and SM count).  wgmma, wgmma_ss: -1 off, 1
+ * at every M the kernel takes (wgmma-ss: first, both axes), 0 built-in.  wg_grid: the wgmma
+ * kernels' block count (0: SMs x blocks an SM).  Fails on a value out of range. */
+typedef struct tcq_cuda_opts {
+    int pair_table, tc_max_m, fast_dp4a, im_chunk, wgmma, wgmma_ss, wg_grid;
+} tcq_cuda_opts;
+TCQ_API tcq_status tcq_cuda_ctx_set_opts(tcq_cuda_ctx *ctx, const tcq_cuda_opts *opts);
 /* The context's cudaStream_t (as void *), for callers mixing in their own kernels. */
-void *tcq_cuda_ctx_stream(tcq_cuda_ctx *ctx);
+TCQ_API void *tcq_cuda_ctx_stream(tcq_cuda_ctx *ctx);
 /* Wait for all work queued on the context's stream; reports asynchronous errors. */
-tcq_status tcq_cuda_sync(tcq_cuda_ctx *ctx);
+TCQ_API tcq_status tcq_cuda_sync(tcq_cuda_ctx *ctx);
 /* "NVIDIA H200, 132 SMs, 60 MB L2, cc 9.0" */
-tcq_status tcq_cuda_describe(tcq_cuda_ctx *ctx, char *buf, size_t len);
+TCQ_API tcq_status tcq_cuda_describe(tcq_cuda_ctx *ctx, char *buf, size_t len);
 
 /* Device memory (cudaMalloc / cudaFree) and copies on the context's stream. */
-tcq_status tcq_cuda_malloc(void **ptr, size_t bytes);
-void tcq_cuda_free(void *ptr);
-tcq_status tcq_cuda_copy_to_device(tcq_cuda_ctx *ctx, void *dst, const void *src, size_t bytes);
-tcq_status tcq_cuda_copy_to_host(tcq_cuda_ctx *ctx, void *dst, const void *src, size_t bytes); /* syncs */
-tcq_status tcq_cuda_memset(tcq_cuda_ctx *ctx, void *dst, int byte, size_t bytes);
+TCQ_API tcq_status tcq_cuda_malloc(void **ptr, size_t bytes);
+TCQ_API void tcq_cuda_free(void *ptr);
+TCQ_API tcq_status tcq_cuda_copy_to_device(tcq_cuda_ctx *ctx, void *dst, const void *src, size_t bytes);
+TCQ_API tcq_status tcq_cuda_copy_to_host(tcq_cuda_ctx *ctx, void *dst, const void *src, size_t bytes); /* syncs */
+TCQ_API tcq_status tcq_cuda_memset(tcq_cuda_ctx *ctx, void *dst, int byte, size_t bytes);
 
 /* Upload a packed tensor: dev_buf (caller-owned device memory of at least
  * tcq_cuda_trellis_bytes(host) bytes, 256-byte aligned as cudaMalloc gives) receives the codes
  * then the scales; *dev becomes the same view with device pointers. */
-size_t tcq_cuda_trellis_bytes(const tcq_trellis *host);
-tcq_status tcq_cuda_trellis_upload(tcq_cuda_ctx *ctx, const tcq_trellis *host, void *dev_buf,
-                                   size_t dev_bytes, tcq_trellis *dev);
+TCQ_API size_t tcq_cuda_trellis_bytes(const tcq_trellis *host);
+TCQ_API tcq_status tcq_cuda_trellis_upload(tcq_cuda_ctx *ctx, const tcq_trellis *host, void *dev_buf,
+                                           size_t dev_bytes, tcq_trellis *dev);
 
 /* y = x W^T on the device: w a device view (tcq_cuda_trellis_upload), x [M, in] and y [M, out]
  * device f32.  Any M >= 1.  path: AUTO, EXACT or FAST (the int8 kernels for M <= 8, above). */
-tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x /* [M, in] */,
-                           float *y /* [M, out] */, int64_t M, tcq_kpath path);
+TCQ_API tcq_status tcq_cuda_linear(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x /* [M, in] */,
+                                   float *y /* [M, out] */, int64_t M, tcq_kpath path);
 /* Which kernel tcq_cuda_linear runs for (w, M, path): "fast" (the int8 dp4a kernels), "int8"
  * (TCQ_PATH_FAST on the integer tensor cores), "int" (integer tensor cores, exact), "int16" (the
  * same at M = 6..8 with x in two limbs: ~1e-4), "pair" (the pair-table kernels), "wgmma",
  * "wgmma-ss" or "bf16-gemm" (decode to bf16 + cuBLAS: the bf16 contract).  NULL on a NULL
  * argument.  Static strings. */
-const char *tcq_cuda_linear_kernel(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path);
+TCQ_API const char *tcq_cuda_linear_kernel(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, tcq_kpath path);
 /* The activation block (positions along the reduced dimension that share one int8 step) of
  * TCQ_PATH_FAST for (w, M): TCQ_FAST_QB on "fast", the item length on "int8", 0 where FAST runs
  * an exact kernel (and for M < 1 or a NULL argument). */
-int64_t tcq_cuda_fast_block(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M);
+TCQ_API int64_t tcq_cuda_fast_block(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M);
 /* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T); gate and up axis 1, same shape (FAST,
  * M <= 8: one int8 kernel computes both and combines). */
-tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, const tcq_trellis *up,
-                                  const float *x /* [M, in] */, float *y /* [M, out] */, int64_t M,
-                                  tcq_kpath path);
+TCQ_API tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, const tcq_trellis *up,
+                                          const float *x /* [M, in] */, float *y /* [M, out] */, int64_t M,
+                                          tcq_kpath path);
 /* Decode a device tensor to dense bf16 W [out, in] in device memory (the bf16 contract). */
-tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w, uint16_t *W /* [out, in] */);
+TCQ_API tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w, uint16_t *W /* [out, in] */);
 
 /* GPU encoder: the same contract and output as tcq_encode_rows (bit-identical codes, scales and
  * sq_err), host buffers in and out, every block of the matrix coded in parallel on the device.
@@ -1094,36 +1140,37 @@ tcq_status tcq_cuda_trellis_decode_bf16(tcq_cuda_ctx *ctx, const tcq_trellis *w,
  * optional.  Rows go up in chunks through pinned staging owned by the context, overlapped with
  * the kernels; the row scales (the same double sum, in the same order), the division and the
  * input checks run on the device.  Synchronizes. */
-tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq_encode_opts *opts,
-                                const float *src /* [R, C] */, const float *w /* [R, C] or NULL */,
-                                int64_t R, int64_t C, uint32_t *codes /* [R, C*k/32] */,
-                                uint16_t *scales /* [R] */, double *sq_err);
+TCQ_API tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq_encode_opts *opts,
+                                        const float *src /* [R, C] */, const float *w /* [R, C] or NULL */,
+                                        int64_t R, int64_t C, uint32_t *codes /* [R, C*k/32] */,
+                                        uint16_t *scales /* [R] */, double *sq_err);
 
 /* GPU twin of tcq_encode_blocks (n blocks of x coded as they are, no scale): same words, same
  * sq_err.  What `tcq codec --device cuda` runs.  Synchronizes. */
-tcq_status tcq_cuda_encode_blocks(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq_encode_opts *opts,
-                                  const float *x /* [n*T] */, const float *w /* [n*T] or NULL */, int64_t n,
-                                  uint32_t *words /* [n*T*k/32] */, double *sq_err);
+TCQ_API tcq_status tcq_cuda_encode_blocks(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq_encode_opts *opts,
+                                          const float *x /* [n*T] */, const float *w /* [n*T] or NULL */, int64_t n,
+                                          uint32_t *words /* [n*T*k/32] */, double *sq_err);
 
 /* Benchmark helpers (used by bench/bench_kernels_cuda.c): median microseconds per call of a
  * CUDA graph of `reps` back-to-back calls, cycling through n_w weights (so the bytes read exceed
  * the L2), repeated `trials` times. */
-tcq_status tcq_cuda_time_linear(tcq_cuda_ctx *ctx, const tcq_trellis *const *w, int n_w, const float *x,
-                                float *y, int64_t M, tcq_kpath path, int reps, int trials, double *us);
-tcq_status tcq_cuda_time_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *const *gate, const tcq_trellis *const *up,
-                                int n_w, const float *x, float *y, int64_t M, tcq_kpath path, int reps, int trials,
-                                double *us);
+TCQ_API tcq_status tcq_cuda_time_linear(tcq_cuda_ctx *ctx, const tcq_trellis *const *w, int n_w, const float *x,
+                                        float *y, int64_t M, tcq_kpath path, int reps, int trials, double *us);
+TCQ_API tcq_status tcq_cuda_time_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *const *gate, const tcq_trellis *const *up,
+                                        int n_w, const float *x, float *y, int64_t M, tcq_kpath path, int reps,
+                                        int trials,
+                                        double *us);
 /* cuBLAS bf16 GEMM y[M,out] = x[M,in] W^T (f32 accumulate, bf16 out), n_w weight copies. */
-tcq_status tcq_cuda_time_dense_bf16(tcq_cuda_ctx *ctx, int64_t out, int64_t in, int64_t M, int n_w,
-                                    int reps, int trials, double *us);
+TCQ_API tcq_status tcq_cuda_time_dense_bf16(tcq_cuda_ctx *ctx, int64_t out, int64_t in, int64_t M, int n_w,
+                                            int reps, int trials, double *us);
 /* Device-to-device copy of `bytes`: GB/s counting bytes read plus written. */
-tcq_status tcq_cuda_time_copy(tcq_cuda_ctx *ctx, size_t bytes, int reps, int trials, double *gbps);
+TCQ_API tcq_status tcq_cuda_time_copy(tcq_cuda_ctx *ctx, size_t bytes, int reps, int trials, double *gbps);
 /* GPU encoder throughput on R x C Gaussian rows, weights per second: one whole
  * tcq_cuda_encode_rows call after a warm-up call of the same shape (so the context's buffers are
  * grown: the steady state of a quantizer run) and its kernels alone (device time from the first
  * chunk's kernels to the last one's end; kernel_wps may be NULL). */
-tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R, int64_t C, double *wps,
-                                double *kernel_wps);
+TCQ_API tcq_status tcq_cuda_time_encode(tcq_cuda_ctx *ctx, tcq_block_params p, int64_t R, int64_t C, double *wps,
+                                        double *kernel_wps);
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,7 @@
  * thread CPU time (the machine is shared).  Not part of the build:
  *   gcc -O2 -mavx512f -mavx512bw -mavx512vbmi -mavx512vbmi2 -mavx512vnni -o /tmp/pipes bench/micro/pipes_avx512.c
  *   /tmp/pipes 5      # best of 5; "cycles" = ns / scalar add latency
- * Results on Zen 5: bench/NOTES.md "Zen 5 (2026-12-03)". */
+ * Results on Zen 5: docs/PERFORMANCE.md "Zen 5 (2026-12-03)". */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
  * compiled trellis_avx512x.c) alone, data in L1, timed in thread CPU time: variant 0 as compiled,
  * 1 with two accumulators, 2 without the fold, 3 with 4 decode registers.  Not part of the build:
  *   gcc -O2 -mavx512f -mavx512bw -mavx512vbmi -mavx512vnni -o /tmp/rloop bench/micro/reduce_loop.c
- * Results on Zen 5: bench/NOTES.md "Zen 5 (2026-12-03)". */
+ * Results on Zen 5: docs/PERFORMANCE.md "Zen 5 (2026-12-03)". */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdint.h>

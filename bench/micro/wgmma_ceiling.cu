@@ -9,7 +9,7 @@
  * producer warpgroup, a 2-CTA multicast).  Prints TFLOPS per variant (dense f16 peak of an H200
  * ~990).  Built with the CUDA backend (-DTCQ_CUDA=ON: target wgmma_ceiling, sm_90a), run on the
  * GPU with no arguments.
- * Results and what they decided: bench/NOTES.md, "CUDA (H200)" > "Session 14". */
+ * Results and what they decided: docs/PERFORMANCE.md, "CUDA (H200)" > "Session 14". */
 #include "tc_common.cuh"
 #include "wg_common.cuh"
 #include "wg_mma.cuh"

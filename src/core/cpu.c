@@ -24,8 +24,6 @@ static uint64_t xgetbv0(void)
  * that refuses (or predates it) leaves AMX off and every caller on the AVX-512 kernels. */
 static int amx_permit(void)
 {
-    const char *e = getenv("TCQ_NO_AMX");
-    if (e && *e == '1') return 0;
 #if defined(__linux__) && defined(SYS_arch_prctl)
     enum { ARCH_GET_XCOMP_PERM = 0x1022, ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
     if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) return 0;

@@ -4,7 +4,7 @@
  *
  * Hand-off: a model's forward pass calls the pool hundreds of times per token, a few tens of
  * microseconds apart, and waking a sleeping thread through a condition variable costs about as much
- * as a small call's work (bench/NOTES.md, "The pool's hand-off").  So between runs the workers, and
+ * as a small call's work (docs/PERFORMANCE.md, "The pool's hand-off").  So between runs the workers, and
  * the caller waiting for them, first spin on an atomic for up to TCQ_POOL_SPIN_US microseconds
  * (default 200; 0 sleeps at once, for machines with more threads than cores) and only then sleep.
  * Sleeping uses the mutex and condition variables; the "sleeping" counts, read under the mutex,

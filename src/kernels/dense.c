@@ -58,9 +58,13 @@ void tcq_dense_rows(const tcq_weight *w, const float *x, int64_t M, int64_t r0, 
 {
     const int64_t in = w->in, nr = r1 - r0;
     const float *W;
-    if (w->fmt != TCQ_WF_F32 && isa == TCQ_ISA_AVX512 && M <= 4) {
-        /* a small batch is bound by widening the weights: do it in registers, once */
-        tcq_dense_rows_avx512(w, x, M, r0, r1, y, ldy);
+    if (w->fmt != TCQ_WF_F32 && isa == TCQ_ISA_AVX512 && M <= TCQ_MAX_BATCH) {
+        /* a small batch is bound by widening the weights: do it in registers, once per 4 rows.
+         * Up to a decode batch (TCQ_MAX_BATCH rows) this also keeps every row bit-identical to
+         * the same row alone (the kernel's rows do not interact; sgemm's blocking would not):
+         * tcq serve's replies do not depend on what else is in the batch. */
+        for (int64_t m0 = 0; m0 < M; m0 += 4)
+            tcq_dense_rows_avx512(w, x + m0 * in, M - m0 < 4 ? M - m0 : 4, r0, r1, y + m0 * ldy, ldy);
         return;
     }
     if (w->fmt == TCQ_WF_F32)

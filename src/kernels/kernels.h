@@ -141,9 +141,12 @@ typedef struct tr_table {
 } tr_table;
 
 extern const tr_table tcq_tr_ref;          /* ref/trellis_ref.c */
-const tr_table *tcq_tr_avx2(void);         /* x86/trellis_avx2.c (NULL if not built) */
-const tr_table *tcq_tr_avx512(void);       /* x86/trellis_avx512x.c: needs VNNI + VBMI; with
-                                            * AMX-INT8 (unless TCQ_NO_AMX=1) the AMX entries */
+/* x86/trellis_avx2.c (NULL if the CPU lacks AVX2 + FMA + F16C); vnni: AVX-VNNI where the CPU has
+ * it, else vpmaddubsw + vpmaddwd */
+const tr_table *tcq_tr_avx2(int vnni);
+/* x86/trellis_avx512x.c (kernels in trellis_{reduce,scatter,panel}_avx512x.c): needs VNNI + VBMI;
+ * amx: the AMX entries where the CPU has AMX-INT8 */
+const tr_table *tcq_tr_avx512(int amx);
 void tcq_amx_scatter_fast(const ks_args *a);   /* x86/trellis_scatter_amx.c: tcq_cpu()->amx_int8 only */
 void tcq_amx_reduce_fast(const kr_args *a);    /* x86/trellis_reduce_amx.c; needs qa->qt */
 void tcq_avx512_reduce_fast_panel(const kr_args *a);   /* x86/trellis_panel_avx512x.c; needs qa->q16 */
@@ -152,7 +155,7 @@ void tcq_avx512_reduce_fast_panel(const kr_args *a);   /* x86/trellis_panel_avx5
  * [mr][4] zmm, 64-byte aligned. */
 void tcq_avx512_mk6x4(const void *pan, int64_t ps, int64_t nkp, const int32_t *q, int64_t qs, int mr, void *o);
 /* Blocks [b0, b0 + nb) of axis-1 coded row r as int16 code values (bytesum - 510) in vpackssdw
- * order, 2 T bytes a block (x86/trellis_avx512x.c). */
+ * order, 2 T bytes a block (x86/trellis_reduce_avx512x.c). */
 void tcq_avx512_decode_i16(const tcq_trellis *w, int64_t r, int64_t b0, int64_t nb, void *out);
 
 /* Scalar reference kernels (also used by the SIMD files for edge cases). */

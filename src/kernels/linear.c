@@ -2,13 +2,14 @@
  * and splits the work into items fixed by the shape (never by the thread count) so the result is
  * bit-identical for any pool size. */
 #include "kernels.h"
+#include "registry.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-/* Crossovers, measured by `tcq bench kernels` (bench/NOTES.md, "## CPU kernels"). */
+/* Crossovers, measured by `tcq bench kernels` (docs/PERFORMANCE.md, "## CPU kernels"). */
 enum {
     SHARED_MAX_M = 4,      /* M in 2..4: one decode shared by every row, in registers */
     REDUCE_ROWS = 16,      /* axis-1 outputs per work item: at least, and the granule (reduce_rows) */
@@ -30,6 +31,7 @@ struct tcq_kctx {
     tcq_kpath path;
     int force_isa;
     tcq_kregime force_regime;
+    unsigned exclude;      /* TCQ_KV_* variants this context leaves out (tcq_kctx_exclude) */
     int nthreads;
     void **scratch;        /* [nthreads] */
     size_t scratch_size;
@@ -98,7 +100,27 @@ tcq_status tcq_kctx_force(tcq_kctx *c, int isa, tcq_kregime regime)
     return TCQ_OK;
 }
 
+tcq_status tcq_kctx_exclude(tcq_kctx *c, unsigned variants)
+{
+    if (!c) return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_kctx_exclude: ctx is NULL");
+    if (variants & ~(unsigned)(TCQ_KV_NO_AVXVNNI | TCQ_KV_NO_AMX))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_kctx_exclude: unknown variant bits 0x%x", variants);
+    c->exclude = variants;
+    return TCQ_OK;
+}
+
 const char *tcq_kctx_last_kernel(const tcq_kctx *c) { return c ? c->last : ""; }
+
+tcq_status tcq_kctx_force_kernel(tcq_kctx *c, const char *name)
+{
+    if (!c) return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_kctx_force_kernel: ctx is NULL");
+    const tcq_kernel_info *k = tcq_kernel_find(name);
+    if (!k) return tcq_fail(TCQ_ERR_INVALID_ARG, "kernel '%s' is not in this CPU's registry", name ? name : "(null)");
+    TCQ_TRY(tcq_kctx_force(c, k->isa, k->regime));
+    c->exclude = k->exclude;
+    if (k->path != TCQ_PATH_AUTO) c->path = k->path;
+    return TCQ_OK;
+}
 
 static tcq_status ensure_scratch(tcq_kctx *c, size_t bytes)
 {
@@ -203,11 +225,11 @@ static tcq_status check_call(const tcq_weight *w, const float *x, const float *y
 
 /* ---- kernel selection ------------------------------------------------------------------- */
 
-static const tr_table *table_for(int isa)
+static const tr_table *table_for(int isa, unsigned exclude)
 {
     const tr_table *t = NULL;
-    if (isa == TCQ_ISA_AVX512) t = tcq_tr_avx512();
-    if (!t && isa >= TCQ_ISA_AVX2) t = tcq_tr_avx2();
+    if (isa == TCQ_ISA_AVX512) t = tcq_tr_avx512(!(exclude & TCQ_KV_NO_AMX));
+    if (!t && isa >= TCQ_ISA_AVX2) t = tcq_tr_avx2(!(exclude & TCQ_KV_NO_AVXVNNI));
     return t ? t : &tcq_tr_ref;
 }
 
@@ -258,7 +280,7 @@ typedef struct run_ctx {
 /* Axis-1 outputs per work item: long runs of consecutive coded rows per thread.  With 2 threads,
  * 16-row items alternating between the threads cost 4-10 % on the reduce and ~14 % on the fused
  * SwiGLU against 256-row ones at M = 1 (each item restarts a hardware prefetch stream;
- * bench/NOTES.md, "Zen 5, session 12"), and 7-23 % at M = 2..32 once the int16 tile decoded in
+ * docs/PERFORMANCE.md, "Zen 5, session 12"), and 7-23 % at M = 2..32 once the int16 tile decoded in
  * rounds (session 19); still about 8 items a thread for the balance.  Rows are independent: any
  * split gives the same bits. */
 static int64_t reduce_rows(const tcq_kctx *c, int64_t rows)
@@ -269,7 +291,7 @@ static int64_t reduce_rows(const tcq_kctx *c, int64_t rows)
 
 /* The axis-1 items: long ones (reduce_rows), and for the last round (pool size x rpi rows) items
  * of TAIL_ROWS, so that the threads finish within a short item of each other: with 16 items of
- * 256 rows on 2 threads one item was 6 % of the call (bench/NOTES.md, session 17).  Returns the
+ * 256 rows on 2 threads one item was 6 % of the call (docs/PERFORMANCE.md, session 17).  Returns the
  * item count. */
 static int64_t items_plan(run_ctx *r, const tcq_kctx *c, int64_t rows)
 {
@@ -303,7 +325,7 @@ static void scatter_item(void *arg, int64_t item, int thread)
     const run_ctx *r = arg;
     /* partition-minor: the threads' items in flight read different input-row ranges of the same
      * output columns, not neighbouring columns of the same rows (2-7 % faster at M = 1..4 with 2
-     * threads, bench/NOTES.md "Zen 5, session 12"); each item owns its partials, so the order
+     * threads, docs/PERFORMANCE.md "Zen 5, session 12"); each item owns its partials, so the order
      * does not change the bits */
     const int64_t p = item % r->nparts, b0 = (item / r->nparts) * SCATTER_COLS, T = r->w->p.T, out = r->w->cols;
     const int64_t nbc = TCQ_MIN(SCATTER_COLS, r->nb - b0);
@@ -377,19 +399,51 @@ static kr_fn own_gemm(const tr_table *tab, int kp, int axis)
     return kp == KP_FAST && axis ? tab->reduce_fast_gemm : NULL;
 }
 
+/* The name of the kernel a trellis call of op (0 scatter, 1 reduce, 2 fused SwiGLU) runs for this
+ * table, path, regime and M: what tcq_kctx_last_kernel reports, and the registry's key (registry.c). */
+static void trellis_name(const tr_table *tab, int kp, int op, tcq_kregime reg, int64_t M, char *buf, size_t n)
+{
+    const char *fam = op == 0 ? "trellis.scatter" : op == 1 ? "trellis.reduce" : "swiglu.fused";
+    const kr_fn own = own_gemm(tab, kp, op != 0);
+    if (reg == TCQ_KR_GEMM && own) {
+        snprintf(buf, n, "%s.fast.gemm.%s.i16.panel", fam, tab->isa);
+        return;
+    }
+    if (reg == TCQ_KR_GEMM) {   /* decode + sgemm; the SwiGLU runs gate and up unfused */
+        if (op == 2) {
+            char k[64];
+            trellis_name(tab, kp, 1, reg, M, k, sizeof k);
+            snprintf(buf, n, "swiglu.unfused.%s", k);
+        } else
+            snprintf(buf, n, "%s.gemm.%s", fam, tab->isa);
+        return;
+    }
+    const int rg = reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE;
+    const int col = op ? reduce_col(tab, kp, rg, M) : rg;
+    const int has = op ? tab->reduce[kp][col] != NULL : tab->scatter[kp][col] != NULL;
+    const char *tag = has ? (op ? tab->tag : tab->stag)[kp][col] : NULL;
+    snprintf(buf, n, "%s.%s.%s.%s%s%s", fam, path_name(kp), tcq_kregime_name(reg), has ? tab->isa : "scalar",
+             tag ? "." : "", tag ? tag : "");
+}
+
+void tcq_trellis_kernel_name(int isa, unsigned exclude, tcq_kpath path, int op, tcq_kregime reg, int64_t M,
+                             char *buf, size_t n)
+{
+    trellis_name(table_for(isa, exclude), path == TCQ_PATH_EXACT ? KP_EXACT : KP_FAST, op, reg, M, buf, n);
+}
+
 static tcq_status trellis_rows(tcq_kctx *c, const tcq_weight *wt, const float *x, float *y, int64_t M,
                                tcq_kregime reg)
 {
     const tcq_trellis *w = &wt->tr;
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    const tr_table *tab = table_for(isa);
+    const tr_table *tab = table_for(isa, c->exclude);
     const int kp = kpath_of(c);
     run_ctx r = {.c = c, .w = w, .M = M, .x = x, .y = y, .ldy = wt->out, .df = tab->decode};
     if (!r.df) r.df = tcq_ref_decode;
-    const char *op = w->axis ? "reduce" : "scatter";
     const kr_fn own = own_gemm(tab, kp, w->axis);
     if (reg == TCQ_KR_GEMM && !own) {
-        snprintf(c->last, sizeof c->last, "trellis.%s.gemm.%s", op, tab->isa);
+        trellis_name(tab, kp, w->axis, reg, M, c->last, sizeof c->last);
         if (w->axis) {
             const int64_t rows = TCQ_MAX(1, GEMM_TILE_BYTES / (w->cols * 4));
             TCQ_TRY(ensure_scratch(c, (size_t)(rows * w->cols) * 4));
@@ -406,7 +460,7 @@ static tcq_status trellis_rows(tcq_kctx *c, const tcq_weight *wt, const float *x
     if (kp == KP_FAST) TCQ_TRY(tcq_kq_prepare_pool(&c->qa, x, M, wt->in, w->axis ? NULL : w->scales, c->pool));
     if (reg == TCQ_KR_GEMM) {   /* the table's own kernel (above: decode + sgemm) */
         r.rf = own;
-        snprintf(c->last, sizeof c->last, "trellis.reduce.fast.gemm.%s.i16.panel", tab->isa);
+        trellis_name(tab, kp, 1, reg, M, c->last, sizeof c->last);
         tcq_pool_run(c->pool, items_plan(&r, c, w->rows), reduce_item, &r);
         return TCQ_OK;
     }
@@ -414,17 +468,13 @@ static tcq_status trellis_rows(tcq_kctx *c, const tcq_weight *wt, const float *x
         const int rc = reduce_col(tab, kp, rg, M);
         if (kp == KP_FAST && tab->qt && rc != KRG_M1) TCQ_TRY(tcq_kq_transpose(&c->qa, M));
         r.rf = tab->reduce[kp][rc] ? tab->reduce[kp][rc] : tcq_tr_ref.reduce[kp][rc];
-        snprintf(c->last, sizeof c->last, "trellis.reduce.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
-                 tab->reduce[kp][rc] ? tab->isa : "scalar", tab->reduce[kp][rc] && tab->tag[kp][rc] ? "." : "",
-                 tab->reduce[kp][rc] && tab->tag[kp][rc] ? tab->tag[kp][rc] : "");
+        trellis_name(tab, kp, 1, reg, M, c->last, sizeof c->last);
         tcq_pool_run(c->pool, items_plan(&r, c, w->rows), reduce_item, &r);
         return TCQ_OK;
     }
     r.sf = tab->scatter[kp][rg] ? tab->scatter[kp][rg] : tcq_tr_ref.scatter[kp][rg];
     r.sf_nbc = tab->scatter[kp][rg] ? TCQ_MAX(1, tab->scatter_nbc[kp][rg]) : 1;
-    snprintf(c->last, sizeof c->last, "trellis.scatter.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
-             tab->scatter[kp][rg] ? tab->isa : "scalar", tab->scatter[kp][rg] && tab->stag[kp][rg] ? "." : "",
-             tab->scatter[kp][rg] && tab->stag[kp][rg] ? tab->stag[kp][rg] : "");
+    trellis_name(tab, kp, 0, reg, M, c->last, sizeof c->last);
     /* partitions: a fixed count, each a whole number of activation blocks */
     const int64_t qbs = (w->rows + TCQ_FAST_QB - 1) / TCQ_FAST_QB;
     r.part_rows = ((qbs + PARTITIONS - 1) / PARTITIONS) * TCQ_FAST_QB;
@@ -450,7 +500,7 @@ static int64_t tile_chunks(tcq_kregime reg, int own, int64_t M)
 static tcq_status trellis_linear(tcq_kctx *c, const tcq_weight *wt, const float *x, float *y, int64_t M)
 {
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    const tr_table *tab = table_for(isa);
+    const tr_table *tab = table_for(isa, c->exclude);
     const tcq_kregime reg = pick_regime(c, tab, M, 1, wt->tr.axis, kpath_of(c) == KP_EXACT);
     const int64_t n = tile_chunks(reg, own_gemm(tab, kpath_of(c), wt->tr.axis) != NULL, M);
     for (int64_t i = 0; i < n; i++) {
@@ -478,6 +528,31 @@ static void dense_item(void *arg, int64_t item, int thread)
     tcq_dense_rows(d->w, d->x, d->M, r0, r1, d->y, d->w->out, d->c->scratch[thread], d->isa);
 }
 
+
+/* The ISA's table for a dense f16/bf16 weight; NULL: the scalar reference */
+static const kd16_isa *d16_table(int isa, tcq_wformat fmt)
+{
+    if (isa == TCQ_ISA_AVX512) return tcq_d16_avx512(fmt);
+    return isa >= TCQ_ISA_AVX2 ? tcq_d16_avx2(fmt) : NULL;
+}
+
+/* f16/bf16: a pinned regime GEMM takes the table's GEMM, the others its tiles (tests, benchmarks) */
+static int d16_gemm(const kd16_isa *k, tcq_kregime reg, int64_t M)
+{
+    return k && k->gemm && (reg == TCQ_KR_AUTO ? M >= k->gemm_from : reg == TCQ_KR_GEMM);
+}
+
+void tcq_dense_kernel_name(tcq_wformat fmt, int isa, tcq_kregime reg, int64_t M, char *buf, size_t n)
+{
+    static const char *const fn[] = {"f32", "f16", "bf16", "trellis", "affine"};
+    if (fmt == TCQ_WF_F16 || fmt == TCQ_WF_BF16) {
+        const kd16_isa *k = d16_table(isa, fmt);
+        snprintf(buf, n, "%s.stored.%s", fn[fmt], d16_gemm(k, reg, M) ? k->gemm_name : k ? k->name : "scalar");
+        return;
+    }
+    snprintf(buf, n, "%s.%s", fn[fmt], fmt != TCQ_WF_F32 && isa == TCQ_ISA_AVX512 && M <= TCQ_MAX_BATCH ? "direct.avx512" : "blas");
+}
+
 static tcq_status dense_linear(tcq_kctx *c, const tcq_weight *w, const float *x, float *y, int64_t M)
 {
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
@@ -486,21 +561,11 @@ static tcq_status dense_linear(tcq_kctx *c, const tcq_weight *w, const float *x,
         d.rows = TCQ_MAX(1, TCQ_MIN(DENSE_ROWS, (1 << 20) / (w->in * 4)));
         TCQ_TRY(ensure_scratch(c, (size_t)(d.rows * w->in) * 4));
     }
-    static const char *const fn[] = {"f32", "f16", "bf16", "trellis", "affine"};
-    snprintf(c->last, sizeof c->last, "%s.%s", fn[w->fmt],
-             w->fmt != TCQ_WF_F32 && isa == TCQ_ISA_AVX512 && M <= 4 ? "direct.avx512" : "blas");
+    tcq_dense_kernel_name(w->fmt, isa, TCQ_KR_AUTO, M, c->last, sizeof c->last);
     tcq_pool_run(c->pool, (w->out + d.rows - 1) / d.rows, dense_item, &d);
     return TCQ_OK;
 }
 
-/* ---- dense f16 / bf16 in their stored format (kernels.h states the contract) -------------- */
-
-/* The ISA's table for a dense f16/bf16 weight; NULL: the scalar reference */
-static const kd16_isa *d16_table(int isa, tcq_wformat fmt)
-{
-    if (isa == TCQ_ISA_AVX512) return tcq_d16_avx512(fmt);
-    return isa >= TCQ_ISA_AVX2 ? tcq_d16_avx2(fmt) : NULL;
-}
 
 typedef struct d16_ctx {
     tcq_kctx *c;
@@ -524,15 +589,12 @@ static tcq_status dense16_linear(tcq_kctx *c, const tcq_weight *w, const float *
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
     d16_ctx d = {.c = c, .k = d16_table(isa, w->fmt), .a = {.w = w, .M = M, .x = x, .y = y, .ldy = w->out},
                  .rows = DENSE16_ROWS};
-    /* a pinned regime: GEMM takes the table's GEMM, the others its tiles (tests, benchmarks) */
-    const tcq_kregime reg = c->force_regime;
-    d.gemm = d.k && d.k->gemm && (reg == TCQ_KR_AUTO ? M >= d.k->gemm_from : reg == TCQ_KR_GEMM);
+    d.gemm = d16_gemm(d.k, c->force_regime, M);
     if (d.gemm) {
         d.rows = DENSE16_GEMM_ROWS;
         TCQ_TRY(ensure_scratch(c, KERNEL_SCRATCH));   /* the 32 KB panel */
     }
-    static const char *const fn[] = {"f32", "f16", "bf16", "trellis", "affine"};
-    snprintf(c->last, sizeof c->last, "%s.stored.%s", fn[w->fmt], d.gemm ? d.k->gemm_name : d.k ? d.k->name : "scalar");
+    tcq_dense_kernel_name(w->fmt, isa, c->force_regime, M, c->last, sizeof c->last);
     tcq_pool_run(c->pool, (w->out + d.rows - 1) / d.rows, d16_item, &d);
     return TCQ_OK;
 }
@@ -574,7 +636,7 @@ static tcq_status swiglu_rows(tcq_kctx *c, const tcq_weight *gate, const tcq_wei
                               int64_t M, tcq_kregime reg)
 {
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    const tr_table *tab = table_for(isa);
+    const tr_table *tab = table_for(isa, c->exclude);
     const int kp = kpath_of(c);
     const int64_t out = gate->out;
     const int rg = reduce_col(tab, kp, reg == TCQ_KR_M1 ? KRG_M1 : reg == TCQ_KR_SHARED ? KRG_SHARED : KRG_TILE, M);
@@ -588,12 +650,7 @@ static tcq_status swiglu_rows(tcq_kctx *c, const tcq_weight *gate, const tcq_wei
     if (kp == KP_FAST && tab->qt && rg != KRG_M1 && !own) TCQ_TRY(tcq_kq_transpose(&c->qa, M));
     r.rf = own ? own : tab->reduce[kp][rg] ? tab->reduce[kp][rg] : tcq_tr_ref.reduce[kp][rg];
     r.rf_up = r.rf;
-    if (own)
-        snprintf(c->last, sizeof c->last, "swiglu.fused.fast.gemm.%s.i16.panel", tab->isa);
-    else
-        snprintf(c->last, sizeof c->last, "swiglu.fused.%s.%s.%s%s%s", path_name(kp), tcq_kregime_name(reg),
-                 tab->reduce[kp][rg] ? tab->isa : "scalar", tab->reduce[kp][rg] && tab->tag[kp][rg] ? "." : "",
-                 tab->reduce[kp][rg] && tab->tag[kp][rg] ? tab->tag[kp][rg] : "");
+    trellis_name(tab, kp, 2, reg, M, c->last, sizeof c->last);
     tcq_pool_run(c->pool, nitems, swiglu_item, &r);
     return TCQ_OK;
 }
@@ -607,7 +664,7 @@ tcq_status tcq_linear_swiglu(const tcq_weight *gate, const tcq_weight *up, const
         return tcq_fail(TCQ_ERR_INVALID_ARG, "swiglu: gate [%lld, %lld] and up [%lld, %lld] differ",
                         (long long)gate->out, (long long)gate->in, (long long)up->out, (long long)up->in);
     const int isa = c->force_isa >= 0 ? c->force_isa : (int)tcq_isa_active();
-    const tr_table *tab = table_for(isa);
+    const tr_table *tab = table_for(isa, c->exclude);
     const tcq_kregime reg = pick_regime(c, tab, M, 1, 1, kpath_of(c) == KP_EXACT);
     const int own = own_gemm(tab, kpath_of(c), 1) != NULL;
     const int fused = gate->fmt == TCQ_WF_TRELLIS && up->fmt == TCQ_WF_TRELLIS && gate->tr.axis == 1 &&

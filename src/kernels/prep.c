@@ -154,7 +154,7 @@ tcq_status tcq_kq_prepare_pool(kq_act *qa, const float *x, int64_t M, int64_t n,
 {
     /* one more block where a row of int16 copies would be a multiple of 256 bytes: 5120 positions
      * (10 KB) put every second row of the tile's chunk in the same 8 of L1's 64 sets, and 32 rows
-     * no longer fit its 12 ways (bench/NOTES.md, session 19: 5-8 % at M = 8..64) */
+     * no longer fit its 12 ways (docs/PERFORMANCE.md, session 19: 5-8 % at M = 8..64) */
     const int64_t nblk = (n + TCQ_FAST_QB - 1) / TCQ_FAST_QB, used = nblk * TCQ_FAST_QB,
                   npad = used + ((used / 32) % 4 == 0 ? TCQ_FAST_QB : 0);
     if (!qa->q || qa->cap < M * npad || qa->mcap < M || qa->bcap < M * nblk) {

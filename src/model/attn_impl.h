@@ -120,7 +120,7 @@ void ATTN_NAME(const tcq_attn_args *a)
      * previous t's store (47 % of this function's time at 1536 positions).  Same additions in
      * the same order as that loop, so the same bits.  An f16 cache's full tiles come first, two
      * query heads at a time, so that each V row is widened once for both (per head, the
-     * widening was most of the f16 path's extra cost at 1536 positions: bench/NOTES.md, session 16). */
+     * widening was most of the f16 path's extra cost at 1536 positions: docs/PERFORMANCE.md, session 16). */
     if (a->kv_f16)
         for (int i0 = 0; i0 + ATTN_TILE <= hd; i0 += ATTN_TILE)
             for (int g = 0; g < G; g += 2) {

@@ -107,6 +107,7 @@ static tcq_status forward_rows(tcq_model *m, tcq_session *const *sess, const int
     for (int r = 0; r < M; r++) tcq_model_embed(m, tok[r], m->x + (size_t)r * d);   /* x [M, d] */
     for (int l = 0; l < c->n_layers; l++) {
         const tcq_layer *L = &m->layers[l];
+        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_ATTN, m->x, M);
         for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, m->x + (size_t)r * d, L->attn_norm, d, c->norm_eps);
         TCQ_TRY(tcq_linear(&L->wq, m->xb, m->q, M, m->kctx));   /* q [M, qd] */
         TCQ_TRY(tcq_linear(&L->wk, m->xb, m->k, M, m->kctx));   /* k [M, kvd] */
@@ -125,10 +126,13 @@ static tcq_status forward_rows(tcq_model *m, tcq_session *const *sess, const int
             att_job J = {m, sess, pos, l};
             tcq_pool_run(m->pool, (int64_t)M * c->n_kv_heads, att_item, &J);    /* att [M, qd] */
         }
+        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_O, m->att, M);
         TCQ_TRY(tcq_linear(&L->wo, m->att, m->xb2, M, m->kctx));          /* xb2 [M, d] */
         for (size_t i = 0; i < (size_t)M * d; i++) m->x[i] += m->xb2[i];
+        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_FFN, m->x, M);
         for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, m->x + (size_t)r * d, L->ffn_norm, d, c->norm_eps);
         TCQ_TRY(tcq_linear_swiglu(&L->gate, &L->up, m->xb, m->hb, M, m->kctx));   /* hb [M, hidden] */
+        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_DOWN, m->hb, M);
         TCQ_TRY(tcq_linear(&L->down, m->hb, m->xb2, M, m->kctx));                /* xb2 [M, d] */
         for (size_t i = 0; i < (size_t)M * d; i++) m->x[i] += m->xb2[i];
     }
@@ -166,7 +170,9 @@ static tcq_status run_sequence(tcq_model *m, tcq_session *s, const int32_t *toke
         }
         int last = i + M == n;
         int from = all ? 0 : (logits && last ? M - 1 : M);
-        tcq_status st = forward_rows(m, rs, pos, tokens + i, M, from, all && logits ? logits + (size_t)i * V : logits);
+        float *lg = all && logits ? logits + (size_t)i * V : logits;
+        tcq_status st = m->cu ? tcq_model_cuda_rows(m, rs, pos, tokens + i, M, from, lg)
+                              : forward_rows(m, rs, pos, tokens + i, M, from, lg);
         if (st != TCQ_OK) return st;
         s->pos += M;
     }
@@ -199,7 +205,7 @@ tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *sess, const
         pos[b] = sess[b]->pos;
     }
     TCQ_TRY(check_tokens(m, tokens, nb));
-    TCQ_TRY(forward_rows(m, sess, pos, tokens, nb, 0, logits));
+    TCQ_TRY(m->cu ? tcq_model_cuda_rows(m, sess, pos, tokens, nb, 0, logits) : forward_rows(m, sess, pos, tokens, nb, 0, logits));
     for (int b = 0; b < nb; b++) sess[b]->pos++;
     return TCQ_OK;
 }

@@ -76,6 +76,12 @@ tcq_status tcq_model_finish(tcq_model *m, const tcq_model_opts *opts)
         *bufs[i] = tcq_amalloc(R * sizes[i] * sizeof(float));
         TCQ_TRY(tcq_model_own(m, *bufs[i]));
     }
+    snprintf(m->device_name, sizeof m->device_name, "cpu");
+    tcq_device dev = opts ? opts->device : TCQ_DEVICE_CPU;
+    const int idx = opts ? opts->device_index : 0;
+    if (dev == TCQ_DEVICE_AUTO) dev = tcq_model_cuda_present(idx) ? TCQ_DEVICE_CUDA : TCQ_DEVICE_CPU;
+    if (dev == TCQ_DEVICE_CUDA) return tcq_model_cuda_init(m, opts);
+    if (dev != TCQ_DEVICE_CPU) return tcq_fail(TCQ_ERR_INVALID_ARG, "model: unknown device %d", (int)dev);
     return TCQ_OK;
 }
 
@@ -134,6 +140,7 @@ tcq_status tcq_model_load(const char *path, const tcq_model_opts *opts, tcq_mode
 void tcq_model_free(tcq_model *m)
 {
     if (!m) return;
+    if (m->cu) tcq_model_cuda_free(m);
     tcq_kctx_free(m->kctx);
     tcq_afree(m->att_scores);
     tcq_afree(m->blk_scratch);
@@ -149,6 +156,7 @@ void tcq_model_free(tcq_model *m)
 const tcq_model_config *tcq_model_get_config(const tcq_model *m) { return &m->cfg; }
 size_t tcq_model_weight_bytes(const tcq_model *m) { return m->weight_bytes; }
 const char *tcq_model_describe(const tcq_model *m) { return m->describe; }
+const char *tcq_model_device(const tcq_model *m) { return m->device_name[0] ? m->device_name : "cpu"; }
 
 static float af_param(const tcq_affine *a, size_t i)
 {

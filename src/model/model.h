@@ -17,10 +17,11 @@ static inline float tcq_model_h2f(uint16_t h)
     return o.f;
 }
 
+#ifndef __cplusplus   /* the CUDA files (src/model/cuda) read the structs below, not these helpers */
 /* tcq_model_h2f on 16 halves at once (exact, so the same bits on every ISA, which the attention
  * core relies on): widened, then that function's integer and multiply steps lane by lane.
  * Element by element the f16 cache's decode ran at 0.4-0.7x the f32 one's at 1536 positions
- * (bench/NOTES.md, session 16).  out, not a return value: a 64-byte vector return changes the
+ * (docs/PERFORMANCE.md, session 16).  out, not a return value: a 64-byte vector return changes the
  * ABI between the generic and the AVX-512 builds. */
 typedef float tcq_model_v16 __attribute__((vector_size(64)));
 static inline void tcq_model_h2f16(const uint16_t *p, tcq_model_v16 *out)
@@ -39,6 +40,7 @@ static inline void tcq_model_h2f16(const uint16_t *p, tcq_model_v16 *out)
     u |= (h & 0x8000u) << 16;
     memcpy(out, &u, sizeof *out);
 }
+#endif
 
 /* Attention of one (row, kv head): its G query heads over cache positions [0, n). */
 typedef struct tcq_attn_args {
@@ -100,15 +102,39 @@ struct tcq_model {
     int att_cap;
     float *blk_scratch;       /* [pool threads, blk_cap] for tcq_attn_block */
     size_t blk_cap;
+    struct tcq_model_cuda *cu; /* the device copy when opts.device chose CUDA (src/model/cuda) */
+    char device_name[320];
+
+    /* Calibration tap (the quantizer's Hessians; NULL: none): called with the M rows a layer's
+     * linears read, before they read them.  site: TCQ_TAP_ATTN / TCQ_TAP_FFN give the residual
+     * stream before the RMSNorm ([M, dim]), TCQ_TAP_O the attention output ([M, n_heads*hd]),
+     * TCQ_TAP_DOWN the SwiGLU output ([M, hidden]). */
+    void (*tap)(void *user, int layer, int site, const float *x, int M);
+    void *tap_user;
 };
+enum { TCQ_TAP_ATTN = 0, TCQ_TAP_O, TCQ_TAP_FFN, TCQ_TAP_DOWN, TCQ_TAP_SITES };
 
 struct tcq_session {
     int ctx, pos;
     tcq_kv_dtype kv;
     int n_layers, kv_dim;
-    void *kcache, *vcache;    /* [n_layers, ctx, kv_dim] f32 or f16 */
+    void *kcache, *vcache;    /* [n_layers, ctx, kv_dim] f32 or f16; device memory (f16) for a CUDA model */
     size_t bytes;
+    int on_device;            /* the caches are device memory (the model runs on CUDA) */
 };
+
+/* The device forward (src/model/cuda; a build without CUDA refuses with TCQ_ERR_UNSUPPORTED).
+ * init: after the weights are bound and tcq_model_finish, upload them to opts.device_index after
+ * checking the device's free memory; rows: forward_rows of forward.c on the device. */
+tcq_status tcq_model_cuda_init(tcq_model *m, const tcq_model_opts *opts);
+void tcq_model_cuda_free(tcq_model *m);
+tcq_status tcq_model_cuda_rows(tcq_model *m, tcq_session *const *sess, const int *pos, const int32_t *tok, int M,
+                               int out_from, float *logits);
+/* Device KV caches of s->bytes (s->kcache, s->vcache); free them. */
+tcq_status tcq_session_cuda_alloc(const tcq_model *m, tcq_session *s);
+void tcq_session_cuda_release(tcq_session *s);
+/* 1 when a CUDA device index exists (always 0 without CUDA). */
+int tcq_model_cuda_present(int index);
 
 /* Attention of a prefill chunk (M rows of one session at positions p0..p0+M-1, q in m->q, out
  * to m->att) through sgemm; returns 1 without doing anything when the per-row core should

@@ -19,10 +19,20 @@ tcq_status tcq_session_create(const tcq_model *m, int ctx, tcq_kv_dtype kv, tcq_
     tcq_session *s = calloc(1, sizeof *s);
     if (!s) return tcq_fail(TCQ_ERR_NOMEM, "session: out of memory");
     s->ctx = ctx;
+    if (m->cu) kv = TCQ_KV_F16;   /* the device attention reads f16 caches */
     s->kv = kv;
     s->n_layers = m->cfg.n_layers;
     s->kv_dim = m->cfg.n_kv_heads * m->cfg.head_dim;
     s->bytes = tcq_model_kv_bytes(m, ctx, kv);
+    if (m->cu) {
+        tcq_status st = tcq_session_cuda_alloc(m, s);
+        if (st != TCQ_OK) {
+            free(s);
+            return st;
+        }
+        *out = s;
+        return TCQ_OK;
+    }
     s->kcache = tcq_amalloc(s->bytes / 2);
     s->vcache = tcq_amalloc(s->bytes / 2);
     if (!s->kcache || !s->vcache) {
@@ -36,6 +46,11 @@ tcq_status tcq_session_create(const tcq_model *m, int ctx, tcq_kv_dtype kv, tcq_
 void tcq_session_free(tcq_session *s)
 {
     if (!s) return;
+    if (s->on_device) {
+        tcq_session_cuda_release(s);
+        free(s);
+        return;
+    }
     tcq_afree(s->kcache);
     tcq_afree(s->vcache);
     free(s);

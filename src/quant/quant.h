@@ -35,4 +35,68 @@ json_t *tcq_quant_entry(int k, int T, int L, int axis, int interleave);
 /* Copy the tokenizer files that exist in in_dir to out_dir. */
 tcq_status tcq_quant_copy_tokenizer(const char *in_dir, const char *out_dir);
 
+/* Least-squares row scales for the chosen codes where their fp16 rounding lowers the row's
+ * error against rows [R, C]; *err (optional): the squared error with the final scales. */
+tcq_status tcq_quant_refit_scales(tcq_block_params p, const float *rows, int64_t R, int64_t C, const uint32_t *codes,
+                                  uint16_t *scales, double *err);
+/* Reconstruction out [R, C] of coded rows. */
+void tcq_quant_decode_rows(tcq_block_params p, const uint32_t *codes, const uint16_t *scales, int64_t R, int64_t C,
+                           float *out);
+
+/* In-place Cholesky A = C C^T of a symmetric positive definite A [m, m] (lower C, upper zeroed). */
+tcq_status tcq_quant_cholesky(double *A, int64_t m);
+/* H [m, m] = L D L^T with L [m, m] unit lower block triangular (blocks of b) and D [m/b][b][b]. */
+tcq_status tcq_quant_block_ldl(const double *H, int64_t m, int b, double *L, double *D);
+/* out = H + damp * mean(diag H) I; fails when the diagonal carries nothing. */
+tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out);
+/* Proxy loss tr(E H E^T) of E = W - What for the stored layout: axis 1 rows are outputs and H is
+ * over the C columns; axis 0 stored rows are the inputs and H is over the R rows.  ref
+ * (optional): the same of W itself. */
+tcq_status tcq_quant_proxy(const float *W, const float *What, int64_t R, int64_t C, int axis, const double *H,
+                           double *loss, double *ref);
+
+/* Calibration Hessians (calib.c): per layer, one per input site in the order of model.h's
+ * TCQ_TAP_* (q/k/v input, o input, gate/up input, down input), readers' ones in the rotated
+ * basis of the Hadamard seed. */
+typedef struct tcq_quant_hess {
+    int n_layers;
+    int64_t dim[4];
+    int64_t tokens;
+    uint64_t seed;
+    double **H;               /* [n_layers * 4] of dim^2, full symmetric */
+} tcq_quant_hess;
+typedef struct tcq_quant_calib {
+    const char *path;
+    int64_t tokens;
+    int ctx;
+    int threads;
+    uint64_t seed;
+    void (*progress)(void *user, double frac);
+    void *progress_user;
+} tcq_quant_calib;
+tcq_status tcq_quant_calibrate(const char *in_dir, const tcq_hadamard *h, const tcq_quant_calib *o, tcq_pool *pool,
+                               tcq_quant_hess *hs);
+void tcq_quant_hess_free(tcq_quant_hess *hs);
+/* The Hessian of a projection's tensor name (NULL: none, e.g. lm_head); *dim its size. */
+const double *tcq_quant_hess_for(const tcq_quant_hess *hs, const char *name, int64_t *dim);
+tcq_status tcq_quant_hess_save(const tcq_quant_hess *hs, const char *dir);
+tcq_status tcq_quant_hess_load(const char *dir, uint64_t seed, tcq_quant_hess *hs);
+
+/* One matrix through BlockLDLQ (ldlq.c). */
+typedef struct tcq_ldlq_args {
+    tcq_block_params p;
+    const tcq_encode_opts *enc;
+    tcq_pool *pool;
+    const float *W;           /* [R, C] as stored */
+    int64_t R, C;
+    int axis;                 /* 1: H over the C columns (blocks of T); 0: H over the R rows */
+    const double *H;          /* undamped Hessian [m, m] */
+    double damp;              /* relative to the mean diagonal */
+    int refit;                /* least-squares scales against each row's target */
+    uint32_t *codes;          /* out [R, C*k/32] */
+    uint16_t *scales;         /* out [R] */
+    float *What;              /* out [R, C]: the reconstruction */
+} tcq_ldlq_args;
+tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a);
+
 #endif

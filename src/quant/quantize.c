@@ -33,6 +33,10 @@ typedef struct qctx {
     out_tensor *outs;
     int n_out, cap_out;
     json_t *qobj;
+    tcq_quant_hess hs;          /* calibration Hessians (H NULL: none) */
+    const char *cur;            /* the tensor being processed */
+    int dry;                    /* the allocation pass: code, record the proxy loss, keep nothing */
+    double dry_proxy, dry_ref;  /* its proxy loss (< 0: none) and tr(W H W^T) */
     tcq_quantize_progress pr;
     tcq_quantize_cb cb;
     void *user;
@@ -42,6 +46,10 @@ typedef struct qctx {
 static tcq_status add_out(qctx *c, const char *name, tcq_dtype dt, int ndim, const int64_t *shape,
                           void *data, size_t nbytes)
 {
+    if (c->dry) {
+        free(data);
+        return TCQ_OK;
+    }
     if (c->n_out == c->cap_out) {
         int cap = c->cap_out ? 2 * c->cap_out : 64;
         out_tensor *o = realloc(c->outs, (size_t)cap * sizeof *o);
@@ -94,8 +102,8 @@ static void module_of(const char *name, char *mod, size_t size)
  * kept only where its fp16 rounding lowers the row's squared error.  The codes were chosen for
  * the RMS scale, so this is one step of alternating minimisation, not the joint optimum.
  * *err becomes the squared error with the final scales. */
-static tcq_status refit_scales(tcq_block_params p, const float *rows, int64_t R, int64_t C, const uint32_t *codes,
-                               uint16_t *scales, double *err)
+tcq_status tcq_quant_refit_scales(tcq_block_params p, const float *rows, int64_t R, int64_t C, const uint32_t *codes,
+                                  uint16_t *scales, double *err)
 {
     float *v = malloc((size_t)C * sizeof *v);
     if (!v) return tcq_fail(TCQ_ERR_NOMEM, "refit scales: row of %lld", (long long)C);
@@ -121,7 +129,7 @@ static tcq_status refit_scales(tcq_block_params p, const float *rows, int64_t R,
         total += best;
     }
     free(v);
-    *err = total;
+    if (err) *err = total;
     return TCQ_OK;
 }
 
@@ -137,24 +145,40 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
         return tcq_fail(TCQ_ERR_NOMEM, "module %s: codes for [%lld, %lld]", mod, (long long)R, (long long)C);
     }
     double err = 0, ref = 0;
-    tcq_status s = c->gpu ? tcq_cuda_encode_rows(c->gpu, c->p, &c->o->enc, rows, NULL, R, C, codes, scales, &err)
-                          : tcq_encode_rows(c->p, &c->o->enc, rows, NULL, R, C, codes, scales, c->pool, &err);
-    if (s != TCQ_OK) {
+    int64_t hm = 0;
+    const double *H = tcq_quant_hess_for(&c->hs, c->cur, &hm);
+    if (H && hm != (axis ? C : R)) {
         free(codes);
         free(scales);
-        tcq_error_prefix("module %s", mod);
+        return tcq_fail(TCQ_ERR_FORMAT, "module %s: Hessian of size %lld for an input of %lld", mod, (long long)hm,
+                        (long long)(axis ? C : R));
+    }
+    float *What = H ? malloc((size_t)(R * C) * sizeof *What) : NULL;
+    tcq_status s = H && !What ? tcq_fail(TCQ_ERR_NOMEM, "reconstruction") : TCQ_OK;
+    if (s == TCQ_OK && H && c->o->method == TCQ_QMETHOD_LDLQ) {
+        const tcq_ldlq_args a = {c->p, &c->o->enc, c->pool, rows, R, C, axis, H, c->o->damp > 0 ? c->o->damp : 0.01,
+                                 c->o->refit_scales, codes, scales, What};
+        s = tcq_quant_ldlq(&a);
+        for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) err += ((double)rows[i] - What[i]) * ((double)rows[i] - What[i]);
+    } else if (s == TCQ_OK) {
+        s = c->gpu ? tcq_cuda_encode_rows(c->gpu, c->p, &c->o->enc, rows, NULL, R, C, codes, scales, &err)
+                   : tcq_encode_rows(c->p, &c->o->enc, rows, NULL, R, C, codes, scales, c->pool, &err);
+        if (s == TCQ_OK && c->o->refit_scales) s = tcq_quant_refit_scales(c->p, rows, R, C, codes, scales, &err);
+        if (s == TCQ_OK && H) tcq_quant_decode_rows(c->p, codes, scales, R, C, What);
+    }
+    c->pr.proxy = c->pr.proxy_ref = -1;
+    if (s == TCQ_OK && H) s = tcq_quant_proxy(rows, What, R, C, axis, H, &c->pr.proxy, &c->pr.proxy_ref);
+    free(What);
+    if (s != TCQ_OK || c->dry) {
+        free(codes);
+        free(scales);
+        if (s != TCQ_OK) tcq_error_prefix("module %s", mod);
+        c->dry_proxy = c->pr.proxy;
+        c->dry_ref = c->pr.proxy_ref;
         return s;
     }
+    c->pr.k = c->p.k;
     for (int64_t i = 0; i < R * C; i++) ref += (double)rows[i] * rows[i];
-    if (c->o->refit_scales) {
-        s = refit_scales(c->p, rows, R, C, codes, scales, &err);
-        if (s != TCQ_OK) {
-            free(codes);
-            free(scales);
-            tcq_error_prefix("module %s", mod);
-            return s;
-        }
-    }
     c->pr.sq_err += err;
     c->pr.sq_ref += ref;
     c->pr.coded_weights += R * C;
@@ -182,6 +206,7 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
     }
     snprintf(name, sizeof name, "%s.scales", mod);
     TCQ_TRY(add_out(c, name, TCQ_DTYPE_F16, 1, sshape, scales, (size_t)R * 2));
+    c->pr.coded_bits += (double)R * C * c->p.k + 16.0 * (double)R;
     json_t *e = tcq_quant_entry(c->p.k, c->p.T, c->p.L, axis, il);
     if (!e || json_object_set_new(c->qobj, mod, e)) return tcq_fail(TCQ_ERR_NOMEM, "module %s: entry", mod);
     return TCQ_OK;
@@ -325,6 +350,65 @@ static tcq_status process(qctx *c, const tcq_tensor_info *t)
     return s;
 }
 
+/* The allocation pass of bpw: every projection with a Hessian coded at k = 2, 3, 4 (nothing
+ * kept), then k raised greedily where the relative proxy loss tr(E H E^T) / tr(W H W^T) drops
+ * most per added bit (raw proxy losses gave tinyqwen ppl ratio 1.156 at 2.5 bpw and 1.046 at 3.5,
+ * relative ones 1.113 and 1.019: docs/perf/issue-23.md), while the mean k
+ * stays within the budget.  plan[i]: the k of ts[i] (0: not a projection). */
+static tcq_status allocate(qctx *c, const tcq_tensor_info **ts, int64_t count, int *plan)
+{
+    double (*px)[3] = calloc((size_t)(count ? count : 1), sizeof *px);
+    if (!px) return tcq_fail(TCQ_ERR_NOMEM, "allocation table");
+    const tcq_quantize_progress keep = c->pr;
+    const tcq_block_params kp = c->p;
+    tcq_status s = TCQ_OK;
+    int64_t n_all = 0, todo = 0;
+    for (int64_t i = 0; i < count; i++) {
+        const qrole r = tcq_quant_role(ts[i]->name, NULL, 0);
+        int64_t hm;
+        if ((r == QR_READER || r == QR_WRITER) && tcq_quant_hess_for(&c->hs, ts[i]->name, &hm) && c->n % c->p.T == 0)
+            plan[i] = 2, n_all += ts[i]->numel, todo++;
+    }
+    c->dry = 1;
+    c->pr.phase = "allocation";
+    c->pr.done = 0;
+    c->pr.total = 3 * n_all;
+    for (int64_t i = 0; s == TCQ_OK && i < count; i++) {
+        if (!plan[i]) continue;
+        for (int k = 2; s == TCQ_OK && k <= 4; k++) {
+            c->p.k = k;
+            c->cur = ts[i]->name;
+            c->dry_proxy = -1;
+            s = process(c, ts[i]);
+            /* relative to the tensor's own tr(W H W^T): scale-free (raw proxy losses are in each
+             * output's units, and Qwen3's q/k norms make q/k's scale meaningless) */
+            px[i][k - 2] = c->dry_ref > 0 ? c->dry_proxy / c->dry_ref : c->dry_proxy;
+            c->pr.done += ts[i]->numel;
+        }
+        c->pr.tensor = ts[i]->name;
+        if (s == TCQ_OK && c->cb) c->cb(&c->pr, c->user);
+    }
+    c->dry = 0;
+    c->p = kp;
+    c->pr = keep;
+    double used = 2.0 * (double)n_all;
+    const double budget = c->o->bpw * (double)n_all;
+    for (;;) {
+        int64_t best = -1;
+        double bg = 0;
+        for (int64_t i = 0; i < count; i++) {
+            if (!plan[i] || plan[i] == 4 || used + (double)ts[i]->numel > budget) continue;
+            const double g = (px[i][plan[i] - 2] - px[i][plan[i] - 1]) / (double)ts[i]->numel;
+            if (best < 0 || g > bg) best = i, bg = g;
+        }
+        if (best < 0) break;
+        plan[best]++;
+        used += (double)ts[best]->numel;
+    }
+    free(px);
+    return s;
+}
+
 static int cmp_info(const void *a, const void *b)
 {
     return strcmp((*(const tcq_tensor_info *const *)a)->name, (*(const tcq_tensor_info *const *)b)->name);
@@ -394,16 +478,26 @@ static tcq_status run(qctx *c, const char *out_dir, json_t *cfg)
         s = tcq_fail(TCQ_ERR_NOT_FOUND, "%s: tensor model.embed_tokens.weight is missing", c->in_dir);
     c->tied = !has_lm;
     c->pr.tensor_count = (int)count;
+    c->pr.proxy = c->pr.proxy_ref = -1;
+    int *plan = calloc((size_t)(count ? count : 1), sizeof *plan);
+    if (!plan) s = tcq_fail(TCQ_ERR_NOMEM, "tensor plan");
+    if (s == TCQ_OK && c->o->bpw > 0) s = allocate(c, ts, count, plan);
     if (s == TCQ_OK && c->cb) c->cb(&c->pr, c->user);
     for (int64_t i = 0; s == TCQ_OK && i < count; i++) {
         c->note[0] = 0;
-        c->pr.tensor = ts[i]->name;
+        c->pr.tensor = c->cur = ts[i]->name;
+        c->pr.k = 0;
+        c->pr.proxy = c->pr.proxy_ref = -1;
+        const tcq_block_params keep = c->p;
+        if (plan[i]) c->p.k = plan[i];
         s = process(c, ts[i]);
+        c->p = keep;
         c->pr.tensor_index = (int)i + 1;
         c->pr.note = c->note[0] ? c->note : NULL;
         if (s == TCQ_OK && c->cb) c->cb(&c->pr, c->user);
     }
     free(ts);
+    free(plan);
     TCQ_TRY(s);
     if (c->tied && !json_object_get(c->qobj, "lm_head")) json_object_set_new(c->qobj, "lm_head", json_false());
     json_object_set_new(c->qobj, "model.embed_tokens", json_false());
@@ -431,6 +525,31 @@ static tcq_status run(qctx *c, const char *out_dir, json_t *cfg)
     return tcq_quant_copy_tokenizer(c->in_dir, out_dir);
 }
 
+static void calib_progress(void *user, double frac)
+{
+    qctx *c = user;
+    c->pr.phase = "calibration";
+    c->pr.done = (int64_t)(frac * 1000);
+    c->pr.total = 1000;
+    if (c->cb) c->cb(&c->pr, c->user);
+    c->pr.phase = NULL;
+    c->pr.done = c->pr.total = 0;
+}
+
+/* The Hessians: loaded (hessians_in) or measured (calib), then saved (hessians_out). */
+static tcq_status hessians(qctx *c)
+{
+    const tcq_quantize_opts *o = c->o;
+    if (o->hessians_in) TCQ_TRY(tcq_quant_hess_load(o->hessians_in, o->seed, &c->hs));
+    else if (o->calib) {
+        const tcq_quant_calib q = {o->calib, o->calib_tokens > 0 ? o->calib_tokens : 32768,
+                                   o->calib_ctx > 0 ? o->calib_ctx : 512, o->threads, o->seed, calib_progress, c};
+        TCQ_TRY(tcq_quant_calibrate(c->in_dir, c->h, &q, c->pool, &c->hs));
+    }
+    if (o->hessians_out && c->hs.H) TCQ_TRY(tcq_quant_hess_save(&c->hs, o->hessians_out));
+    return TCQ_OK;
+}
+
 tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq_quantize_opts *opts,
                               tcq_quantize_cb cb, void *user)
 {
@@ -438,6 +557,18 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
     qctx c = {.o = opts, .in_dir = in_dir, .cb = cb, .user = user};
     c.p = (tcq_block_params){opts->L ? opts->L : 12, opts->bits, opts->T ? opts->T : 256};
     c.rotate_only = opts->bits == 0;
+    const int calibrated = opts->calib || opts->hessians_in;
+    if (opts->method != TCQ_QMETHOD_RTN && opts->method != TCQ_QMETHOD_LDLQ)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: method %d: rtn (0) or ldlq (1)", opts->method);
+    if ((opts->method == TCQ_QMETHOD_LDLQ || opts->bpw != 0) && !calibrated)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: %s needs a calibration (a calibration text or saved Hessians)",
+                        opts->bpw != 0 ? "a bits-per-weight budget" : "LDLQ");
+    if (opts->bpw != 0 && !(opts->bpw >= 2 && opts->bpw <= 4))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: bits per weight %g outside [2, 4] (k from 2 to 4)", opts->bpw);
+    if (calibrated && (c.rotate_only || opts->cuda))
+        return tcq_fail(TCQ_ERR_UNSUPPORTED, "quantize: calibration needs bits and the CPU coder");
+    if (opts->damp < 0 || !isfinite(opts->damp))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: damping %g: >= 0", opts->damp);
     if (!c.rotate_only) TCQ_TRY(tcq_block_check(c.p));
     if (opts->lm_head_bits && (opts->lm_head_bits < 2 || opts->lm_head_bits > 4 || c.rotate_only))
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: lm_head_bits %d: 0 (dense) or 2..4, and only with bits",
@@ -466,6 +597,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
     if (s == TCQ_OK) s = tcq_hadamard_create(c.n, 1, opts->seed, &c.h);
     if (s != TCQ_OK && c.set && !c.h) tcq_error_prefix("%s: hidden_size", in_dir);
     if (s == TCQ_OK) s = tcq_pool_create(opts->threads, &c.pool);
+    if (s == TCQ_OK) s = hessians(&c);
     if (s == TCQ_OK && !(c.qobj = json_object())) s = tcq_fail(TCQ_ERR_NOMEM, "quantization object");
     if (s == TCQ_OK) s = run(&c, out_dir, cfg);
     for (int i = 0; i < c.n_out; i++) {
@@ -475,6 +607,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
     free(c.outs);
     json_decref(c.qobj);
     json_decref(cfg);
+    tcq_quant_hess_free(&c.hs);
     tcq_pool_free(c.pool);
     tcq_cuda_ctx_free(c.gpu);
     tcq_hadamard_free(c.h);

@@ -28,6 +28,16 @@ for isa in avx2 scalar; do
         [ "$floor" = "0.0" ] || { echo "scalar: instruction floor $floor"; fail=1; }
     fi
 done
+# the registry: --list names every kernel of this CPU; --kernel NAME times that entry and no other
+l=$("$tcq" bench kernels --list) || { echo "--list failed"; fail=1; }
+for k in trellis.reduce.fast.m1.scalar trellis.scatter.exact.tile.scalar swiglu.fused.fast.shared.scalar f32.blas; do
+    grep -q "^$k " <<<"$l" || { echo "--list lacks $k"; fail=1; }
+done
+o=$("$tcq" bench kernels --json --kernel trellis.scatter.fast.shared.scalar --shape 256x512 --k 2 --reps 1 --no-dense) ||
+    { echo "--kernel failed"; fail=1; }
+[ "$(grep -c '"path":' <<<"$o")" -eq 3 ] || { echo "--kernel: expected 3 lines (M = 2, 3, 4): $o"; fail=1; }
+[ "$(grep -c '"kernel":"trellis.scatter.fast.shared.scalar"' <<<"$o")" -eq 3 ] || { echo "--kernel ran another kernel: $o"; fail=1; }
+"$tcq" bench kernels --kernel trellis.nope >/dev/null 2>&1; [ $? -eq 2 ] || { echo "--kernel trellis.nope accepted"; fail=1; }
 "$tcq" bench kernels --k 9 >/dev/null 2>&1; [ $? -eq 2 ] || { echo "--k 9 accepted"; fail=1; }
 "$tcq" bench kernels --regime nope >/dev/null 2>&1; [ $? -eq 2 ] || { echo "--regime nope accepted"; fail=1; }
 "$tcq" bench nope >/dev/null 2>&1; [ $? -eq 2 ] || { echo "bench nope accepted"; fail=1; }

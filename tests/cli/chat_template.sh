@@ -1,8 +1,8 @@
 #!/bin/bash
 # tcq chat-template: the rendering equals jinja2's (tests/data/chat), --ids, and errors.
 set -u
-TCQ=$1
-DATA=$2
+source "$(dirname "$0")/common.bash"
+DATA=$REPO_DATA
 HERE=$(cd "$(dirname "$0")" && pwd)
 fail=0
 tmp=$(mktemp -d)

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# tcq inspect on the shared tinyqwen model and on a small trellis model written here.
+# tcq inspect on the bf16 tinyqwen model ($TCQ_TEST_DATA) and on a small trellis model written here.
 set -euo pipefail
-tcq=$1
-data=$2
+source "$(dirname "$0")/common.bash"
+tcq=$TCQ
+data=$BIG_DATA
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-if [ -d "$data/tinyqwen" ]; then
+if have_data tinyqwen/model.safetensors.index.json; then
   out=$("$tcq" inspect "$data/tinyqwen")
   grep -q "90 tensors in 5 file(s)" <<<"$out" || fail "tinyqwen header line: $out"
   grep -q "totals: 90 tensors, 58739712 bytes" <<<"$out" || fail "tinyqwen totals"
@@ -50,3 +51,4 @@ if "$tcq" inspect "$tmp/cut.safetensors" 2>"$tmp/err"; then fail "truncated file
 grep -q "runs past the end of the file" "$tmp/err" || fail "truncated message: $(cat "$tmp/err")"
 "$tcq" inspect --help | grep -q "usage: tcq inspect" || fail "--help"
 echo "inspect: ok"
+test_exit 0

@@ -2,8 +2,10 @@
 # tcq run / logits / perplexity on stories260K and tinyqwen: greedy text matches llama2.c, logits
 # files are written with the right shape, errors are clean.
 set -u
-TCQ=$1
-D=$2
+source "$(dirname "$0")/common.bash"
+D=$REPO_DATA
+# the tinyqwen runs use the 2-bit model in the repository (models/, what `tcq demo` runs)
+Q=$SRC/models/tinyqwen-k2
 fail=0
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
@@ -34,25 +36,25 @@ check "parallel sample 1 equals a single run with its seed" "cmp -s \"$t/one.txt
 "$TCQ" logits "$D/stories260K/hf" --tokens 1,403,407 --out "$t/l.safetensors" 2>/dev/null
 check "logits exit" "[ $? -eq 0 ]"
 check "logits header" "head -c 200 \"$t/l.safetensors\" | grep -q '\"logits\".*\"F32\".*\\[3, *512\\]'"
-"$TCQ" logits "$D/tinyqwen" --tokens 5,6,7,8,9,10,11,12 --out "$t/q1.safetensors" --threads 1 2>/dev/null
-"$TCQ" logits "$D/tinyqwen" --tokens 5,6,7,8,9,10,11,12 --out "$t/q2.safetensors" --threads 2 2>/dev/null
+"$TCQ" logits "$Q" --tokens 5,6,7,8,9,10,11,12 --out "$t/q1.safetensors" --threads 1 2>/dev/null
+"$TCQ" logits "$Q" --tokens 5,6,7,8,9,10,11,12 --out "$t/q2.safetensors" --threads 2 2>/dev/null
 check "logits identical with 1 and 2 threads" "cmp -s \"$t/q1.safetensors\" \"$t/q2.safetensors\""
 "$TCQ" logits "$D/stories260K/hf" --tokens 1,9999 --out "$t/x.safetensors" 2>"$t/err"
 check "logits bad token" "[ $? -eq 1 ] && grep -q 'vocabulary' \"$t/err\""
 "$TCQ" run "$D/nonexistent" -p hi >/dev/null 2>"$t/err"
 check "missing model" "[ $? -eq 1 ] && grep -q 'nonexistent' \"$t/err\""
 
-"$TCQ" run "$D/tinyqwen" --chat -p "What is a kernel module?" -n 8 --temp 0 >"$t/c.txt" 2>"$t/err"
+"$TCQ" run "$Q" --chat -p "What is a kernel module?" -n 8 --temp 0 >"$t/c.txt" 2>"$t/err"
 check "run --chat" "[ $? -eq 0 ] && [ -s \"$t/c.txt\" ] && ! grep -q 'im_start' \"$t/c.txt\""
-printf 'What is Linux?\nAnd Python?\n' | "$TCQ" chat "$D/tinyqwen" -n 6 --temp 0 >"$t/chat.txt" 2>"$t/err"
+printf 'What is Linux?\nAnd Python?\n' | "$TCQ" chat "$Q" -n 6 --temp 0 >"$t/chat.txt" 2>"$t/err"
 check "chat: two turns, the second reuses the KV cache" "[ $? -eq 0 ] && [ \$(grep -c '^\[prefill' \"$t/err\") -eq 2 ] && grep -q '([1-9][0-9]* reused)' \"$t/err\""
 
 head -c 60000 "$D/tinyqwen/valid.txt" >"$t/v.txt"
-"$TCQ" perplexity "$D/tinyqwen" "$t/v.txt" --ctx 128 --windows 4 --json >"$t/ppl.json" 2>/dev/null
+"$TCQ" perplexity "$Q" "$t/v.txt" --ctx 128 --windows 4 --json >"$t/ppl.json" 2>/dev/null
 check "perplexity json" "grep -q '\"windows\": 4' \"$t/ppl.json\""
-"$TCQ" kl "$D/tinyqwen" "$D/tinyqwen" "$t/v.txt" --ctx 64 --windows 2 --json >"$t/kl.json" 2>/dev/null
+"$TCQ" kl "$Q" "$Q" "$t/v.txt" --ctx 64 --windows 2 --json >"$t/kl.json" 2>/dev/null
 check "kl of a model with itself is 0" "grep -q '\"mean_kl\": 0.00000000' \"$t/kl.json\" && grep -q '\"top1_agree\": 1.000000' \"$t/kl.json\""
-"$TCQ" perplexity "$D/tinyqwen" "$t/v.txt" --kpath bogus >/dev/null 2>"$t/err"
+"$TCQ" perplexity "$Q" "$t/v.txt" --kpath bogus >/dev/null 2>"$t/err"
 check "bad --kpath is a usage error" "[ $? -eq 2 ] && grep -q 'kpath' \"$t/err\""
 "$TCQ" bench model --layers 1 --bits 2 --vocab 512 --prompt 8 --gen 2 --batch 2 --json >"$t/b.json" 2>/dev/null
 check "bench model (synthetic trellis k=2)" "grep -q '\"decode_tok_s\": [0-9]' \"$t/b.json\" && grep -q 'trellis k=2' \"$t/b.json\""

@@ -1,13 +1,11 @@
 #!/bin/bash
 # Quantize tinyqwen at k = 4, 3, 2 and check on a small slice of valid.txt that KL to the bf16
 # model and perplexity rise monotonically as bits fall, and that the fold + rotation alone
-# (--rotate-only) leaves perplexity unchanged.  Needs the runtime (tcq kl); skips without it.
+# (--rotate-only) leaves perplexity unchanged.  Needs the bf16 model ($TCQ_TEST_DATA).
 set -u
-TCQ=$1
-DATA=$2
-M=$DATA/tinyqwen
-if ! "$TCQ" kl --help >/dev/null 2>&1; then echo "SKIP: this build has no 'tcq kl'"; exit 0; fi
-if [ ! -f "$M/config.json" ]; then echo "SKIP: no $M"; exit 0; fi
+source "$(dirname "$0")/common.bash"
+M=$BIG_DATA/tinyqwen
+require_data tinyqwen/model.safetensors.index.json
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0

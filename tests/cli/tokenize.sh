@@ -1,8 +1,8 @@
 #!/bin/bash
 # tcq tokenize: ids for known texts, --json, --no-bos, and clear errors for bad input.
 set -u
-TCQ=$1
-DATA=$2
+source "$(dirname "$0")/common.bash"
+DATA=$REPO_DATA
 fail=0
 expect() {  # expect NAME WANT GOT
     if [ "$2" != "$3" ]; then echo "FAIL $1: want '$2' got '$3'"; fail=1; fi

@@ -5,7 +5,8 @@
 # OUT_DIR.  Runs the full test, `tcq quantize --device cuda` against the CPU quantizer
 # (quantize-cmp.sh), compute-sanitizer memcheck and racecheck on the quick test, the fast
 # kernels' SASS count (bench/cuda/fast-sass.sh, if cuobjdump is there), then
-# `tcq cuda-bench` (or, with TCQ_AB_VAR, an alternated A/B of one knob).  Prints a short summary last.
+# `tcq cuda-bench` (or, with TCQ_AB_BIN, an alternated A/B against a second build).  Prints a short
+# summary last.
 set -u
 bin=${1:-build-cuda}
 out=${2:-${OUT:-/tmp/tcq-cuda-out}}
@@ -48,19 +49,20 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
 else
   summary+=("compute-sanitizer: not found")
 fi
-# SASS instruction count per weight of the fast kernels (bench/NOTES.md, "CUDA fast path")
+# SASS instruction count per weight of the fast kernels (docs/PERFORMANCE.md, "CUDA fast path")
 here=$(cd "$(dirname "$0")" && pwd)
 sass=$here/fast-sass.sh
 [ -f "$sass" ] || sass=$here/../../bench/cuda/fast-sass.sh
 [ -f "$sass" ] && bash "$sass" "$bin/test_cuda" > "$out/fast-sass.log" 2>&1 && cat "$out/fast-sass.log"
 if [ "${TCQ_SKIP_BENCH:-0}" = 0 ]; then
-  if [ -n "${TCQ_AB_VAR:-}" ]; then
-    # A/B of one knob in the same call: TCQ_AB_VAR=NAME TCQ_AB_VALUES="0 1" runs the bench once per
-    # value, the values alternated TCQ_AB_ROUNDS times (default 2): ab_<value>_r<round>.log
+  if [ -n "${TCQ_AB_BIN:-}" ]; then
+    # A/B of two builds in the same call: TCQ_AB_BIN=DIR (holding the other tcq) runs the bench with
+    # BIN_DIR's tcq (a) and DIR's (b), alternated TCQ_AB_ROUNDS times (default 2): ab_<a|b>_r<round>.log
     for r in $(seq 1 "${TCQ_AB_ROUNDS:-2}"); do
-      for v in ${TCQ_AB_VALUES:-0 1}; do
-        env "$TCQ_AB_VAR=$v" timeout "${TCQ_BENCH_TIMEOUT:-300}" "$bin/tcq" cuda-bench ${TCQ_BENCH_ARGS:-} >"$out/ab_${v}_r$r.log" 2>&1
-        summary+=("$(printf 'ab %s=%s round %s rc=%s' "$TCQ_AB_VAR" "$v" "$r" "$?")")
+      for v in a b; do
+        t=$bin/tcq; [ "$v" = b ] && t=$TCQ_AB_BIN/tcq
+        timeout "${TCQ_BENCH_TIMEOUT:-300}" "$t" cuda-bench ${TCQ_BENCH_ARGS:-} >"$out/ab_${v}_r$r.log" 2>&1
+        summary+=("$(printf 'ab %s (%s) round %s rc=%s' "$v" "$t" "$r" "$?")")
       done
     done
   else

@@ -124,23 +124,25 @@ static void ref_linear(const float *W, const float *x, double *y, int64_t M, int
     free(xs);
 }
 
-/* A context created with the knobs env (name, value pairs up to a NULL name) set, which are
- * unset again after: the context reads them once.  NULL (and a failed check) if it fails. */
-static tcq_cuda_ctx *ctx_with(const char *const *env)
+/* A context with the kernel choices opts.  NULL (and a failed check) if it fails. */
+static tcq_cuda_ctx *ctx_with(const tcq_cuda_opts *opts)
 {
-    for (int i = 0; env[i]; i += 2) setenv(env[i], env[i + 1], 1);
     tcq_cuda_ctx *c = NULL;
     CHECK_OK(tcq_cuda_ctx_create(0, &c));
-    for (int i = 0; env[i]; i += 2) unsetenv(env[i]);
+    if (c && tcq_cuda_ctx_set_opts(c, opts) != TCQ_OK) {
+        CHECK(0, "tcq_cuda_ctx_set_opts: %s", tcq_last_error());
+        tcq_cuda_ctx_free(c);
+        return NULL;
+    }
     return c;
 }
 
-/* The cases between ctx_push(env) (1 if that context was made) and ctx_pop() run on a context
- * made with the knobs env (ctx_with); ctx_pop() frees it and returns to the main one. */
+/* The cases between ctx_push(opts) (1 if that context was made) and ctx_pop() run on a context
+ * made with the kernel choices opts (ctx_with); ctx_pop() frees it and returns to the main one. */
 static tcq_cuda_ctx *ctx_main;
-static int ctx_push(const char *const *env)
+static int ctx_push(tcq_cuda_opts opts)
 {
-    tcq_cuda_ctx *c = ctx_with(env);
+    tcq_cuda_ctx *c = ctx_with(&opts);
     if (!c) return 0;
     ctx_main = ctx;
     ctx = c;
@@ -297,74 +299,6 @@ static void check_swiglu(int L, int k, int T, int64_t out, int64_t in, int64_t M
     free(ru);
     free_w(&g);
     free_w(&u);
-}
-
-/* The integer kernels' two-state windows (L = 12, k = 2 and 4: mad1_pair, and on axis 1 the x
- * prep's paired position order) against each state decoded alone (TCQ_CUDA_PAIR=0): the same
- * integers reach the same s32 sums, so the outputs must be the same bits.  up != 0: fused SwiGLU. */
-static void check_pair_same(int k, int T, int axis, int up, int64_t out, int64_t in, int64_t M, tcq_kpath path)
-{
-    host_w g, u;
-    make_w(&g, 12, k, T, axis, 0, out, in);
-    if (up) make_w(&u, 12, k, T, 1, 0, out, in);
-    float *x = malloc((size_t)(M * in) * 4), *y[2];
-    for (int64_t i = 0; i < M * in; i++) x[i] = (float)test_gauss(&rng);
-    const size_t wb = tcq_cuda_trellis_bytes(&g.t), nb = (size_t)(M * out) * 4;
-    void *dgb = dev_alloc(wb), *dub = up ? dev_alloc(wb) : NULL;
-    float *dx = dev_alloc((size_t)(M * in) * 4), *dy = dev_alloc(nb);
-    tcq_trellis dg, du;
-    CHECK_OK(tcq_cuda_copy_to_device(ctx, dx, x, (size_t)(M * in) * 4));
-    const char *kern[2] = {NULL, NULL};
-    for (int pass = 0; pass < 2; pass++) {
-        const char *env[] = {"TCQ_CUDA_PAIR", pass ? "0" : "1", NULL};
-        if (!ctx_push(env)) break;
-        CHECK_OK(tcq_cuda_trellis_upload(ctx, &g.t, dgb, wb, &dg));
-        if (up) CHECK_OK(tcq_cuda_trellis_upload(ctx, &u.t, dub, wb, &du));
-        kern[pass] = tcq_cuda_linear_kernel(ctx, &g.t, M, path);
-        y[pass] = malloc(nb);
-        CHECK_OK(tcq_cuda_memset(ctx, dy, 0xff, nb));
-        if (up) CHECK_OK(tcq_cuda_linear_swiglu(ctx, &dg, &du, dx, dy, M, path));
-        else CHECK_OK(tcq_cuda_linear(ctx, &dg, dx, dy, M, path));
-        CHECK_OK(tcq_cuda_copy_to_host(ctx, y[pass], dy, nb));
-        ctx_pop();
-    }
-    if (kern[0] && kern[1]) {
-        CHECK(!strcmp(kern[0], kern[1]) && !strncmp(kern[0], "int", 3), "pair k=%d axis=%d M=%lld runs %s / %s, not an int kernel", k,
-              axis, (long long)M, kern[0], kern[1]);
-        int64_t diff = 0, nonfin = 0;
-        for (int64_t i = 0; i < M * out; i++) diff += memcmp(&y[0][i], &y[1][i], 4) != 0, nonfin += !isfinite(y[0][i]);
-        CHECK(diff == 0 && nonfin == 0, "pair decode k=%d T=%d axis=%d%s out=%lld in=%lld M=%lld (%s): %lld outputs differ from "
-              "single decode, %lld non-finite", k, T, axis, up ? " swiglu" : "", (long long)out, (long long)in, (long long)M,
-              kern[0], (long long)diff, (long long)nonfin);
-        free(y[0]);
-        free(y[1]);
-    }
-    tcq_cuda_free(dgb);
-    if (up) tcq_cuda_free(dub);
-    tcq_cuda_free(dx);
-    tcq_cuda_free(dy);
-    free(x);
-    free_w(&g);
-    if (up) free_w(&u);
-}
-
-/* both paths, both axes, both k, T = 128 and 256 (spans of 32 and 64: whole pair groups plus
- * the positions past them), one and two n-tiles, remainder shapes */
-static void pair_suite(int quick)
-{
-    for (int k = 2; k <= 4; k += 2)
-        for (int ti = 0; ti < 2; ti++) {
-            const int T = ti ? 256 : 128;
-            const int64_t Ms[] = {1, 3, 8};
-            for (int mi = quick ? 1 : 0; mi < (quick ? 2 : 3); mi++) {
-                const int64_t M = Ms[mi];
-                check_pair_same(k, T, 1, 0, 37 + 32 * mi, T * (3 + mi), M, TCQ_PATH_EXACT);
-                check_pair_same(k, T, 0, 0, T * (1 + mi), 45 + 77 * mi, M, TCQ_PATH_EXACT);
-                check_pair_same(k, T, 1, 0, 70, T * 4, M, TCQ_PATH_FAST);
-                check_pair_same(k, T, 0, 0, T * 2, 300, M, TCQ_PATH_FAST);
-                if (!quick) check_pair_same(k, T, 1, 1, 50, T * 2, M, TCQ_PATH_EXACT);
-            }
-        }
 }
 
 /* ---- fast path ---------------------------------------------------------------------------
@@ -682,7 +616,7 @@ static void fast_print(const char *what, const fast_stats *st)
             what, st->n, st->worst_rel, st->worst_exact, st->worst_cpu, 100.0 * (double)st->same / (double)(st->total ? st->total : 1));
 }
 
-/* int8: the context runs the int8 kernels (not TCQ_CUDA_FAST=dp4a), which take M <= 16 on axis 1 */
+/* int8: the context runs the int8 kernels (not tcq_cuda_opts.fast_dp4a), which take M <= 16 on axis 1 */
 static void fast_suite(int big, int int8)
 {
     /* every k, L in {8, 12, 16}, T, axis, M = 1..8; remainder shapes (axis 1: odd row counts;
@@ -849,6 +783,11 @@ static void check_encode_blocks(int L, int k, int T, int64_t n, int weighted)
 
 static void check_errors(void)
 {
+    /* kernel choices out of range are refused, and leave the context as it was */
+    CHECK(tcq_cuda_ctx_set_opts(ctx, &(tcq_cuda_opts){.im_chunk = 100}) == TCQ_ERR_INVALID_ARG, "im_chunk 100 accepted");
+    CHECK(tcq_cuda_ctx_set_opts(ctx, &(tcq_cuda_opts){.tc_max_m = 33}) == TCQ_ERR_INVALID_ARG, "tc_max_m 33 accepted");
+    CHECK(tcq_cuda_ctx_set_opts(ctx, &(tcq_cuda_opts){.wgmma = 2}) == TCQ_ERR_INVALID_ARG, "wgmma 2 accepted");
+    CHECK(tcq_cuda_ctx_set_opts(ctx, NULL) == TCQ_ERR_INVALID_ARG, "NULL options accepted");
     host_w h;
     make_w(&h, 12, 2, 256, 1, 0, 64, 256);
     const size_t wb = tcq_cuda_trellis_bytes(&h.t);
@@ -901,8 +840,7 @@ int main(void)
         check_linear(12, 2, 256, 1, 0, 200, 512, 150);  /* wgmma at NB = 256 (M > 128), under the sanitizers */
         check_linear(12, 3, 256, 0, 0, 512, 128, 20);   /* wgmma-ss on sm_90 */
         {   /* the pair-table kernels (on sm_90 the wgmma ones take M > 8) */
-            const char *env[] = {"TCQ_CUDA_KERNEL", "tc", NULL};
-            if (ctx_push(env)) {
+            if (ctx_push((tcq_cuda_opts){.pair_table = 1})) {
                 check_linear(12, 4, 256, 1, 0, 40, 256, 5);
                 check_linear(12, 2, 256, 0, 0, 256, 100, 3);
                 ctx_pop();
@@ -910,15 +848,13 @@ int main(void)
         }
         check_decode_bf16(12, 3, 256, 0, 1, 512, 30);
         check_swiglu(12, 2, 256, 64, 256, 3);
-        pair_suite(1);
         check_fast(12, 2, 256, 1, 0, 100, 512, 3);
         check_fast(12, 3, 256, 0, 1, 512, 200, 6);
         check_fast(8, 1, 64, 0, 0, 64, 70, 8);
         check_swiglu_fast(12, 2, 256, 64, 256, 2);
         check_fast(12, 3, 256, 1, 0, 40, 768, 12);   /* int8, two n-tiles */
         {   /* the dp4a kernels (int8 took the cases above where it runs) */
-            const char *env[] = {"TCQ_CUDA_FAST", "dp4a", NULL};
-            if (ctx_push(env)) {
+            if (ctx_push((tcq_cuda_opts){.fast_dp4a = 1})) {
                 check_fast(12, 2, 256, 1, 0, 100, 512, 3);
                 check_fast(12, 3, 256, 0, 1, 512, 200, 6);
                 check_swiglu_fast(12, 2, 256, 64, 256, 2);
@@ -926,8 +862,7 @@ int main(void)
             }
         }
         {   /* a pinned item length that is not a power of two, int8 at M = 1 */
-            const char *env[] = {"TCQ_CUDA_CHUNK", "352", "TCQ_CUDA_FAST", "int8", NULL};
-            if (ctx_push(env)) {
+            if (ctx_push((tcq_cuda_opts){.im_chunk = 352})) {
                 check_fast(12, 3, 256, 0, 0, 512, 777, 1);
                 check_linear(12, 2, 256, 0, 0, 512, 1000, 2);
                 ctx_pop();
@@ -986,21 +921,18 @@ int main(void)
         n += 2;
     }
     fprintf(stderr, "linear: %d cases, worst relative error %.3g\n", n, worst);
-    pair_suite(0);
     fast_suite(!big || strcmp(big, "0") != 0, 1);
     {   /* again with the dp4a kernels wherever they run (the int8 ones took most cases above) */
-        const char *env[] = {"TCQ_CUDA_FAST", "dp4a", NULL};
-        if (ctx_push(env)) {
+        if (ctx_push((tcq_cuda_opts){.fast_dp4a = 1})) {
             fast_suite(0, 0);
             ctx_pop();
         }
     }
-    /* pinned item lengths (TCQ_CUDA_CHUNK) with int8 wherever it runs: 352 (axis 0 only, not a
+    /* pinned item lengths (tcq_cuda_opts.im_chunk) with int8 wherever it runs: 352 (axis 0 only, not a
      * power of two, the chunk the scatter picks at 5120x17408 on an H200) and 384 (also axis 1 at
      * T = 128: three blocks an item); the last chunk of every case is a partial one */
     for (int ci = 0; ci < 2; ci++) {
-        const char *env[] = {"TCQ_CUDA_CHUNK", ci ? "384" : "352", "TCQ_CUDA_FAST", "int8", NULL};
-        if (!ctx_push(env)) break;
+        if (!ctx_push((tcq_cuda_opts){.im_chunk = ci ? 384 : 352})) break;
         double e = check_linear(12, 2, 256, 0, 0, 512, 1000, 1);
         e = fmax(e, check_linear(12, 3, 256, 0, 1, 1024, 900, 2));   /* two-block interleave */
         e = fmax(e, check_linear(12, 4, 128, 1, 0, 100, 1152 + 128 * ci, 2));
@@ -1008,7 +940,7 @@ int main(void)
         check_fast(12, 3, 256, 0, 0, 512, 777, 1);
         check_fast(12, 4, 128, 1, 0, 100, 1152 + 128 * ci, 5);
         check_swiglu_fast(12, 2, 128, 64, 1152, 3);
-        fprintf(stderr, "pinned chunk %s: worst relative error %.3g\n", env[1], e);
+        fprintf(stderr, "pinned chunk %d: worst relative error %.3g\n", ci ? 384 : 352, e);
         ctx_pop();
     }
     /* FAST above the fast kernels' M (8; int8 on axis 1: 16): the exact kernels (tcq.h) */
@@ -1021,25 +953,21 @@ int main(void)
     check_swiglu(12, 2, 256, 300, 512, 1);
     check_swiglu(12, 3, 256, 200, 768, 7);
     check_swiglu(12, 4, 256, 64, 256, 50);
-    {   /* M > 32 in parts (TCQ_CUDA_GEMM_CHUNK) with and without the overlapped decode: parts that
-         * do not divide the outputs, both axes, the interleave, fused gate/up */
-        for (int ov = 0; ov <= 1; ov++) {
-            /* TCQ_CUDA_WG=0: axis 1 on this path too, not on the wgmma kernels */
-            const char *env[] = {"TCQ_CUDA_GEMM_CHUNK", "48", "TCQ_CUDA_GEMM_OVERLAP", ov ? "1" : "0", "TCQ_CUDA_WG", "0", NULL};
-            if (!ctx_push(env)) break;
+    {   /* decode + cuBLAS at M = 33..100 with the wgmma kernels off: both axes, the interleave,
+         * fused gate/up */
+        if (ctx_push((tcq_cuda_opts){.wgmma = -1, .wgmma_ss = -1})) {
             double e = check_linear(12, 2, 256, 1, 0, 300, 512, 40);
             e = fmax(e, check_linear(12, 3, 256, 0, 0, 512, 200, 33));
             e = fmax(e, check_linear(12, 3, 256, 0, 1, 1024, 100, 64));
             e = fmax(e, check_linear(8, 1, 64, 1, 0, 37, 128, 100));
             check_swiglu(12, 3, 256, 200, 768, 35);
-            fprintf(stderr, "large M in parts of 48 outputs (overlap %d): worst relative error %.3g\n", ov, e);
+            fprintf(stderr, "decode + cuBLAS at M = 33..100: worst relative error %.3g\n", e);
             ctx_pop();
         }
         /* the wgmma kernels at every M they take, on odd block counts (segments cut tiles
          * anywhere: partial sums) and on the default count */
         for (int gi = 0; gi < 2; gi++) {
-            const char *env[] = {"TCQ_CUDA_WG", "1", gi == 0 ? "TCQ_CUDA_WG_GRID" : NULL, "7", NULL};
-            if (!ctx_push(env)) break;
+            if (!ctx_push((tcq_cuda_opts){.wgmma = 1, .wg_grid = gi == 0 ? 7 : 0})) break;
             double e = check_linear(12, 2, 256, 1, 0, 300, 1024, 17);
             e = fmax(e, check_linear(12, 3, 256, 1, 0, 129, 768, 64));
             e = fmax(e, check_linear(12, 4, 256, 1, 0, 200, 2560, 100));
@@ -1053,10 +981,9 @@ int main(void)
             ctx_pop();
         }
         /* the shared-memory wgmma kernel on both axes, odd and default block counts, M > 128 in
-         * 256-row tiles and (vi & 1) in 128-row ones; axis 0 with and without the interleave */
-        for (int vi = 0; vi < 4; vi++) {
-            const char *env[] = {"TCQ_CUDA_WS", "1", "TCQ_CUDA_WS_MT", vi & 1 ? "1" : "0", vi < 2 ? "TCQ_CUDA_WG_GRID" : NULL, "7", NULL};
-            if (!ctx_push(env)) break;
+         * 256-row tiles; axis 0 with and without the interleave */
+        for (int vi = 0; vi < 2; vi++) {
+            if (!ctx_push((tcq_cuda_opts){.wgmma_ss = 1, .wg_grid = vi == 0 ? 7 : 0})) break;
             double e = check_linear(12, 2, 256, 0, 0, 512, 320, 17);
             e = fmax(e, check_linear(12, 3, 256, 0, 1, 1024, 192, 64));
             e = fmax(e, check_linear(12, 4, 256, 0, 0, 256, 640, 100));
@@ -1070,14 +997,12 @@ int main(void)
             e = fmax(e, check_linear(12, 3, 256, 1, 0, 100, 512, 40));
             x_offset = 0;
             check_swiglu(12, 3, 256, 256, 512, 40);
-            fprintf(stderr, "wgmma-ss (x tiles of %s rows past M = 128, grid %s): worst relative error %.3g\n", vi & 1 ? "128" : "256",
-                    vi < 2 ? "7" : "default", e);
+            fprintf(stderr, "wgmma-ss (grid %s): worst relative error %.3g\n", vi == 0 ? "7" : "default", e);
             ctx_pop();
         }
         /* the pair-table kernels up to their limit (on sm_90 the wgmma kernels take M > 8 from
          * them, so those are off here) */
-        const char *env[] = {"TCQ_CUDA_TC_MAX_M", "32", "TCQ_CUDA_WG", "0", "TCQ_CUDA_WS", "0", NULL};
-        if (ctx_push(env)) {
+        if (ctx_push((tcq_cuda_opts){.tc_max_m = 32, .wgmma = -1, .wgmma_ss = -1})) {
             double e = check_linear(12, 2, 256, 1, 0, 300, 1024, 24);
             e = fmax(e, check_linear(12, 3, 256, 0, 0, 512, 333, 32));
             e = fmax(e, check_linear(12, 4, 256, 0, 0, 256, 100, 12));

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static int test_failures;
@@ -31,10 +32,59 @@ static int test_checks;
         CHECK(s_ == TCQ_OK, "%s -> %s: %s", #expr, tcq_status_str(s_), tcq_last_error());          \
     } while (0)
 
+/* Test data.  The small files of the shared data folder ship with the repository
+ * (tests/data/shared-small.tar.xz, unpacked by cmake into the build folder in the layout of
+ * ../shared/data): TEST_REPO_DATA "/stories260K/tok512.bin".  The larger ones (the bf16 tinyqwen
+ * model) come from $TCQ_TEST_DATA, default ../shared/data beside the source folder:
+ * test_data_path("tinyqwen").  A test that lacks them says what it misses and is reported as
+ * skipped (exit 77, ctest's SKIP_RETURN_CODE): TEST_REQUIRE_DATA skips the whole test,
+ * test_have_data lets the rest run and test_done then returns 77 (if nothing failed). */
+#ifndef TCQ_REPO_DATA   /* CMakeLists.txt defines both for tests/unit; others get the layout's */
+#define TCQ_REPO_DATA "testdata"
+#endif
+#ifndef TCQ_TEST_DATA_DEFAULT
+#define TCQ_TEST_DATA_DEFAULT "../shared/data"
+#endif
+#define TEST_REPO_DATA TCQ_REPO_DATA
+#define TEST_SKIP 77
+static int test_skipped;
+
+static inline const char *test_data_dir(void)
+{
+    const char *e = getenv("TCQ_TEST_DATA");
+    return e && *e ? e : TCQ_TEST_DATA_DEFAULT;
+}
+
+/* $TCQ_TEST_DATA/rel, in one of 8 rotating buffers (a call may use a few at once). */
+static inline const char *test_data_path(const char *rel)
+{
+    static char buf[8][1024];
+    static int next;
+    char *p = buf[next++ & 7];
+    snprintf(p, sizeof buf[0], "%s/%s", test_data_dir(), rel);
+    return p;
+}
+
+static inline int test_have_data(const char *rel)
+{
+    struct stat sb;
+    const char *p = test_data_path(rel);
+    if (stat(p, &sb) == 0) return 1;
+    fprintf(stderr, "SKIP: needs %s (set TCQ_TEST_DATA)\n", p);
+    test_skipped++;
+    return 0;
+}
+
+#define TEST_REQUIRE_DATA(rel)                                                                     \
+    do {                                                                                           \
+        if (!test_have_data(rel)) exit(TEST_SKIP);                                                 \
+    } while (0)
+
 static inline int test_done(const char *name)
 {
-    fprintf(stderr, "%s: %d checks, %d failed\n", name, test_checks, test_failures);
-    return test_failures ? 1 : 0;
+    fprintf(stderr, "%s: %d checks, %d failed%s\n", name, test_checks, test_failures,
+            test_skipped ? ", parts skipped (SKIP lines above)" : "");
+    return test_failures ? 1 : test_skipped ? TEST_SKIP : 0;
 }
 
 /* A whole file, NUL-terminated (len optional), or NULL: tcq_io_read_file for tests. */

@@ -19,8 +19,8 @@ static void test_cases(void)
     CHECK(m != NULL, "cases.json: %s", err.text);
     if (!m) return;
     tcq_tokenizer *qwen = NULL, *tiny = NULL;
-    CHECK_OK(tcq_tokenizer_load(TCQ_SHARED_DATA "/tokenizers/qwen3", &qwen));
-    CHECK_OK(tcq_tokenizer_load(TCQ_SHARED_DATA "/tinyqwen", &tiny));
+    CHECK_OK(tcq_tokenizer_load(TEST_REPO_DATA "/tokenizers/qwen3", &qwen));
+    CHECK_OK(tcq_tokenizer_load(TEST_REPO_DATA "/tinyqwen", &tiny));
     char *features = test_slurp(TCQ_SOURCE_DIR "/tests/data/chat/features.jinja", NULL);
     CHECK(features != NULL, "features.jinja");
     size_t i;
@@ -138,7 +138,7 @@ int main(void)
     CHECK(tcq_chat_render("{{ tools }}", &bad, 0, &topt, &out) == TCQ_ERR_INVALID_ARG && !out, "bad tools_json");
     /* the tokenizer's own template and special tokens */
     tcq_tokenizer *tok = NULL;
-    CHECK_OK(tcq_tokenizer_load(TCQ_SHARED_DATA "/tinyqwen", &tok));
+    CHECK_OK(tcq_tokenizer_load(TEST_REPO_DATA "/tinyqwen", &tok));
     tcq_chat_message hi = {.role = "user", .content = "hi"};
     tcq_chat_opts gen = {.add_generation_prompt = 1, .enable_thinking = -1};
     CHECK_OK(tcq_tokenizer_apply_chat(tok, &hi, 1, &gen, &out));

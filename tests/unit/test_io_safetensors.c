@@ -432,11 +432,8 @@ static void test_index_writer(void)
 
 static void test_tinyqwen(void)
 {
-    const char *dir = TCQ_SHARED_DATA "/tinyqwen";
-    if (access(dir, R_OK) != 0) {
-        fprintf(stderr, "skipping tinyqwen: %s not readable\n", dir);
-        return;
-    }
+    if (!test_have_data("tinyqwen/model.safetensors.index.json")) return;
+    const char *dir = test_data_path("tinyqwen");
     tcq_st_set *s = NULL;
     CHECK_OK(tcq_st_set_open(dir, &s));
     if (!s) return;

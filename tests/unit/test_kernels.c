@@ -4,13 +4,14 @@
  * pattern decodes), fresh random activations, poisons y with NaN, runs the kernel on a 2-thread
  * pool and checks each output against a float64 reference computed from tcq_weight_decode():
  *   exact path: |y - ref| <= (n+4) u sum|w x| per output (u = 2^-24), and ||y-ref||/||ref|| <= 1e-5;
- *   fast path:  the bound derived in bench/NOTES.md ("Fast path error bound"), per output:
+ *   fast path:  the bound derived in docs/PERFORMANCE.md ("Fast path error bound"), per output:
  *               sum_i |v_i| d_i / 2 + (nblk+4) u sum_i |v_i| (|a_i| + d_i) + 2^-21 sum |w x|
  *               (v_i the weight without the activation-side factor, a_i the quantized activation's
  *               source, d_i its block step);
  * and that a 1-thread run gives bit-identical output.  The combination space is sampled: every
  * op x format x ISA x path x regime appears, the other parameters are random per run. */
 #include "test.h"
+#include "kernels/registry.h"
 
 #include <float.h>
 
@@ -186,19 +187,29 @@ static double g_worst_exact, g_worst_fast_rel, g_worst_fast_ratio;
 
 static tcq_kpath path_of(int p) { return p ? TCQ_PATH_FAST : TCQ_PATH_EXACT; }
 
+/* the registry walk: the entry run_case pins (NULL: isa/path/regime as given), and which entries
+ * some case ran */
+static const tcq_kernel_info *g_kernel;
+static unsigned char g_seen[1024];
+
+/* Every kernel a case ran is a registry entry (an unfused SwiGLU: the linear kernel it ran). */
+static void mark_seen(const char *name, const char *label)
+{
+    const char *k = strncmp(name, "swiglu.unfused.", 15) ? name : name + 15;
+    const tcq_kernel_info *e = tcq_kernel_find(k), *whole = tcq_kernel_find(name);
+    CHECK(e != NULL, "%s: kernel %s is not in the registry", label, k);
+    if (e) g_seen[e - tcq_kernel_get(0)] = 1;
+    if (whole) g_seen[whole - tcq_kernel_get(0)] = 1;   /* the unfused SwiGLU's own entry */
+}
+
 /* Run one case (swiglu over an interleaved axis-0 pair is skipped: not a real layout). */
 
 static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kregime reg)
 {
     const int novnni = isa == ISA_AVX2_NOVNNI, noamx = isa == ISA_AVX512_NOAMX;
-    if (novnni) {
-        setenv("TCQ_AVX2_NO_VNNI", "1", 1);
-        isa = TCQ_ISA_AVX2;
-    }
-    if (noamx) {
-        setenv("TCQ_NO_AMX", "1", 1);
-        isa = TCQ_ISA_AVX512;
-    }
+    const unsigned exclude = novnni ? TCQ_KV_NO_AVXVNNI : noamx ? TCQ_KV_NO_AMX : 0;
+    if (novnni) isa = TCQ_ISA_AVX2;
+    if (noamx) isa = TCQ_ISA_AVX512;
     tcq_block_params p = {.L = (int[]){8, 12, 16, 10, 13}[rnd(st, 0, 4)], .k = rnd(st, 1, 4),
                           .T = 64 << rnd(st, 0, 2)};
     if (p.T * p.k % 32) p.T = 256;
@@ -211,6 +222,7 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     const int long_tile = (reg == TCQ_KR_TILE || reg == TCQ_KR_GEMM) && (g_long || rnd(st, 0, 5) == 0);
     if (long_tile) M = reg == TCQ_KR_TILE ? rnd(st, 129, 300) : rnd(st, 257, 400);
     if (g_force_M) M = g_force_M;
+    if (g_kernel) M = rnd(st, (int)g_kernel->m_min, (int)TMIN(g_kernel->m_max, g_kernel->m_min + 40));
     if (f > F_TR0I && reg == TCQ_KR_AUTO && rnd(st, 0, 1)) M = rnd(st, 1, 4);   /* the direct dense kernels */
     /* now and then a taller axis-1 matrix: its work items (items_plan) are longer than 16 rows,
      * end in shorter ones from 640 rows (one thread) or 1280 (two), and differ between the 1- and
@@ -230,11 +242,7 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
         out = rnd(st, 1, 70);
         if (rnd(st, 0, 1)) M = rnd(st, 12, 200);
     }
-    if (swiglu && f == F_TR0I) {
-        if (novnni) unsetenv("TCQ_AVX2_NO_VNNI");
-        if (noamx) unsetenv("TCQ_NO_AMX");
-        return;
-    }
+    if (swiglu && f == F_TR0I) return;
     wbuf g, up;
     make_weight(st, f, out, in, p, &g);
     if (swiglu) {
@@ -254,6 +262,12 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     CHECK_OK(tcq_kctx_create(NULL, path_of(path), &c1));
     CHECK_OK(tcq_kctx_force(c2, isa, reg));
     CHECK_OK(tcq_kctx_force(c1, isa, reg));
+    CHECK_OK(tcq_kctx_exclude(c2, exclude));
+    CHECK_OK(tcq_kctx_exclude(c1, exclude));
+    if (g_kernel) {
+        CHECK_OK(tcq_kctx_force_kernel(c2, g_kernel->name));
+        CHECK_OK(tcq_kctx_force_kernel(c1, g_kernel->name));
+    }
     for (int64_t j = 0; j < M * O; j++) y[j] = y1[j] = NAN;
     tcq_status s2 = swiglu ? tcq_linear_swiglu(&g.w, &up.w, x, y, M, c2) : tcq_linear(&g.w, x, y, M, c2);
     tcq_status s1 = swiglu ? tcq_linear_swiglu(&g.w, &up.w, x, y1, M, c1) : tcq_linear(&g.w, x, y1, M, c1);
@@ -281,6 +295,12 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
              tcq_kregime_name(reg), tcq_kctx_last_kernel(c2), p.L, p.k, p.T, (long long)M, (long long)O,
              (long long)I);
     CHECK(s2 == TCQ_OK && s1 == TCQ_OK, "%s: %s", label, tcq_last_error());
+    mark_seen(tcq_kctx_last_kernel(c2), label);
+    CHECK(!strcmp(tcq_kctx_last_kernel(c1), tcq_kctx_last_kernel(c2)), "%s: the 1-thread call ran %s", label,
+          tcq_kctx_last_kernel(c1));
+    if (g_kernel)
+        CHECK(!strcmp(tcq_kctx_last_kernel(c2), g_kernel->name), "%s: registry entry %s pinned, another kernel ran",
+              label, g_kernel->name);
     if (getenv("TCQ_TEST_VERBOSE")) fprintf(stderr, "%s\n", label);
     double e2 = 0, r2 = 0, worst = 0;
     int bad = 0;
@@ -356,8 +376,10 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     wfree(&g);
     if (swiglu) wfree(&up);
     g_cases++;
-    if (novnni) unsetenv("TCQ_AVX2_NO_VNNI");
-    if (noamx) unsetenv("TCQ_NO_AMX");
+    /* the excluded variant did not run (AVX-VNNI's AVX2 table names itself "avx2vnni", AMX's
+     * kernels carry the "amx" tag) */
+    CHECK(!(novnni && strstr(label, "avx2vnni")) && !(noamx && strstr(label, "amx")),
+          "%s: the excluded variant ran", label);
 }
 
 /* test_cuda's CPU fast reference (scalar ISA, tile regime pinned) must run the scalar int8 fast
@@ -434,6 +456,8 @@ static void bad_inputs(uint64_t *st)
     CHECK(tcq_linear_swiglu(&b.w, &b2.w, x, y, 1, c) == TCQ_ERR_INVALID_ARG, "swiglu out mismatch accepted");
     CHECK(tcq_kctx_force(c, 7, TCQ_KR_AUTO) == TCQ_ERR_INVALID_ARG, "ISA 7 accepted");
     CHECK(tcq_kctx_force(c, -1, TCQ_KR_COUNT) == TCQ_ERR_INVALID_ARG, "regime COUNT accepted");
+    CHECK(tcq_kctx_exclude(c, 0x80) == TCQ_ERR_INVALID_ARG, "unknown variant bit accepted");
+    CHECK(tcq_kctx_exclude(NULL, 0) == TCQ_ERR_INVALID_ARG, "NULL context accepted");
     tcq_kctx *bad = NULL;
     CHECK(tcq_kctx_create(NULL, (tcq_kpath)9, &bad) == TCQ_ERR_INVALID_ARG && !bad, "path 9 accepted");
     tcq_kctx_free(c);
@@ -521,6 +545,35 @@ int main(void)
                 for (int reg = TCQ_KR_TILE; reg <= TCQ_KR_GEMM; reg++)
                     if (g_long == 1 || reg == TCQ_KR_GEMM) run_case(&st, op, F_TR1, g_isas[ii], 1, (tcq_kregime)reg);
     g_long = 0;
+    /* the registry: every entry against its reference at M of its range (a scatter entry on the
+     * plain or the interleaved axis-0 layout), and every entry run by some case */
+    CHECK(tcq_kernel_count() > 0 && tcq_kernel_count() <= (int)sizeof g_seen, "%d registry entries",
+          tcq_kernel_count());
+    CHECK(tcq_kctx_force_kernel(NULL, "f32.blas") == TCQ_ERR_INVALID_ARG, "NULL context accepted");
+    {
+        tcq_kctx *c = NULL;
+        CHECK_OK(tcq_kctx_create(NULL, TCQ_PATH_AUTO, &c));
+        CHECK(tcq_kctx_force_kernel(c, "trellis.reduce.nope") == TCQ_ERR_INVALID_ARG &&
+                  strstr(tcq_last_error(), "trellis.reduce.nope"),
+              "an unknown kernel name accepted or not named: %s", tcq_last_error());
+        tcq_kctx_free(c);
+    }
+    for (int i = 0; i < tcq_kernel_count(); i++) {
+        g_kernel = tcq_kernel_get(i);
+        const tcq_wformat fm = g_kernel->fmt;
+        const int f = fm == TCQ_WF_TRELLIS ? (g_kernel->axis ? F_TR1 : rnd(&st, 0, 1) ? F_TR0I : F_TR0)
+                      : fm == TCQ_WF_F32  ? F_F32
+                      : fm == TCQ_WF_F16  ? F_F16
+                      : fm == TCQ_WF_BF16 ? F_BF16
+                                          : rnd(&st, 0, 1) ? F_AF8 : F_AF4;
+        /* the pseudo-ISAs where the excluded variant exists on this CPU (the entry pins it anyway) */
+        const int isa = g_kernel->exclude & TCQ_KV_NO_AVXVNNI                        ? ISA_AVX2_NOVNNI
+                        : g_kernel->exclude & TCQ_KV_NO_AMX && tcq_cpu()->amx_int8 ? ISA_AVX512_NOAMX
+                                                                                   : g_kernel->isa;
+        run_case(&st, g_kernel->swiglu, f, isa, g_kernel->path == TCQ_PATH_FAST, g_kernel->regime);
+    }
+    g_kernel = NULL;
+    for (int i = 0; i < tcq_kernel_count(); i++) CHECK(g_seen[i], "registry entry %s ran in no case", tcq_kernel_get(i)->name);
     const char *e = getenv("TCQ_TEST_EXTRA");
     const int extra = e ? atoi(e) : 150;
     for (int i = 0; i < extra; i++)

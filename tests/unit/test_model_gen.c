@@ -3,7 +3,7 @@
 #include "test.h"
 #include "model/model.h"
 
-#define BIN TCQ_SHARED_DATA "/stories260K/stories260K.bin"
+#define BIN TEST_REPO_DATA "/stories260K/stories260K.bin"
 
 static double maxdiff(const float *a, const float *b, size_t n)
 {
@@ -145,7 +145,7 @@ static void test_prefill_and_batch(tcq_model *m)
     CHECK(worst <= 1e-3, "batch vs separate logits (f32 cache): max |d| %g", worst);
     /* The f16 cache rounds the two runs' slightly different k, v (M = 4 and M = 1 kernels) to
      * f16, and one flipped f16 ulp (2^-11) moves later logits by ~1e-2: scaling every softmax
-     * exp by 1 + 2^-23 alone took this from 9e-5 to 8e-3 (bench/NOTES.md, "Attention at long
+     * exp by 1 + 2^-23 alone took this from 9e-5 to 8e-3 (docs/PERFORMANCE.md, "Attention at long
      * context"), so a bound below that tests luck, not the batch path. */
     CHECK(worst16 <= 3e-2, "batch vs separate logits (f16 cache): max |d| %g", worst16);
     tcq_session *dup[2] = {bs[0], bs[0]};
@@ -254,7 +254,7 @@ static void test_eval(tcq_model *m)
     CHECK(fabs(r.mean_nll - nll) < 1e-9 && fabs(r.perplexity - exp(nll)) < 1e-6, "ppl %.9f vs %.9f", r.mean_nll, nll);
     CHECK(tcq_eval_perplexity(m, toks, CTX - 1, CTX, 0, &r) == TCQ_ERR_RANGE, "less than a window");
     tcq_model *hf;
-    CHECK_OK(tcq_model_load(TCQ_SHARED_DATA "/stories260K/hf", NULL, &hf));
+    CHECK_OK(tcq_model_load(TEST_REPO_DATA "/stories260K/hf", NULL, &hf));
     if (hf) {
         CHECK_OK(tcq_eval_kl(m, hf, toks, CTX * W, CTX, 2, &r));
         CHECK(r.windows == 2 && r.mean_kl < 1e-8 && r.kl_p95 < 1e-8 && r.top1_agree == 1.0, "bin vs hf: kl %g p95 %g top1 %g",

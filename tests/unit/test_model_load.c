@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SD TCQ_SHARED_DATA
+#define SD TEST_REPO_DATA
 
 static char tmp[256];
 
@@ -95,7 +95,8 @@ static void expect_fail(const char *path, tcq_status want, const char *n1, const
 static void test_good(void)
 {
     tcq_model *m = NULL;
-    CHECK_OK(tcq_model_load(SD "/tinyqwen", NULL, &m));
+    if (!test_have_data("tinyqwen/model.safetensors.index.json")) return;
+    CHECK_OK(tcq_model_load(test_data_path("tinyqwen"), NULL, &m));
     if (m) {
         const tcq_model_config *c = tcq_model_get_config(m);
         CHECK(c->arch == TCQ_ARCH_QWEN3 && c->dim == 512 && c->n_layers == 8 && c->n_kv_heads == 4 &&
@@ -165,6 +166,32 @@ static void test_config(void)
     }
 }
 
+/* A truncated shard of the sharded bf16 tinyqwen (from $TCQ_TEST_DATA). */
+static void malformed_shard(void)
+{
+    if (!test_have_data("tinyqwen/model.safetensors.index.json")) return;
+    char p[700];
+    size_t n;
+    char *img;
+    snprintf(p, sizeof p, "%s/shard", tmp);
+    mkdir(p, 0755);
+    const char *files[] = {"config.json", "model.safetensors.index.json", "model-00001-of-00005.safetensors",
+                           "model-00002-of-00005.safetensors", "model-00004-of-00005.safetensors",
+                           "model-00005-of-00005.safetensors"};
+    for (int i = 0; i < 6; i++) {
+        char src[600], dst[700];
+        snprintf(src, sizeof src, "%s/%s", test_data_path("tinyqwen"), files[i]);
+        snprintf(dst, sizeof dst, "%s/shard/%s", tmp, files[i]);
+        CHECK(symlink(src, dst) == 0 || access(dst, F_OK) == 0, "symlink %s", dst);
+    }
+    img = read_all(test_data_path("tinyqwen/model-00003-of-00005.safetensors"), &n);
+    snprintf(p, sizeof p, "%s/shard/model-00003-of-00005.safetensors", tmp);
+    write_file(p, img, n / 2);
+    free(img);
+    snprintf(p, sizeof p, "%s/shard", tmp);
+    expect_fail(p, TCQ_ERR_FORMAT, "model-00003-of-00005.safetensors", NULL);
+}
+
 static void test_malformed(void)
 {
     char p[700];
@@ -211,23 +238,7 @@ static void test_malformed(void)
     expect_fail(d, TCQ_ERR_FORMAT, "trunc/model.safetensors", NULL);
     free(img);
 
-    snprintf(p, sizeof p, "%s/shard", tmp);
-    mkdir(p, 0755);
-    const char *files[] = {"config.json", "model.safetensors.index.json", "model-00001-of-00005.safetensors",
-                           "model-00002-of-00005.safetensors", "model-00004-of-00005.safetensors",
-                           "model-00005-of-00005.safetensors"};
-    for (int i = 0; i < 6; i++) {
-        char src[600], dst[700];
-        snprintf(src, sizeof src, SD "/tinyqwen/%s", files[i]);
-        snprintf(dst, sizeof dst, "%s/shard/%s", tmp, files[i]);
-        CHECK(symlink(src, dst) == 0 || access(dst, F_OK) == 0, "symlink %s", dst);
-    }
-    img = read_all(SD "/tinyqwen/model-00003-of-00005.safetensors", &n);
-    snprintf(p, sizeof p, "%s/shard/model-00003-of-00005.safetensors", tmp);
-    write_file(p, img, n / 2);
-    free(img);
-    snprintf(p, sizeof p, "%s/shard", tmp);
-    expect_fail(p, TCQ_ERR_FORMAT, "model-00003-of-00005.safetensors", NULL);
+    malformed_shard();
 
     /* truncated llama2.c checkpoint */
     img = read_all(SD "/stories260K/stories260K.bin", &n);

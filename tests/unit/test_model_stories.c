@@ -2,7 +2,7 @@
  * checkpoint (interleaved RoPE) and from the HF copy (rotate-half, q/k permuted). */
 #include "test.h"
 
-#define D TCQ_SHARED_DATA "/stories260K/"
+#define D TEST_REPO_DATA "/stories260K/"
 
 /* Minimal llama2.c tok512.bin decoder (test-only). */
 static char *pieces[512];

@@ -54,8 +54,8 @@ static size_t json_unquote(const char *s, char *out)
 static void test_llama2c(void)
 {
     tcq_tokenizer *tok = NULL, *tok0 = NULL;
-    CHECK_OK(tcq_tokenizer_load_llama2c(TCQ_SHARED_DATA "/stories260K/tok512.bin", 512, &tok));
-    CHECK_OK(tcq_tokenizer_load(TCQ_SHARED_DATA "/stories260K/tok512.bin", &tok0));
+    CHECK_OK(tcq_tokenizer_load_llama2c(TEST_REPO_DATA "/stories260K/tok512.bin", 512, &tok));
+    CHECK_OK(tcq_tokenizer_load(TEST_REPO_DATA "/stories260K/tok512.bin", &tok0));
     if (!tok || !tok0) return;
     CHECK(tcq_tokenizer_vocab_size(tok) == 512 && tcq_tokenizer_vocab_size(tok0) == 512, "vocab %d / %d",
           tcq_tokenizer_vocab_size(tok), tcq_tokenizer_vocab_size(tok0));
@@ -123,7 +123,7 @@ static void test_llama2c(void)
 static void test_tinyqwen(void)
 {
     tcq_tokenizer *tok = NULL;
-    CHECK_OK(tcq_tokenizer_load(TCQ_SHARED_DATA "/tinyqwen", &tok));
+    CHECK_OK(tcq_tokenizer_load(TEST_REPO_DATA "/tinyqwen", &tok));
     if (!tok) return;
     CHECK(tcq_tokenizer_vocab_size(tok) == 8192, "vocab %d", tcq_tokenizer_vocab_size(tok));
     CHECK(tcq_tokenizer_eos(tok) == 2 && tcq_tokenizer_find(tok, "<|im_end|>") == 2, "eos %d", tcq_tokenizer_eos(tok));
@@ -131,7 +131,7 @@ static void test_tinyqwen(void)
     const char *ct = tcq_tokenizer_chat_template(tok);
     CHECK(ct && strstr(ct, "<|im_start|>"), "chat template from chat_template.jinja");
 
-    FILE *f = fopen(TCQ_SHARED_DATA "/tinyqwen/valid.txt", "rb");
+    FILE *f = fopen(TEST_REPO_DATA "/tinyqwen/valid.txt", "rb");
     CHECK(f != NULL, "valid.txt");
     char text[8193];
     size_t tl = f ? fread(text, 1, 8192, f) : 0;
@@ -193,7 +193,7 @@ static void test_tinyqwen(void)
 static void test_qwen3_stream(void)
 {
     tcq_tokenizer *tok = NULL;
-    CHECK_OK(tcq_tokenizer_load(TCQ_SHARED_DATA "/tokenizers/qwen3", &tok));
+    CHECK_OK(tcq_tokenizer_load(TEST_REPO_DATA "/tokenizers/qwen3", &tok));
     if (!tok) return;
     CHECK(tcq_tokenizer_find(tok, "<think>") == 151667 && !tcq_tokenizer_is_special(tok, 151667), "<think>");
     CHECK(tcq_tokenizer_chat_template(tok) != NULL, "qwen3 chat template");
@@ -239,8 +239,8 @@ static void *encode_job(void *arg)
 static void test_threads(void)
 {
     tcq_tokenizer *tok = NULL;
-    CHECK_OK(tcq_tokenizer_load(TCQ_SHARED_DATA "/tinyqwen", &tok));
-    FILE *f = fopen(TCQ_SHARED_DATA "/tinyqwen/valid.txt", "rb");
+    CHECK_OK(tcq_tokenizer_load(TEST_REPO_DATA "/tinyqwen", &tok));
+    FILE *f = fopen(TEST_REPO_DATA "/tinyqwen/valid.txt", "rb");
     static char text[32768];
     size_t tl = f ? fread(text, 1, sizeof text, f) : 0;
     if (f) fclose(f);
@@ -266,14 +266,14 @@ static void test_threads(void)
 static void test_word_cut(void)
 {
     static char text[16384];
-    FILE *f = fopen(TCQ_SHARED_DATA "/tinyqwen/valid.txt", "rb");
+    FILE *f = fopen(TEST_REPO_DATA "/tinyqwen/valid.txt", "rb");
     size_t tl = f ? fread(text, 1, sizeof text - 64, f) : 0;
     if (f) fclose(f);
     while (tl && ((unsigned char)text[tl - 1] & 0xC0) == 0x80) tl--;
     if (tl && (unsigned char)text[tl - 1] >= 0xC0) tl--;
     memcpy(text + tl, "  caf\xC3\xA9 \xF0\x9F\x98\x80\t\tx\n\n", 18);
     tl += 18;
-    const char *paths[] = {TCQ_SHARED_DATA "/tokenizers/llama2", TCQ_SHARED_DATA "/stories260K/tok512.bin"};
+    const char *paths[] = {TEST_REPO_DATA "/tokenizers/llama2", TEST_REPO_DATA "/stories260K/tok512.bin"};
     for (int k = 0; k < 2; k++) {
         tcq_tokenizer *tok = NULL;
         CHECK_OK(tcq_tokenizer_load(paths[k], &tok));
@@ -302,7 +302,7 @@ static void test_stories_greedy(void)
     size_t jl = f ? fread(js, 1, sizeof js - 1, f) : 0;
     if (f) fclose(f);
     js[jl] = 0;
-    f = fopen(TCQ_SHARED_DATA "/stories260K/stories260K.expected.txt", "rb");
+    f = fopen(TEST_REPO_DATA "/stories260K/stories260K.expected.txt", "rb");
     size_t el = f ? fread(exp_txt, 1, sizeof exp_txt - 1, f) : 0;
     if (f) fclose(f);
     exp_txt[el] = 0;
@@ -314,7 +314,7 @@ static void test_stories_greedy(void)
     *b = 0;
     tcq_tokenizer *tok = NULL;
     tcq_detok *d = NULL;
-    CHECK_OK(tcq_tokenizer_load(TCQ_SHARED_DATA "/stories260K/tok512.bin", &tok));
+    CHECK_OK(tcq_tokenizer_load(TEST_REPO_DATA "/stories260K/tok512.bin", &tok));
     if (tok) CHECK_OK(tcq_detok_create(tok, TCQ_DETOK_SKIP_SPECIAL, &d));
     if (!d) { tcq_tokenizer_free(tok); return; }
     char out[8192];
@@ -386,7 +386,7 @@ static void test_errors(void)
     write_file(p, "[1, 2]");
     CHECK(tcq_tokenizer_load(p, &tok) == TCQ_ERR_FORMAT, "not an object");
     /* a truncated tokenizer.bin */
-    FILE *src = fopen(TCQ_SHARED_DATA "/stories260K/tok512.bin", "rb");
+    FILE *src = fopen(TEST_REPO_DATA "/stories260K/tok512.bin", "rb");
     char buf[3000];
     size_t n = src ? fread(buf, 1, sizeof buf, src) : 0;
     if (src) fclose(src);

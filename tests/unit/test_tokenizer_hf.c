@@ -22,7 +22,7 @@ static int same_ids(const int32_t *ids, size_t n, const json_t *want)
 }
 
 static const char *const NAMES[2] = {"tinyqwen", "qwen3"};
-static const char *const DIRS[2] = {TCQ_SHARED_DATA "/tinyqwen", TCQ_SHARED_DATA "/tokenizers/qwen3"};
+static const char *const DIRS[2] = {TEST_REPO_DATA "/tinyqwen", TEST_REPO_DATA "/tokenizers/qwen3"};
 
 static void test_vectors(tcq_tokenizer *const toks[2])
 {
@@ -112,7 +112,7 @@ static void test_chat(tcq_tokenizer *const toks[2])
  * ids it stored (ppl_tokens.safetensors, the perplexity windows). */
 static void test_valid_txt(const tcq_tokenizer *tok)
 {
-    char *text = test_slurp(TCQ_SHARED_DATA "/tinyqwen/valid.txt", NULL);
+    char *text = test_slurp(TEST_REPO_DATA "/tinyqwen/valid.txt", NULL);
     json_error_t err;
     json_t *ppl = json_load_file(TCQ_SOURCE_DIR "/tests/data/tinyqwen_ref/ppl.json", 0, &err);
     tcq_st_file *st = NULL;

@@ -12,9 +12,9 @@ static void run_vectors(const char *tok_path, const char *vec, int nfc_lossy, in
     CHECK_OK(tcq_tokenizer_load(tok_path, &tok));
     if (!tok) return;
     if (!ids_too) fprintf(stderr, "%s: round trip only\n", tok_path);
-    snprintf(path, sizeof path, "%s/tokenizers/llamacpp-vectors/%s.inp", TCQ_SHARED_DATA, vec);
+    snprintf(path, sizeof path, "%s/tokenizers/llamacpp-vectors/%s.inp", TEST_REPO_DATA, vec);
     char *inp = test_slurp(path, NULL);
-    snprintf(path, sizeof path, "%s/tokenizers/llamacpp-vectors/%s.out", TCQ_SHARED_DATA, vec);
+    snprintf(path, sizeof path, "%s/tokenizers/llamacpp-vectors/%s.out", TEST_REPO_DATA, vec);
     char *outp = test_slurp(path, NULL);
     CHECK(inp && outp, "cannot read %s", path);
     if (!inp || !outp) return;
@@ -76,15 +76,15 @@ static void run_vectors(const char *tok_path, const char *vec, int nfc_lossy, in
 
 int main(void)
 {
-    run_vectors(TCQ_SHARED_DATA "/tokenizers/qwen3/tokenizer.json", "ggml-vocab-qwen2.gguf", 1, 1);
+    run_vectors(TEST_REPO_DATA "/tokenizers/qwen3/tokenizer.json", "ggml-vocab-qwen2.gguf", 1, 1);
     /* The shared llama2/tokenizer.json holds Mistral 7B's vocabulary ("\u2581Hello" = 22557, not
      * Llama 2's 15043), so the llama-spm ids can only be checked where the file is Llama 2's. */
     tcq_tokenizer *l2 = NULL;
-    CHECK_OK(tcq_tokenizer_load(TCQ_SHARED_DATA "/tokenizers/llama2/tokenizer.json", &l2));
+    CHECK_OK(tcq_tokenizer_load(TEST_REPO_DATA "/tokenizers/llama2/tokenizer.json", &l2));
     int is_llama2 = l2 && tcq_tokenizer_find(l2, "\xE2\x96\x81Hello") == 15043;
     tcq_tokenizer_free(l2);
     if (!is_llama2) fprintf(stderr, "NOTE: shared llama2/tokenizer.json is not Llama 2's vocabulary\n");
-    run_vectors(TCQ_SHARED_DATA "/tokenizers/llama2/tokenizer.json", "ggml-vocab-llama-spm.gguf", 0, is_llama2);
+    run_vectors(TEST_REPO_DATA "/tokenizers/llama2/tokenizer.json", "ggml-vocab-llama-spm.gguf", 0, is_llama2);
     /* Llama 2's vocabulary restricted to these inputs (tests/ref/gen_llama2_spm_subset.py, from
      * llama.cpp's ggml-vocab-llama-spm.gguf) with the shared file's normalizer and decoder. */
     run_vectors(TCQ_SOURCE_DIR "/tests/data/tokenizers/llama2-spm-subset.json", "ggml-vocab-llama-spm.gguf", 0, 1);

@@ -28,6 +28,7 @@ int cli_parse_shape(const char *flag, const char *s, long long *out, long long *
 double cli_now(void);
 
 int cmd_demo(int argc, char **argv);
+int cmd_demo_codec(int argc, char **argv);   /* tcq demo --codec (argv[0] is "demo") */
 int cmd_logits(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
@@ -39,6 +40,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_codec(int argc, char **argv);
 int cmd_chat_template(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int bench_kernels_cuda(int argc, char **argv);   /* bench/bench_kernels_cuda.c */
 
 #endif

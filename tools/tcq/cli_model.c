@@ -1,6 +1,7 @@
 /* Model loading for the CLI commands. */
 #include "cli_model.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -39,7 +40,8 @@ int cli_model_load(const char *path, int threads, tcq_model **out)
 {
     cli_progress_start();
     const double t0 = progress_t0;
-    tcq_model_opts o = {.n_threads = threads, .path = cli_kpath, .progress = isatty(2) ? progress : NULL, .prefault = 1};
+    tcq_model_opts o = {.n_threads = threads, .path = cli_kpath, .progress = isatty(2) ? progress : NULL, .prefault = 1,
+                        .device = cli_device, .device_index = cli_device_index};
     tcq_status s = tcq_model_load(path, &o, out);
     cli_progress_done();
     if (s != TCQ_OK) return cli_fail(s, path);
@@ -49,6 +51,27 @@ int cli_model_load(const char *path, int threads, tcq_model **out)
             path, c->arch == TCQ_ARCH_QWEN3 ? "qwen3" : "llama", c->n_layers, c->dim, c->n_heads, c->n_kv_heads,
             c->head_dim, c->hidden_dim, c->vocab_size, tcq_model_describe(*out),
             cli_bytes(tcq_model_weight_bytes(*out), b), cli_now() - t0);
+    if (strcmp(tcq_model_device(*out), "cpu")) fprintf(stderr, "device: %s\n", tcq_model_device(*out));
+    return 0;
+}
+
+tcq_device cli_device = TCQ_DEVICE_CPU;
+int cli_device_index = 0;
+
+int cli_parse_device(const char *s)
+{
+    char *end = NULL;
+    if (s && !strcmp(s, "cpu")) cli_device = TCQ_DEVICE_CPU;
+    else if (s && !strcmp(s, "auto")) cli_device = TCQ_DEVICE_AUTO;
+    else if (s && !strcmp(s, "cuda")) {
+        cli_device = TCQ_DEVICE_CUDA;
+        cli_device_index = 0;
+    } else if (s && !strncmp(s, "cuda:", 5) && s[5] >= '0' && s[5] <= '9' && (cli_device_index = (int)strtol(s + 5, &end, 10), !*end))
+        cli_device = TCQ_DEVICE_CUDA;
+    else {
+        fprintf(stderr, "tcq: --device needs cpu, cuda, cuda:N or auto, got '%s'\n", s ? s : "");
+        return -1;
+    }
     return 0;
 }
 
@@ -79,6 +102,8 @@ int cli_gen_flag(cli_gen_flags *g, int argc, char **argv, int *i)
         if (cli_parse_kv(v, &g->kv)) return -1;
     } else if (!strcmp(a, "--kpath")) {
         if (cli_parse_kpath(v)) return -1;
+    } else if (!strcmp(a, "--device")) {
+        if (cli_parse_device(v)) return -1;
     } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) li = &g->n;
     else if (!strcmp(a, "--threads")) li = &g->threads;
     else if (!strcmp(a, "--ctx")) li = &g->ctx;

@@ -14,6 +14,10 @@ void cli_progress_done(void);
 /* --kpath auto|exact|fast: the trellis numerical path cli_model_load gives models (default auto). */
 extern tcq_kpath cli_kpath;
 int cli_parse_kpath(const char *s);
+/* --device cpu|cuda|cuda:N|auto: where cli_model_load runs models (default cpu). */
+extern tcq_device cli_device;
+extern int cli_device_index;
+int cli_parse_device(const char *s);
 /* "f32" | "f16" -> tcq_kv_dtype; prints an error and returns -1 otherwise. */
 int cli_parse_kv(const char *s, tcq_kv_dtype *out);
 /* The generation flags `tcq run` and `tcq chat` share.  Set the defaults, then offer each

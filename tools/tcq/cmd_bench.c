@@ -9,6 +9,7 @@ static const cli_command benches[] = {
     {"encode", "Viterbi encoder throughput (million weights/s), median of repeats", bench_encode_main},
     {"kernels", "CPU kernels at Qwen3-14B MLP shapes, beside bandwidth and issue-rate floors", bench_kernels},
     {"model", "prefill and decode tokens/s of a model (or a synthetic Qwen3-14B-geometry one)", bench_model},
+    {"serve", "tcq serve's scheduler: aggregate tokens/s and time to first token for 1, 4, 16 clients", bench_serve},
 };
 enum { N_BENCHES = sizeof benches / sizeof benches[0] };
 

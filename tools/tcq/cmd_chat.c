@@ -10,7 +10,7 @@ static void help(FILE *f)
 {
     fprintf(f, "usage: tcq chat MODEL [--system STR] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
                "                [--repeat-penalty R] [--seed S] [-n N] [--ctx N] [--kv f32|f16] [--threads N]\n"
-               "                [--kpath auto|exact|fast] [--no-think] [--tokenizer PATH]\n"
+               "                [--kpath auto|exact|fast] [--device cpu|cuda|cuda:N|auto] [--no-think] [--tokenizer PATH]\n"
                "  Type a message and Enter; /reset starts over, /quit or Ctrl-D ends.\n"
                "  Prints prefill and decode tokens/s of each turn to stderr.\n");
 }
@@ -78,7 +78,7 @@ int cmd_chat(int argc, char **argv)
     if (st == TCQ_OK) {
         char b[32];
         fprintf(stderr, "KV cache: %s (%d positions, %s)\n", cli_bytes(tcq_session_kv_bytes(s), b), tcq_session_ctx(s),
-                kv == TCQ_KV_F16 ? "f16" : "f32");
+                kv == TCQ_KV_F16 || strncmp(tcq_model_device(m), "cuda", 4) == 0 ? "f16" : "f32");
     }
     if (st == TCQ_OK) st = tcq_sampler_create(&sp, tcq_model_get_config(m)->vocab_size, &smp);
     if (st != TCQ_OK) {
@@ -122,7 +122,7 @@ int cmd_chat(int argc, char **argv)
             st = tcq_fail(TCQ_ERR_RANGE, "the conversation (%zu tokens) fills the context of %d; /reset", n_ids,
                           tcq_session_ctx(s));
         if (st != TCQ_OK) {
-            cli_fail(st, "chat");
+            rc = cli_fail(st, "chat");   /* the session goes on; the exit status tells a turn failed */
             free((char *)msgs[--nm].content);
             free(ids);
             continue;
@@ -139,10 +139,11 @@ int cmd_chat(int argc, char **argv)
         if (st == TCQ_OK) st = tcq_generate(m, s, smp, ids + common, (int)n_ids - common, (int)n, on_token, &cc, &gs);
         cli_stream_finish(&out);
         printf("\n");
-        if (st != TCQ_OK) cli_fail(st, "chat");
-        fprintf(stderr, "[prefill %d tokens %.1f tok/s (%d reused); decode %d tokens %.1f tok/s]\n", gs.n_prompt,
-                gs.prefill_s > 0 ? gs.n_prompt / gs.prefill_s : 0.0, common, gs.n_generated,
-                gs.decode_s > 0 ? gs.n_generated / gs.decode_s : 0.0);
+        if (st != TCQ_OK) rc = cli_fail(st, "chat");
+        else   /* no statistics for a turn that failed */
+            fprintf(stderr, "[prefill %d tokens %.1f tok/s (%d reused); decode %d tokens %.1f tok/s]\n", gs.n_prompt,
+                    gs.prefill_s > 0 ? gs.n_prompt / gs.prefill_s : 0.0, common, gs.n_generated,
+                    gs.decode_s > 0 ? gs.n_generated / gs.decode_s : 0.0);
         /* The cache now holds the first pos tokens of prompt + generated. */
         n_cached = cc.n < tcq_session_pos(s) ? cc.n : tcq_session_pos(s);
         msgs[nm++] = (tcq_chat_message){.role = "assistant", .content = strdup(out.text ? out.text : "")};

@@ -23,6 +23,7 @@ typedef struct totals {
     int64_t dense_params, dense_bytes;
     int64_t tr_modules, tr_weights, tr_bits;      /* bits include the scales */
     int64_t af_modules, af_weights, af_bits;      /* bits include scales and biases */
+    int64_t tr_k_modules[5], tr_k_weights[5];     /* the k mix (mixed bit widths, --bpw) */
     int errors;
 } totals;
 
@@ -104,6 +105,7 @@ static void describe(const tcq_st_set *s, const tcq_qconfig *qc, const tcq_tenso
             tot->tr_modules++;
             tot->tr_weights += n;
             tot->tr_bits += n * tr.p.k + tr.rows * 16;
+            if (tr.p.k >= 1 && tr.p.k <= 4) tot->tr_k_modules[tr.p.k]++, tot->tr_k_weights[tr.p.k] += n;
             tot->params += n;
             return;
         }
@@ -233,6 +235,14 @@ int cmd_inspect(int argc, char **argv)
         if (tot.tr_modules)
             printf("  trellis: %lld modules, %lld weights, %.4f bits per weight (with scales)\n",
                    (long long)tot.tr_modules, (long long)tot.tr_weights, tr_bpw);
+        if (tot.tr_modules) {
+            printf("  trellis k mix:");
+            for (int k = 1; k <= 4; k++)
+                if (tot.tr_k_modules[k])
+                    printf(" k=%d %lld modules (%.1f%% of the weights)", k, (long long)tot.tr_k_modules[k],
+                           100.0 * (double)tot.tr_k_weights[k] / (double)tot.tr_weights);
+            printf("\n");
+        }
         if (tot.af_modules)
             printf("  affine:  %lld modules, %lld weights, %.4f bits per weight (with scales, biases)\n",
                    (long long)tot.af_modules, (long long)tot.af_weights, af_bpw);

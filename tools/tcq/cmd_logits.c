@@ -7,7 +7,7 @@
 static void help(FILE *f)
 {
     fprintf(f, "usage: tcq logits MODEL --tokens ID,ID,... --out FILE.safetensors [--threads N] [--kv f32|f16]\n"
-               "                  [--kpath auto|exact|fast]\n"
+               "                  [--kpath auto|exact|fast] [--device cpu|cuda|cuda:N|auto]\n"
                "  Runs the tokens as one sequence from position 0 (no BOS is added) and writes the logits\n"
                "  of every position as tensor \"logits\", F32 [n, vocab].\n");
 }
@@ -29,6 +29,9 @@ int cmd_logits(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--kv") == 0) {
             if (cli_parse_kv(v, &kv)) return 2;
+            i++;
+        } else if (!strcmp(a, "--device")) {
+            if (cli_parse_device(v)) return 2;
             i++;
         } else if (!strcmp(a, "--kpath")) {
             if (cli_parse_kpath(v)) return 2;

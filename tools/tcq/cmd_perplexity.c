@@ -31,7 +31,10 @@ static int parse(int argc, char **argv, int want_ref, eval_args *e, void (*help)
             return 1;
         } else if (!strcmp(a, "--json")) e->json = 1;
         else if (!strcmp(a, "--tokenizer") && v) e->tokp = argv[++i];
-        else if (!strcmp(a, "--kpath")) {
+        else if (!strcmp(a, "--device")) {
+            if (cli_parse_device(v)) return 2;
+            i++;
+        } else if (!strcmp(a, "--kpath")) {
             if (cli_parse_kpath(v)) return 2;
             i++;
         }
@@ -77,7 +80,7 @@ static int tokenize_file(const eval_args *e, const tcq_model *m, int32_t **ids, 
 
 static void help_ppl(FILE *f)
 {
-    fprintf(f, "usage: tcq perplexity MODEL FILE [--ctx N] [--windows N] [--threads N] [--tokenizer P] [--kpath auto|exact|fast] [--json]\n%s",
+    fprintf(f, "usage: tcq perplexity MODEL FILE [--ctx N] [--windows N] [--threads N] [--tokenizer P] [--kpath auto|exact|fast] [--device cpu|cuda|cuda:N|auto] [--json]\n%s",
             convention);
 }
 
@@ -114,7 +117,7 @@ int cmd_perplexity(int argc, char **argv)
 static void help_kl(FILE *f)
 {
     fprintf(f,
-            "usage: tcq kl MODEL REF_MODEL FILE [--ctx N] [--windows N] [--threads N] [--tokenizer P] [--json]\n"
+            "usage: tcq kl MODEL REF_MODEL FILE [--ctx N] [--windows N] [--threads N] [--tokenizer P] [--device cpu|cuda|cuda:N|auto] [--json]\n"
             "  Mean KL(ref || model) of the next-token distributions (nats), its 95th percentile, top-1\n"
             "  agreement and both perplexities; both models run window by window (tokenized with MODEL's\n"
             "  tokenizer).\n%s",

@@ -12,6 +12,8 @@ static void quantize_usage(FILE *f)
                "                    [--search default|seams] [--seams N] [--interleave] [--refit-scales]\n"
                "                    [--lm-head-bits 0|2|3|4]\n"
                "                    [--device cpu|cuda]\n"
+               "                    [--method rtn|ldlq] [--calib FILE [--calib-tokens N] [--calib-ctx C]]\n"
+               "                    [--hessians DIR] [--save-hessians DIR] [--damp X] [--bpw B]\n"
                "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
                "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
                "  transform, codes every attention and MLP projection with the bitshift trellis\n"
@@ -26,7 +28,14 @@ static void quantize_usage(FILE *f)
                "  --lm-head-bits K: code the output projection too, at k = K (default 0: bf16).\n"
                "  --rotate-only: fold and rotate, code nothing, write f32 (an equivalent dense model).\n"
                "  --device cuda: code on the GPU (same codes, the same artifact byte for byte; needs a\n"
-               "  CUDA build and device, the default search and L <= 12).\n");
+               "  CUDA build and device, the default search and L <= 12).\n"
+               "  --calib FILE: run the model over FILE (--calib-tokens, default 32768, in windows of\n"
+               "  --calib-ctx, default 512) and take every projection's input Hessian H = sum x x^T;\n"
+               "  each tensor's proxy loss tr((W-W^) H (W-W^)^T) is printed.  --save-hessians DIR keeps\n"
+               "  them, --hessians DIR reuses them (same --seed).  --method ldlq (needs them): BlockLDLQ\n"
+               "  on H + damp * mean(diag H) I (--damp, default 0.01).  --bpw B in [2, 4]: k in {2,3,4}\n"
+               "  per projection chosen by proxy loss so that the mean k is at most B (--bits stays the\n"
+               "  k of anything without a Hessian).\n");
 }
 
 typedef struct bar {
@@ -49,10 +58,19 @@ static void progress(const tcq_quantize_progress *p, void *user)
     const double now = cli_now();
     b->final = *p;
     b->final.tensor = b->final.note = NULL;
+    if (p->k && p->proxy >= 0 && !p->phase)
+        fprintf(stderr, "%s  %-44s k=%d proxy %.4e (relative %.5f)  %.1f s\n", b->tty ? "\r\033[K" : "", p->tensor, p->k,
+                p->proxy, p->proxy_ref > 0 ? p->proxy / p->proxy_ref : 0.0, now - b->t0);
     if (p->note) fprintf(stderr, "%stcq quantize: warning: %s\n", b->tty ? "\r\033[K" : "", p->note);
     const int last = p->tensor_index == p->tensor_count;
     if (!b->tty && !last && now - b->last < 10) return;   /* logs: a line every 10 s */
     b->last = now;
+    if (p->phase) {
+        /* (rate limited above, like the bar) */
+        fprintf(stderr, "%s%s %5.1f%%%s", b->tty ? "\r\033[K" : "", p->phase,
+                p->total ? 100.0 * (double)p->done / (double)p->total : 0.0, b->tty ? "" : "\n");
+        return;
+    }
     const double frac = p->total ? (double)p->done / (double)p->total : (double)p->tensor_index / (p->tensor_count ? p->tensor_count : 1);
     const double el = now - b->t0;
     char eta[32], elapsed[32];
@@ -72,7 +90,10 @@ int cmd_quantize(int argc, char **argv)
     const char *in = NULL, *out = NULL;
     long long bits = 0, L = 12, seed = 1, threads = 0, seams = 0, lm_bits = 0;
     tcq_search search = TCQ_SEARCH_TWO_PASS;
-    int rotate_only = 0, interleave = 0, refit = 0, cuda = 0;
+    int rotate_only = 0, interleave = 0, refit = 0, cuda = 0, method = TCQ_QMETHOD_RTN;
+    long long calib_tokens = 0, calib_ctx = 0;
+    double damp = 0, bpw = 0;
+    const char *calib = NULL, *hin = NULL, *hout = NULL;
     for (int i = 1; i < argc; i++) {
         long long *dst = NULL;
         if (cli_is_help(argv[i])) {
@@ -108,6 +129,32 @@ int cmd_quantize(int argc, char **argv)
             }
             continue;
         }
+        if (!strcmp(argv[i], "--method") && i + 1 < argc) {
+            i++;
+            if (!strcmp(argv[i], "ldlq")) method = TCQ_QMETHOD_LDLQ;
+            else if (strcmp(argv[i], "rtn")) {
+                fprintf(stderr, "tcq quantize: --method rtn|ldlq, got '%s'\n", argv[i]);
+                return 2;
+            }
+            continue;
+        }
+        if ((!strcmp(argv[i], "--calib") || !strcmp(argv[i], "--hessians") || !strcmp(argv[i], "--save-hessians")) &&
+            i + 1 < argc) {
+            const char **d = !strcmp(argv[i], "--calib") ? &calib : !strcmp(argv[i], "--hessians") ? &hin : &hout;
+            *d = argv[++i];
+            continue;
+        }
+        if ((!strcmp(argv[i], "--damp") || !strcmp(argv[i], "--bpw")) && i + 1 < argc) {
+            char *end;
+            const double v = strtod(argv[i + 1], &end);
+            if (end == argv[i + 1] || *end || !isfinite(v)) {
+                fprintf(stderr, "tcq quantize: %s needs a number, got '%s'\n", argv[i], argv[i + 1]);
+                return 2;
+            }
+            *(!strcmp(argv[i], "--damp") ? &damp : &bpw) = v;
+            i++;
+            continue;
+        }
         if (!strcmp(argv[i], "--search") && i + 1 < argc) {
             if (tcq_search_parse(argv[++i], &search) != TCQ_OK) {
                 fprintf(stderr, "tcq quantize: --search must be default or seams, got '%s'\n", argv[i]);
@@ -119,6 +166,8 @@ int cmd_quantize(int argc, char **argv)
         else if (!strcmp(argv[i], "--seams")) dst = &seams;
         else if (!strcmp(argv[i], "--lm-head-bits")) dst = &lm_bits;
         else if (!strcmp(argv[i], "--L")) dst = &L;
+        else if (!strcmp(argv[i], "--calib-tokens")) dst = &calib_tokens;
+        else if (!strcmp(argv[i], "--calib-ctx")) dst = &calib_ctx;
         else if (!strcmp(argv[i], "--seed")) dst = &seed;
         else if (!strcmp(argv[i], "--threads")) dst = &threads;
         if (!dst || i + 1 >= argc) {
@@ -161,7 +210,13 @@ int cmd_quantize(int argc, char **argv)
     }
     tcq_quantize_opts o = {.bits = (int)bits, .L = (int)L, .T = 256, .seed = (uint64_t)seed, .threads = (int)threads,
                            .enc = {.search = search, .seams = (int)seams}, .interleave = interleave,
-                           .refit_scales = refit, .cuda = cuda, .lm_head_bits = (int)lm_bits};
+                           .refit_scales = refit, .cuda = cuda, .lm_head_bits = (int)lm_bits, .method = method,
+                           .calib = calib, .calib_tokens = calib_tokens, .calib_ctx = (int)calib_ctx, .damp = damp,
+                           .hessians_in = hin, .hessians_out = hout, .bpw = bpw};
+    if (calib_tokens < 0 || calib_ctx < 0 || calib_ctx > 1 << 20 || damp < 0) {
+        fprintf(stderr, "tcq quantize: --calib-tokens, --calib-ctx and --damp must not be negative\n");
+        return 2;
+    }
     bar b = {cli_now(), 0, isatty(2), {0}};
     if (rotate_only) fprintf(stderr, "tcq quantize: %s -> %s, rotate only, seed=%lld\n", in, out, seed);
     else fprintf(stderr, "tcq quantize: %s -> %s, k=%lld L=%lld T=256 seed=%lld search=%s device=%s\n", in, out, bits,
@@ -182,5 +237,9 @@ int cmd_quantize(int argc, char **argv)
     fprintf(stderr, "tcq quantize: %lld weights coded at k=%lld%s (relative MSE %.5f in the rotated basis), "
                     "%lld kept dense bf16, %.1f s\n", (long long)f->coded_weights, bits, lm,
             f->sq_ref > 0 ? f->sq_err / f->sq_ref : 0.0, (long long)f->dense_weights, cli_now() - b.t0);
+    if (f->coded_weights)
+        fprintf(stderr, "tcq quantize: method %s, %.4f bits per coded weight (k and row scales)%s\n",
+                method == TCQ_QMETHOD_LDLQ ? "ldlq" : "rtn", f->coded_bits / (double)f->coded_weights,
+                bpw > 0 ? " under --bpw" : "");
     return 0;
 }

@@ -19,6 +19,7 @@ static void help(FILE *f)
             "  --kv f32|f16           KV cache dtype (default f32)\n"
             "  --threads N            worker threads (default: all CPUs)\n"
             "  --kpath auto|exact|fast  trellis numerical path (default auto)\n"
+            "  --device cpu|cuda|cuda:N|auto  where the model runs (default cpu; auto: the GPU if present)\n"
             "  --parallel N           N (2..4) samples with seeds S..S+N-1, decoded together as one batch;\n"
             "                         printed one after another at the end\n"
             "  --chat                 wrap the prompt in the model's chat template (one user turn)\n"
@@ -71,9 +72,10 @@ static int run_parallel(tcq_model *m, const tcq_tokenizer *tok, const int32_t *i
         total += gs[b].n_generated;
     }
     int rc = st != TCQ_OK ? cli_fail(st, "run") : 0;
-    fprintf(stderr, "prefill: %d x %d tokens, %.2f tok/s; decode: %d tokens in all, %.2f tok/s (batch of %d)\n", nb,
-            n_ids, gs[0].prefill_s > 0 ? nb * n_ids / gs[0].prefill_s : 0.0, total,
-            gs[0].decode_s > 0 ? total / gs[0].decode_s : 0.0, nb);
+    if (st == TCQ_OK)   /* no statistics for work that was not done */
+        fprintf(stderr, "prefill: %d x %d tokens, %.2f tok/s; decode: %d tokens in all, %.2f tok/s (batch of %d)\n",
+                nb, n_ids, gs[0].prefill_s > 0 ? nb * n_ids / gs[0].prefill_s : 0.0, total,
+                gs[0].decode_s > 0 ? total / gs[0].decode_s : 0.0, nb);
     for (int b = 0; b < nb; b++) {
         cli_stream_free(&out[b]);
         tcq_sampler_free(smp[b]);
@@ -171,10 +173,13 @@ int cmd_run(int argc, char **argv)
     memset(&out, 0, sizeof out);
     tcq_sampler_params sp = {(float)temp, (int)top_k, (float)top_p, (float)min_p, (float)rep, 64, (uint64_t)seed};
     if (st == TCQ_OK) st = tcq_session_create(m, (int)ctx, kv, &s);
+    if (st == TCQ_OK && n_ids > (size_t)tcq_session_ctx(s))   /* before the prompt is echoed */
+        st = tcq_fail(TCQ_ERR_RANGE, "the prompt (%zu tokens) does not fit the context of %d positions (--ctx)", n_ids,
+                      tcq_session_ctx(s));
     if (st == TCQ_OK) {
         char b[32];
         fprintf(stderr, "KV cache: %s (%d positions, %s)\n", cli_bytes(tcq_session_kv_bytes(s), b), tcq_session_ctx(s),
-                kv == TCQ_KV_F16 ? "f16" : "f32");
+                kv == TCQ_KV_F16 || strncmp(tcq_model_device(m), "cuda", 4) == 0 ? "f16" : "f32");
     }
     if (st == TCQ_OK) st = tcq_sampler_create(&sp, c->vocab_size, &smp);
     if (st == TCQ_OK) st = cli_stream_init(&out, tok, stops, n_stops, stdout);
@@ -194,9 +199,10 @@ int cmd_run(int argc, char **argv)
     printf("\n");
     fflush(stdout);   /* before the stderr statistics, so a shared terminal shows them on their own line */
     if (st != TCQ_OK) rc = cli_fail(st, "run");
-    fprintf(stderr, "prefill: %d tokens, %.2f tok/s; decode: %d tokens, %.2f tok/s\n", gs.n_prompt,
-            gs.prefill_s > 0 ? gs.n_prompt / gs.prefill_s : 0.0, gs.n_generated,
-            gs.decode_s > 0 ? gs.n_generated / gs.decode_s : 0.0);
+    else   /* no statistics for work that was not done (a failed prefill left gs half filled) */
+        fprintf(stderr, "prefill: %d tokens, %.2f tok/s; decode: %d tokens, %.2f tok/s\n", gs.n_prompt,
+                gs.prefill_s > 0 ? gs.n_prompt / gs.prefill_s : 0.0, gs.n_generated,
+                gs.decode_s > 0 ? gs.n_generated / gs.decode_s : 0.0);
     cli_stream_free(&out);
     tcq_sampler_free(smp);
     tcq_session_free(s);

@@ -7,7 +7,7 @@
 #include <time.h>
 
 static const cli_command commands[] = {
-    {"demo", "code a synthetic Gaussian matrix, decode it, print error and speed", cmd_demo},
+    {"demo", "run the 2-bit tinyqwen in models/: text, bits/weight, tok/s (--codec: the codec alone)", cmd_demo},
     {"logits", "write the f32 logits of a token sequence to a safetensors file", cmd_logits},
     {"run", "generate text from a prompt, streamed (sampling options, --chat)", cmd_run},
     {"chat", "interactive chat through the model's chat template", cmd_chat},
@@ -19,6 +19,7 @@ static const cli_command commands[] = {
     {"codec", "codec MSE on N(0,1) samples vs the rate-distortion bound, encoder speed", cmd_codec},
     {"bench", "benchmarks: tcq bench encode|kernels|model", cmd_bench},
     {"chat-template", "render the chat template for a conversation (or its token ids)", cmd_chat_template},
+    {"serve", "an OpenAI-compatible HTTP server with continuous batching", cmd_serve},
     {"cuda-bench", "CUDA kernels and GPU encoder vs copy bandwidth and cuBLAS (needs -DTCQ_CUDA=ON)", bench_kernels_cuda},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };

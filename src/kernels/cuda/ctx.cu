@@ -24,13 +24,6 @@ int tcq_cuda_available(void)
     return n > 0;
 }
 
-/* An integer knob of the environment (tests, benchmarks: tcq.h lists them), dflt when unset. */
-static int env_int(const char *name, int dflt)
-{
-    const char *v = getenv(name);
-    return v ? atoi(v) : dflt;
-}
-
 tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
 {
     if (!out) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda ctx: out is NULL");
@@ -53,29 +46,7 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     c->n_sm = prop.multiProcessorCount;
     c->l2_bytes = prop.l2CacheSize;
     c->smem_optin = (int)prop.sharedMemPerBlockOptin;
-    const char *pin = getenv("TCQ_CUDA_KERNEL");
-    c->kernel_pin = pin && !strcmp(pin, "tc");
-    const char *fk = getenv("TCQ_CUDA_FAST");
-    c->fast_dp4a = fk && !strcmp(fk, "dp4a");   /* =int8 is the built-in choice (tcq.h) */
-    const char *pdl = getenv("TCQ_CUDA_PDL");
-    c->pdl = !(pdl && !strcmp(pdl, "0"));
-    c->chunk_pin = env_int("TCQ_CUDA_CHUNK", 0);
-    if (c->chunk_pin < 64 || c->chunk_pin > 1024 || c->chunk_pin % 32) c->chunk_pin = 0;   /* tcq_cuda_im_chunk */
-    c->sc_pf = env_int("TCQ_CUDA_PF", -1);
-    /* off until measured on a GPU (bench/NOTES.md, session 16: written and checked bit for bit in
-     * the host emulation while no device was lent) */
-    c->im_pair = env_int("TCQ_CUDA_PAIR", 0) == 1;
-    c->gemm_chunk = env_int("TCQ_CUDA_GEMM_CHUNK", 0);
-    c->gemm_overlap = env_int("TCQ_CUDA_GEMM_OVERLAP", 0) != 0;
-    c->decode_tr = env_int("TCQ_CUDA_DECODE_TR", 0) == 1;
-    const int wg = env_int("TCQ_CUDA_WG", -1);
-    c->wg_pin = wg < 0 ? -1 : wg != 0;
-    c->wg_grid = env_int("TCQ_CUDA_WG_GRID", 0);
-    c->wg_depth = env_int("TCQ_CUDA_WG_DEPTH", 0);
-    const int ws = env_int("TCQ_CUDA_WS", -1);
-    c->ws_pin = ws < 0 ? -1 : ws != 0;
-    c->ws_mt = env_int("TCQ_CUDA_WS_MT", 0);
-    c->tc_max_m = env_int("TCQ_CUDA_TC_MAX_M", 0);
+    c->wg_pin = c->ws_pin = -1;   /* the built-in dispatcher (tcq_cuda_ctx_set_opts) */
     snprintf(c->name, sizeof c->name, "%s, %d SMs, %d MB L2, cc %d.%d, %.0f GB", prop.name, c->n_sm,
              c->l2_bytes >> 20, prop.major, prop.minor, (double)prop.totalGlobalMem / 1e9);
     cublasStatus_t bs = cublasCreate(&c->blas);
@@ -85,20 +56,6 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
         cudaStreamDestroy(c->stream);
         free(c);
         return tcq_cublas_fail(bs, "cuda ctx: cublasCreate");
-    }
-    e = cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking);
-    int n_ev = 0;
-    while (e == cudaSuccess && n_ev < 5) {
-        e = cudaEventCreateWithFlags(&c->ev[n_ev], cudaEventDisableTiming);
-        if (e == cudaSuccess) n_ev++;
-    }
-    if (e != cudaSuccess) {
-        while (n_ev > 0) cudaEventDestroy(c->ev[--n_ev]);
-        if (c->side) cudaStreamDestroy(c->side);
-        cublasDestroy(c->blas);
-        cudaStreamDestroy(c->stream);
-        free(c);
-        return tcq_cuda_fail(e, "cuda ctx: side stream / events");
     }
     tcq_status ps = tcq_cuda_wg_probe(c);
     if (ps != TCQ_OK) {
@@ -118,11 +75,30 @@ void tcq_cuda_ctx_free(tcq_cuda_ctx *c)
     cudaFree(c->scratch);
     cudaFree(c->counters);
     cudaFreeHost(c->host_stage);
-    cudaStreamSynchronize(c->side);
-    for (int i = 0; i < 5; i++) cudaEventDestroy(c->ev[i]);
-    cudaStreamDestroy(c->side);
     cudaStreamDestroy(c->stream);
     free(c);
+}
+
+tcq_status tcq_cuda_ctx_set_opts(tcq_cuda_ctx *c, const tcq_cuda_opts *o)
+{
+    if (!c || !o) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda ctx options: NULL argument");
+    if (o->tc_max_m < 0 || o->tc_max_m > 32)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda ctx options: tc_max_m %d outside [0, 32]", o->tc_max_m);
+    if (o->im_chunk && (o->im_chunk < 64 || o->im_chunk > 1024 || o->im_chunk % 32))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda ctx options: im_chunk %d is not a multiple of 32 in [64, 1024]",
+                        o->im_chunk);
+    if (o->wgmma < -1 || o->wgmma > 1 || o->wgmma_ss < -1 || o->wgmma_ss > 1)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda ctx options: wgmma %d / wgmma_ss %d not -1, 0 or 1", o->wgmma,
+                        o->wgmma_ss);
+    if (o->wg_grid < 0) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda ctx options: wg_grid %d < 0", o->wg_grid);
+    c->kernel_pin = o->pair_table != 0;
+    c->tc_max_m = o->tc_max_m;
+    c->fast_dp4a = o->fast_dp4a != 0;
+    c->chunk_pin = o->im_chunk;
+    c->wg_pin = o->wgmma ? o->wgmma > 0 : -1;
+    c->ws_pin = o->wgmma_ss ? o->wgmma_ss > 0 : -1;
+    c->wg_grid = o->wg_grid;
+    return TCQ_OK;
 }
 
 void *tcq_cuda_ctx_stream(tcq_cuda_ctx *c) { return c ? (void *)c->stream : NULL; }

@@ -10,6 +10,7 @@ extern "C" {
 }
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 struct tcq_cuda_ctx {
@@ -25,24 +26,15 @@ struct tcq_cuda_ctx {
     int *counters;           /* zero at rest: each kernel that uses them resets what it touched */
     size_t n_counters;
     double encode_kernel_ms;   /* device time of the last tcq_cuda_encode_rows' kernels */
-    int pdl;                 /* TCQ_CUDA_PDL (default 1): programmatic dependent launch of the int kernels, 0 off */
-    int chunk_pin;           /* TCQ_CUDA_CHUNK: item length of the int kernels (0: built-in) */
-    int im_pair;             /* TCQ_CUDA_PAIR=1: the int kernels' two-state windows at L = 12, k = 2, 4 (mad1_pair); default 0 */
-    int sc_pf;               /* TCQ_CUDA_PF: the int scatter's L2 prefetch distance in k-steps (-1: built-in, 0 off) */
-    int kernel_pin;          /* TCQ_CUDA_KERNEL=tc: M <= 8 on the pair-table kernels (tests, benchmarks) */
-    int fast_dp4a;           /* TCQ_CUDA_FAST=dp4a: TCQ_PATH_FAST on the dp4a kernels (fast.cu), not int8 tensor cores */
-    int gemm_chunk;          /* TCQ_CUDA_GEMM_CHUNK: outputs per decode + GEMM step (<= 0: the whole matrix) */
-    int gemm_overlap;        /* TCQ_CUDA_GEMM_OVERLAP=1: decode step i+1 on `side` while step i multiplies */
-    int decode_tr;           /* TCQ_CUDA_DECODE_TR=1: axis 0 decoded as W [out, in] (transposed stores), not W^T */
-    int tc_max_m;            /* TCQ_CUDA_TC_MAX_M: largest M on the pair-table kernels (0: built-in) */
+    /* the kernel choices of tcq_cuda_opts (tcq_cuda_ctx_set_opts; zero: built-in) */
+    int chunk_pin;           /* im_chunk: item length of the int kernels (0: built-in) */
+    int kernel_pin;          /* pair_table: M <= tc_max_m on the pair-table kernels */
+    int fast_dp4a;           /* TCQ_PATH_FAST on the dp4a kernels (fast.cu), not int8 tensor cores */
+    int tc_max_m;            /* largest M on the pair-table kernels (0: built-in) */
     int wg_ok;               /* the sm_90a wgmma kernels run on this device (probed at creation) */
-    int wg_pin;              /* TCQ_CUDA_WG: 0 off, 1 on, -1 built-in */
-    int wg_grid;             /* TCQ_CUDA_WG_GRID=G: the wgmma kernels' block count (0: SMs x blocks per SM) */
-    int ws_pin;              /* TCQ_CUDA_WS: 0 off, 1 wherever it runs, -1 built-in (wgss.cu) */
-    int ws_mt;               /* TCQ_CUDA_WS_MT=1: M > 128 in 128-row tiles, not 256 (0: built-in) */
-    int wg_depth;            /* TCQ_CUDA_WG_DEPTH=1|2: wgmmas in flight (0: built-in, 2 at NB = 256) */
-    cudaStream_t side;       /* the large-M path's decode stream (forks from and joins `stream`) */
-    cudaEvent_t ev[5];       /* fork, decoded[2], multiplied[2] */
+    int wg_pin;              /* wgmma: 0 off, 1 on, -1 built-in */
+    int wg_grid;             /* the wgmma kernels' block count (0: SMs x blocks per SM) */
+    int ws_pin;              /* wgmma_ss: 0 off, 1 wherever it runs, -1 built-in (wgss.cu) */
     void *host_stage;          /* pinned host staging (cudaHostAlloc), grown on demand */
     size_t host_stage_bytes;
 };
@@ -86,6 +78,13 @@ tcq_status tcq_cuda_linear_wg(tcq_cuda_ctx *ctx, const tcq_trellis *w, const flo
 /* The decode-into-shared-memory wgmma kernel (wgss.cu): both axes, T = 256, k = 2..4, sm_90a. */
 int tcq_cuda_ws_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M);
 tcq_status tcq_cuda_linear_ws(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M);
+
+/* The large-M path (dense.cu): decode to bf16 + cuBLAS, what no tensor-core kernel takes. */
+tcq_status tcq_cuda_linear_gemm(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M);
+/* y [M, ldy] (columns [0, out) written) = xb [M, in] W^T, W [out, in] (wt = 0) or W^T [in, out]
+ * (wt = 1), a cuBLAS bf16 GEMM with f32 accumulation (dense.cu; the timers' baseline too). */
+tcq_status tcq_cuda_gemm_bf16(tcq_cuda_ctx *ctx, const __nv_bfloat16 *W, int wt, const __nv_bfloat16 *xb, void *y,
+                              int64_t M, int64_t out, int64_t in, int64_t ldy, cudaDataType_t ytype);
 
 static inline size_t tcq_align256(size_t n) { return (n + 255) & ~(size_t)255; }
 

@@ -13,6 +13,7 @@ tcq_status tcq_cuda_ctx_create(int device, tcq_cuda_ctx **out)
     NO_CUDA;
 }
 void tcq_cuda_ctx_free(tcq_cuda_ctx *ctx) { (void)ctx; }
+tcq_status tcq_cuda_ctx_set_opts(tcq_cuda_ctx *ctx, const tcq_cuda_opts *opts) { (void)ctx; (void)opts; NO_CUDA; }
 void *tcq_cuda_ctx_stream(tcq_cuda_ctx *ctx) { (void)ctx; return NULL; }
 tcq_status tcq_cuda_sync(tcq_cuda_ctx *ctx) { (void)ctx; NO_CUDA; }
 tcq_status tcq_cuda_describe(tcq_cuda_ctx *ctx, char *buf, size_t len) { (void)ctx; (void)buf; (void)len; NO_CUDA; }

@@ -16,7 +16,7 @@
  * signed bytes (q4, prepared once per call).  So a weight costs: a funnel shift (or plain shift)
  * and an AND to cut the state out of registers, one IMAD, and one dp4a per activation row; the
  * code words (2k+1 32-bit loads per 64 weights), q4 (one 16-byte load per 4 weights and row) and
- * the per-block f32 step are amortized.  Design note with the SASS count: bench/NOTES.md, "CUDA
+ * the per-block f32 step are amortized.  Design note with the SASS count: docs/PERFORMANCE.md, "CUDA
  * fast path".
  *
  * Work split (fixed by the shape, never by the device): axis 1 one warp per output row, lane l
@@ -45,7 +45,7 @@ tcq_status launch(tcq_cuda_ctx *ctx, int k, const Geo &g, const Geo *up, int M, 
 
 }  // namespace
 
-/* The fast path for 1 <= M <= kMaxM (dense.cu's dispatcher checked the call).  up != NULL:
+/* The fast path for 1 <= M <= kMaxM (dispatch.cu checked the call).  up != NULL:
  * fused SwiGLU with w as gate (both axis 1, same parameters and shape: checked by the caller). */
 tcq_status tcq_cuda_linear_fast(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x,
                                 float *y, int64_t M)

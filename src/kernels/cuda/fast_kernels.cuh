@@ -290,7 +290,7 @@ __global__ void __launch_bounds__(kScatterThreads) k_scatter(Geo g, Act a, Scatt
     }
 }
 
-/* One launch of the fast kernels for bits k (fast_k<k>.cu).  up != NULL: fused SwiGLU (axis 1). */
+/* One launch of the fast kernels for bits k (inst/fast_k<k>.cu).  up != NULL: fused SwiGLU (axis 1). */
 tcq_status fast_launch_k1(tcq_cuda_ctx *ctx, const Geo &g, const Geo *up, int M, const Act &a, const ScatterSplit &sp, float *y);
 tcq_status fast_launch_k2(tcq_cuda_ctx *ctx, const Geo &g, const Geo *up, int M, const Act &a, const ScatterSplit &sp, float *y);
 tcq_status fast_launch_k3(tcq_cuda_ctx *ctx, const Geo &g, const Geo *up, int M, const Act &a, const ScatterSplit &sp, float *y);

@@ -37,7 +37,6 @@ struct IOut {
                           * weight loads); 0 an ordinary launch */
     int pf;              /* scatter: k-steps ahead of the decode whose code rows are prefetched to L2
                           * (beyond the register ring; 0 none) */
-    int pp;              /* reduce: the pair distance of the x prep's position order (span_pos; 0 none) */
     int64_t out;
     int64_t n_kt;        /* k-steps (8 inputs each) along the reduced dimension, even */
 };
@@ -58,37 +57,9 @@ __device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1, uint
 
 using tcq_tc::mad1;
 
-/* Whether the kernels decode two states from one window (mad1_pair: L = 12, k = 2 or 4). */
-inline bool im_pair(const tcq_cuda_ctx *ctx, int L, int k) { return ctx->im_pair && L == tcq_tc::kPairL && (k == 2 || k == 4); }
-
 /* Axis 1: the span position of k-step j's slot pi (0: k-slots 4q.., 1: 16 + 4q..) in a lane's
- * span of sp positions; the x prep writes B in this order and the reduce reads A in it.  pp = 0:
- * positions 2j and 2j + 1.  pp > 0 (mad1_pair): groups of 2 pp positions, k-step j of a group
- * holding its positions r and r + pp, whose states one window gives; the positions past the last
- * whole group as with pp = 0. */
-__host__ __device__ constexpr int span_pos(int j, int pi, int pp, int sp)
-{
-    const int ng = pp ? sp / (2 * pp) : 0;
-    if (j < ng * pp) return (j / pp) * 2 * pp + j % pp + pi * pp;
-    return ng * 2 * pp + 2 * (j - ng * pp) + pi;
-}
-
-/* span_pos is a permutation of the span for every pair distance and span the kernels use. */
-__host__ __device__ constexpr bool span_pos_ok(int pp, int sp)
-{
-    bool seen[64] = {};
-    for (int j = 0; j < sp / 2; j++)
-        for (int pi = 0; pi < 2; pi++) {
-            const int p = span_pos(j, pi, pp, sp);
-            if (p < 0 || p >= sp || seen[p]) return false;
-            seen[p] = true;
-        }
-    return true;
-}
-static_assert(span_pos_ok(0, 64) && span_pos_ok(0, 32) && span_pos_ok(tcq_tc::pair_dist(2), 64) &&
-                  span_pos_ok(tcq_tc::pair_dist(2), 32) && span_pos_ok(tcq_tc::pair_dist(4), 64) &&
-                  span_pos_ok(tcq_tc::pair_dist(4), 32),
-              "span_pos must permute a lane's span");
+ * span; the x prep writes B in this order and the reduce reads A in it. */
+__host__ __device__ constexpr int span_pos(int j, int pi) { return 2 * j + pi; }
 
 /* Programmatic dependent launch (sm_90): the x prep lets the main kernel start at once, and the
  * main kernel waits for the prep's results only after its first weight loads are in flight. */
@@ -168,7 +139,7 @@ __device__ __forceinline__ float im_partial(const int *cols, const IOut &o, int 
  * An item is only a few blocks long, so the loads run one block ahead across item boundaries:
  * a warp asks the queue for its next item when it starts one and loads that item's first block
  * while it decodes the last block of this one (no exposed memory latency per item). */
-template <int K, int SP, int NT, int PP>
+template <int K, int SP, int NT>
 __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut o)
 {
     constexpr int W = SP * K / 32, KS = SP / 2, MT = kRedRows / 16;
@@ -212,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
         /* loaded here, a whole item before the epilogue needs it (there it was a dependent global
          * load per item): 2-4 % at M = 1 for k = 2, 3.  Not where the kernel sits at the register
          * cap (k = 4, two n-tiles): the extra live register spilled there, 3-13 % slower
-         * (bench/NOTES.md, session 13) */
+         * (docs/PERFORMANCE.md, session 13) */
         if constexpr (kPreScale) {
             const int64_t row = (int64_t)p.tile * kRedRows + lane;
             p.f = row < g.R ? row_factor(p.mat, row) : 0.0f;
@@ -282,20 +253,15 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
                 for (int jh = 0; jh < 2; jh++) {
                     const int j = 2 * jj + jh;
                     /* k-step j: positions p0 (k-slots 4q..4q+3) and p1 (16+4q..) of the span
-                     * (span_pos); position i's window starts at bit (SP-1-i) k of the span.  With
-                     * PP, p1 = p0 + PP in the whole groups: p0's state is the top of p1's window */
-                    const int p0 = span_pos(j, 0, PP, SP), p1 = span_pos(j, 1, PP, SP);
+                     * (span_pos); position i's window starts at bit (SP-1-i) k of the span */
+                    const int p0 = span_pos(j, 0), p1 = span_pos(j, 1);
                     uint32_t x0[MT][2], x1[MT][2];
 #pragma unroll
                     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                         for (int h = 0; h < 2; h++) {
-                            if (PP && p1 == p0 + PP)
-                                tcq_tc::mad1_pair(span_bits<W>(wc[mt][h], ov[mt][h], (SP - 1 - p1) * K), x1[mt][h], x0[mt][h]);
-                            else {
-                                x0[mt][h] = mad1(span_bits<W>(wc[mt][h], ov[mt][h], (SP - 1 - p0) * K) & lm);
-                                x1[mt][h] = mad1(span_bits<W>(wc[mt][h], ov[mt][h], (SP - 1 - p1) * K) & lm);
-                            }
+                            x0[mt][h] = mad1(span_bits<W>(wc[mt][h], ov[mt][h], (SP - 1 - p0) * K) & lm);
+                            x1[mt][h] = mad1(span_bits<W>(wc[mt][h], ov[mt][h], (SP - 1 - p1) * K) & lm);
                         }
 #pragma unroll
                     for (int mt = 0; mt < MT; mt++)
@@ -343,33 +309,19 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_reduce(Geo g0, Geo g1, IOut 
     }
 }
 
-/* The scatter's 16 positions t of a lane (window at bit (15 - t) k) with the pair decode: t is
- * the low state of a window whose top state is t - pp (role 1; that one role 2), taken from the
- * top down; the rest alone (role 0).  k = 2: 6 pairs and 4 alone, k = 4: the same. */
-struct ScRoles {
-    int r[16];
-};
-__host__ __device__ constexpr ScRoles sc_roles(int pp)
-{
-    ScRoles s{};
-    for (int u = 15; pp && u >= pp; u--)
-        if (s.r[u] == 0 && s.r[u - pp] == 0) s.r[u] = 1, s.r[u - pp] = 2;
-    return s;
-}
-
 /* ------------------------------------------------------------------ axis 0: scatter
  * Item: kScOut outputs (positions of the coded rows) x kScChunk inputs (coded rows).  A rows are
  * outputs: lane (g, q) owns positions [16g, 16g+16) of the tile; m-tile mt's rows g / g+8 are
  * positions 16g+2mt / +1.  k-step kt covers inputs 8kt..8kt+7, lane q the inputs 8kt+2q (k-slots
  * 4q..) and 8kt+2q+1 (16+4q..).  A depth-D ring of k-steps' words in registers keeps ~4 KB per
  * warp in flight. */
-template <int K, int NT, bool PR>
+template <int K, int NT>
 __global__ void __launch_bounds__(kThreads, 2) k_im_scatter(Geo g, Geo unused, IOut o)
 {
     (void)unused;
     /* D: k-steps of code words in flight.  NT = 2 (two n-tiles' accumulators) at D = 4 spilled
      * 20-56 bytes at the 128-register cap; D = 2 spills none.  Kept as measured side by side with
-     * D = 4 everywhere (bench/NOTES.md, session 12): exact M = 3..8 3-4 % faster at k = 2, 9-12 %
+     * D = 4 everywhere (docs/PERFORMANCE.md, session 12): exact M = 3..8 3-4 % faster at k = 2, 9-12 %
      * at k = 3, 1-2 % at k = 4.  These kernels sit at the register cap, and small code changes
      * move them by up to 10 % (a build with D = 2 at every k ran k = 4 12 % faster, k = 3 1 %
      * slower), so re-measure after touching this loop. */
@@ -452,13 +404,7 @@ __global__ void __launch_bounds__(kThreads, 2) k_im_scatter(Geo g, Geo unused, I
                         for (int j = 0; j < NR; j++) r[j] = __funnelshift_r(w[u][d][j], w[u][d][j + 1], sh);
                     }
 #pragma unroll
-                    for (int t = 0; t < 16; t++) {
-                        constexpr int pp = PR ? tcq_tc::pair_dist(K) : 0;
-                        constexpr ScRoles roles = sc_roles(pp);
-                        const int role = roles.r[t];
-                        if (role == 0) x[d][t] = mad1(tcq_tc::bits_at<NR>(r, (15 - t) * K) & lm);
-                        else if (role == 1) tcq_tc::mad1_pair(tcq_tc::bits_at<NR>(r, (15 - t) * K), x[d][t], x[d][t - pp]);
-                    }
+                    for (int t = 0; t < 16; t++) x[d][t] = mad1(tcq_tc::bits_at<NR>(r, (15 - t) * K) & lm);
                 }
                 if (k + D < kt1) issue(w[u], k + D);
                 /* The register ring covers D k-steps (~1 us at M = 1), short of HBM's latency under
@@ -533,23 +479,13 @@ template <int K, int NT>
 tcq_status im_launch_nt(tcq_cuda_ctx *ctx, int axis, const Geo &g, const Geo &gu, const IOut &o)
 {
     const size_t warps = kThreads / 32;
-    constexpr int PP = K == 2 || K == 4 ? tcq_tc::pair_dist(K) : 0;
     if (axis == 0) {
         const size_t smem = warps * kScOut * 8 * NT * 4;
-        const char *what = "cuda scatter (int) kernel";
-        if (PP && im_pair(ctx, g.L, K)) return im_launch(ctx, k_im_scatter<K, NT, PP != 0>, smem, g, gu, o, what);
-        return im_launch(ctx, k_im_scatter<K, NT, false>, smem, g, gu, o, what);
+        return im_launch(ctx, k_im_scatter<K, NT>, smem, g, gu, o, "cuda scatter (int) kernel");
     }
-    const char *what = "cuda reduce (int) kernel";
     const size_t smem = warps * 32 * 8 * NT * 4;
-    /* o.pp: the order the x prep wrote (tcq_cuda_linear_im decides it with im_pair) */
-    if (o.pp && o.pp != PP) return tcq_fail(TCQ_ERR_INTERNAL, "%s: pair distance %d at k = %d", what, o.pp, K);
-    if (PP && o.pp) {
-        if (g.T == 256) return im_launch(ctx, k_im_reduce<K, 64, NT, PP>, smem, g, gu, o, what);
-        return im_launch(ctx, k_im_reduce<K, 32, NT, PP>, smem, g, gu, o, what);
-    }
-    if (g.T == 256) return im_launch(ctx, k_im_reduce<K, 64, NT, 0>, smem, g, gu, o, what);
-    return im_launch(ctx, k_im_reduce<K, 32, NT, 0>, smem, g, gu, o, what);
+    if (g.T == 256) return im_launch(ctx, k_im_reduce<K, 64, NT>, smem, g, gu, o, "cuda reduce (int) kernel");
+    return im_launch(ctx, k_im_reduce<K, 32, NT>, smem, g, gu, o, "cuda reduce (int) kernel");
 }
 #endif
 }  // namespace

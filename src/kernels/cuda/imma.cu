@@ -1,6 +1,6 @@
 /* Linear layers over packed trellis weights on the GPU, M <= 8: the integer tensor-core kernels.
  *
- * Why (bench/NOTES.md, "CUDA (H200)"): the pair-table kernels (linear.cu) look up every pair of
+ * Why (docs/PERFORMANCE.md, "CUDA (H200)"): the pair-table kernels (linear.cu) look up every pair of
  * weights in shared memory; a warp's 32 random table addresses collide in the 32 banks (~3.5
  * wavefronts per LDS on average), which caps a 17408x5120 matrix at ~19 us whatever k is, and the
  * HBM floor at k=2 is 5.5 us.  Here no table: the 1MAD arithmetic x = s*34038481 + 76625530 (one
@@ -68,11 +68,10 @@ __device__ __forceinline__ int im_exponent(float mx, int bits)
  * then run side by side instead of one after another in one block per chunk (10 blocks for a
  * 5120-input reduce).
  * Position of (k-step kt, lane quad slot q, pi): axis 1 (sp = T/4): block kt/(sp/2), span q,
- * span_pos(kt % (sp/2), pi, pp) (2 (kt % (sp/2)) + pi unless the reduce decodes window pairs,
- * im_kernels.cuh); axis 0: 8 kt + 2q + pi.  One read of x, two barriers.  The last row's
+ * span_pos(kt % (sp/2), pi) (im_kernels.cuh); axis 0: 8 kt + 2q + pi.  One read of x, two barriers.  The last row's
  * block also zeroes the columns past limbs M. */
 __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, int M, int64_t in,
-                                                 const uint16_t *__restrict__ cs, int axis, int T, int NT, int limbs, int pp,
+                                                 const uint16_t *__restrict__ cs, int axis, int T, int NT, int limbs,
                                                  uint4 *__restrict__ xf, double *__restrict__ xs, float *__restrict__ xe)
 {
     pdl_launch_dependents();   /* the main kernel may start its weight loads now */
@@ -84,7 +83,7 @@ __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, 
     __shared__ long long rl[32];
     __shared__ unsigned char spos[64];   /* axis 1: span_pos of a T-block's 2 (T/8) slots */
     const int lsp = __ffs(T) - 3, lks = lsp - 1;   /* log2(T / 4), log2(T / 8) */
-    if (axis && tid < (1 << lsp)) spos[tid] = (unsigned char)span_pos(tid >> 1, tid & 1, pp, 1 << lsp);
+    if (axis && tid < (1 << lsp)) spos[tid] = (unsigned char)span_pos(tid >> 1, tid & 1);
     const float v = im_xval(x, in, cs, m, p0 + tid);
     float mx = fabsf(v);
     int bad = !isfinite(v);
@@ -116,7 +115,7 @@ __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, 
     }
     /* 32-bit arithmetic on chunk-local positions, shifts for the power-of-two span sizes: with
      * int64 division and modulo per position this loop was ~1000 instructions a warp and the
-     * kernel ~5 us on 10 SMs, which the main kernel waits for (bench/NOTES.md, session 13) */
+     * kernel ~5 us on 10 SMs, which the main kernel waits for (docs/PERFORMANCE.md, session 13) */
     const int col0 = limbs * m, ncol = (m == M - 1 ? 8 * NT : limbs * (m + 1)) - col0, per = ncol * 4;
     const int n_ent = (ch / 16) * per;
     const int64_t kp0 = p0 / 16;
@@ -190,7 +189,7 @@ __global__ void __launch_bounds__(32 * kFinWarps) k_im_finish(const float *__res
  * in flight at once, added in chunk order.  The 8-warp blocks above are for the scatter's long S;
  * on the reduce's S = 10 they ran ~4 waves of tiny latency-bound blocks at M = 8 (ncu: 9.6 us for
  * 5.6 MB).  At M = 1 (68 blocks for 17408 outputs) this kernel measured 0.5-0.9 us slower than
- * those, so M = 1 keeps them (bench/NOTES.md, session 11). */
+ * those, so M = 1 keeps them (docs/PERFORMANCE.md, session 11). */
 constexpr int kFinRowS = 16;
 __device__ __forceinline__ float fin_row(const float *__restrict__ part, int S, int64_t n, int64_t i)
 {
@@ -218,9 +217,9 @@ __global__ void __launch_bounds__(256) k_im_finish_row(const float *__restrict__
 
 /* One call's work plan (host side; tests/cuda/emu/imma.cpp uses it too): every IOut field but
  * the buffers, work, pdl and pf, for M rows of limbs columns each, items of ch inputs and nmat
- * matrices (2: fused SwiGLU); axis 1 decodes window pairs where im_pair says so.  Returns the B
+ * matrices (2: fused SwiGLU).  Returns the B
  * fragments' uint4 count (xf) for NT n-tiles. */
-size_t im_plan(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int limbs, int ch, int nmat, IOut *o)
+size_t im_plan(const tcq_trellis *w, int64_t M, int limbs, int ch, int nmat, IOut *o)
 {
     const int64_t in = tcq_trellis_in(w), out = tcq_trellis_out(w);
     o->M = (int)M;
@@ -232,7 +231,6 @@ size_t im_plan(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M, int lim
     o->n_kt = 2 * ((in + 15) / 16);
     o->ntiles = (int)(w->axis ? (out + kRedRows - 1) / kRedRows : (out + kScOut - 1) / kScOut);
     o->n_items = o->ntiles * o->S * o->nmat;
-    o->pp = w->axis && im_pair(ctx, w->p.L, w->p.k) ? tcq_tc::pair_dist(w->p.k) : 0;
     o->inv_ntiles = 1.0f / (float)o->ntiles;
     o->inv_per_s = 1.0f / (float)(o->ntiles * o->nmat);
     const int NT = (int)((limbs * M + 7) / 8);
@@ -261,7 +259,7 @@ int tcq_cuda_im_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
  * 5120x17408 on an H200 (W = 2112): 352, 50 chunks x 40 tiles = 2000 items, one round; 128 made
  * 5440 items (2.6 rounds, the last a partial one) and 256 2720 (1.3).  It depends on the SM
  * count, so the int8 block of a shape is the device's (tcq_cuda_fast_block says which).
- * TCQ_CUDA_CHUNK pins it for tuning (axis 1: only a multiple of T). */
+ * tcq_cuda_opts.im_chunk pins it (axis 1: only a multiple of T). */
 int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M)
 {
     const int64_t in = tcq_trellis_in(w);
@@ -298,7 +296,7 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     const Geo g = tcq_tc::geo_of(w);
     IOut o;
     const int ch = tcq_cuda_im_chunk(ctx, w, M);
-    const size_t n_xf = im_plan(ctx, w, M, limbs, ch, up ? 2 : 1, &o);
+    const size_t n_xf = im_plan(w, M, limbs, ch, up ? 2 : 1, &o);
     o.y = y;
     const int64_t n_ch = o.S;
     const size_t xf_b = tcq_align256(n_xf * 16);
@@ -314,13 +312,13 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     int *cnt;
     TCQ_TRY(tcq_cuda_counters(ctx, 2, &cnt));
     o.work = cnt;
-    o.pdl = ctx->pdl;
+    o.pdl = 1;   /* the prep's launch latency hidden: 32.2 against 33.7 us at M = 1 (session 7) */
     /* the scatter's L2 prefetch: 8 k-steps ahead at k = 2 and 4, 8-12 % faster at M = 1..8 on
      * 5120x17408 (16: a little less; 4: nothing); at k = 1 and 3 (unaligned words, whose scatter
-     * was already as fast) it measured 0-4 % slower, so off there (bench/NOTES.md, session 13) */
-    o.pf = ctx->sc_pf >= 0 ? ctx->sc_pf : (w->p.k == 2 || w->p.k == 4) ? 8 : 0;
+     * was already as fast) it measured 0-4 % slower, so off there (docs/PERFORMANCE.md, session 13) */
+    o.pf = w->p.k == 2 || w->p.k == 4 ? 8 : 0;
     k_im_xprep<<<dim3((unsigned)n_ch, (unsigned)M), ch, 0, ctx->stream>>>(x, (int)M, in, w->axis ? NULL : w->scales, w->axis, w->p.T, NT, limbs,
-                                                  o.pp, (uint4 *)o.xf, (double *)o.xs, (float *)o.xe);
+                                                  (uint4 *)o.xf, (double *)o.xs, (float *)o.xe);
     CU_LAUNCHED("cuda linear (int): activation prep");
     Geo gu = g;
     if (up) {
@@ -339,9 +337,9 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     const int64_t n = M * out;
     const uint16_t *sg = w->axis ? w->scales : NULL, *su = up ? up->scales : NULL;
     if (o.S <= kFinRowS && M >= 2)
-        return pdl_launch(ctx, ctx->pdl, k_im_finish_row, dim3((unsigned)((n + 255) / 256)), dim3(256), 0,
+        return pdl_launch(ctx, 1, k_im_finish_row, dim3((unsigned)((n + 255) / 256)), dim3(256), 0,
                           "cuda linear (int): chunk sums", (const float *)o.part, o.S, (int)M, out, sg, su, y);
-    return pdl_launch(ctx, ctx->pdl, k_im_finish, dim3((unsigned)((n + 31) / 32)), dim3(32 * kFinWarps), 0,
+    return pdl_launch(ctx, 1, k_im_finish, dim3((unsigned)((n + 31) / 32)), dim3(32 * kFinWarps), 0,
                       "cuda linear (int): chunk sums", (const float *)o.part, o.S, (int)M, out, sg, su, y);
 }
 #endif

@@ -1,6 +1,6 @@
 /* Linear layers over packed trellis weights on the GPU, M <= 32: the tensor-core kernels.
  *
- * Why this design (the two numbers, bench/NOTES.md): at k=2 a 17408x5120 matrix is 22.3 MB, 5.5 us
+ * Why this design (the two numbers, docs/PERFORMANCE.md): at k=2 a 17408x5120 matrix is 22.3 MB, 5.5 us
  * at 4.09 TB/s, i.e. ~63 weights per clock per SM.  An SM issues 128 lane-instructions per clock,
  * so the whole decode + multiply must cost about 2 instructions per weight; the 1MAD arithmetic
  * (extract, IMAD, byte sum, convert, FMA) is 5-6.  Here each lane extracts the (L+k)-bit window
@@ -143,7 +143,7 @@ __global__ void k_swiglu(const float *__restrict__ g, const float *__restrict__ 
 
 }  // namespace
 
-/* The M <= 32 path (used by dense.cu's dispatcher).  up != NULL: fused SwiGLU with w as gate
+/* The M <= 32 path (used by dispatch.cu).  up != NULL: fused SwiGLU with w as gate
  * (both axis 1, same parameters and shape: checked by the caller). */
 tcq_status tcq_cuda_linear_tc(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
                               int64_t M)

@@ -50,23 +50,6 @@ __device__ __forceinline__ const uint32_t *block_ptr(const Geo &g, int64_t r, in
 /* The 1MAD word of state s (FORMAT.md): the code value is its byte sum minus 510. */
 __device__ __forceinline__ uint32_t mad1(uint32_t s) { return s * 34038481u + 76625530u; }
 
-/* The 1MAD words of the two L = 12 states in one 32-bit window w: lo, the state at the window's
- * offset (w's low 12 bits), and hi, the state 20 bits up (w's top 12 bits, 20/k positions
- * earlier).  hi needs no mask (a shift leaves zeros above it), and lo none either: mad1(w) is
- * mad1(lo) plus (w >> 12) (C << 12), which one IMAD takes away.  Two weights cost three shifts
- * and three IMADs instead of two (shift, AND, IMAD): the integer kernels' decode was bound by
- * the ALU pipe at two operations a weight, now by 1.5 on the ALU and 1.5 on the FMA pipe
- * (bench/NOTES.md, session 16). */
-constexpr int kPairL = 12;
-__device__ __forceinline__ void mad1_pair(uint32_t w, uint32_t &xlo, uint32_t &xhi)
-{
-    xhi = mad1(w >> (32 - kPairL));
-    xlo = mad1(w) - (w >> kPairL) * (34038481u << kPairL);
-}
-
-/* The positions two states of a window lie apart, at L = kPairL (0: k does not divide 20). */
-__host__ __device__ constexpr int pair_dist(int k) { return (32 - kPairL) % k ? 0 : (32 - kPairL) / k; }
-
 /* Byte sum of mad1(s), in [0, 1020]. */
 __device__ __forceinline__ uint32_t bytesum(uint32_t s) { return __dp4a(mad1(s), 0x01010101u, 0u); }
 

@@ -27,7 +27,7 @@ struct Out {
 };
 
 
-/* One launch of the M <= 32 kernel for bits k (linear_k<k>.cu). */
+/* One launch of the M <= 32 kernel for bits k (inst/linear_k<k>.cu). */
 tcq_status launch_k1(tcq_cuda_ctx *ctx, bool pair, int axis, bool sw, const Geo &g, const Geo &gu, const Out &o);
 tcq_status launch_k2(tcq_cuda_ctx *ctx, bool pair, int axis, bool sw, const Geo &g, const Geo &gu, const Out &o);
 tcq_status launch_k3(tcq_cuda_ctx *ctx, bool pair, int axis, bool sw, const Geo &g, const Geo &gu, const Out &o);
@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kThreadsS, 1) k_scatter(Geo g, Geo unused, Out
             }
         }
         /* S > 1: k_finish (linear.cu) adds the chunks: a last-warp reduction of ~100 chunks per
-         * output left the SMs idle for most of the launch (ncu, bench/NOTES.md) */
+         * output left the SMs idle for most of the launch (ncu, docs/PERFORMANCE.md) */
     }
 }
 

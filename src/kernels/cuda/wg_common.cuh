@@ -32,7 +32,7 @@ __host__ __device__ constexpr int tile_off(int n, int k)
 /* x in f16 at its tile places, after a power-of-two scale per activation row (zeros for padding
  * rows), in two kernels over (row, 2048-value slice) blocks: the slices' maxima, then each block
  * takes its row's maximum from them and converts its slice.  (One block per row, as before,
- * left most SMs idle at small M: 8-9 us for 64 x 17408, bench/NOTES.md session 10.)  PERM: the
+ * left most SMs idle at small M: 8-9 us for 64 x 17408, docs/PERFORMANCE.md session 10.)  PERM: the
  * k order of wgmma.cu (below); otherwise natural.  ks (NULL: none): an f16 factor per input
  * multiplied into x first, in f32 (wgss.cu's axis 0 folds its per-input scales into x). */
 constexpr int kXprepSlice = 2048;

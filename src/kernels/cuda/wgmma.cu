@@ -1,7 +1,7 @@
 /* Large-M axis-1 linear layers (prefill): Hopper wgmma fed with weights decoded straight into
  * registers, so no bf16 copy of the matrix is ever written.
  *
- * Why (bench/NOTES.md, "Session 9"): the decode-to-bf16 + cuBLAS path spends ~74 us of its
+ * Why (docs/PERFORMANCE.md, "Session 9"): the decode-to-bf16 + cuBLAS path spends ~74 us of its
  * ~195 us (17408x5120, M=512) writing and re-reading 178 MB of bf16 weights, and splitting it
  * into L2-sized parts made cuBLAS slower than what the parts saved.  Here the decode is the A
  * operand of the tensor cores: wgmma.m64nNk16 takes A from registers, and a register of A is two
@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, OCC) k_wg_reduce(Geo g, WgArgs a, Sp
          * activation rows' factors are read 8 pairs at a time ahead of their stores, through the
          * read-only path: read between the stores (which may alias them, as far as the compiler
          * knows), each store waited for its own load, 17 % of the stall samples of the M = 512
-         * kernel (bench/NOTES.md, session 14). */
+         * kernel (docs/PERFORMANCE.md, session 14). */
         const bool whole = kb0 == 0 && kb1 == sp.nblk;
         float *pp = whole ? NULL : part_at<NB>(part, c, first ? 0 : 1);
         static_assert(NB % 64 == 0, "the epilogue reads the factors of 8 row pairs at a time");
@@ -234,13 +234,14 @@ tcq_status run_nb(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float
     float *part = (float *)((char *)scr + xb + eb);
     TCQ_TRY((xprep_launch<NB, true>(ctx, x, (int)M, Mpad, in, NULL, (float *)((char *)scr + xb + eb + pb),
                                       (__half *)a.xp, (float *)a.xe)));
-    /* two wgmmas in flight at NB = 256 (3-4 % faster there); at NB <= 128 the fourth A buffer
-     * spills at k=4 and nothing is gained (bench/NOTES.md, session 9) */
-    const bool d2 = ctx->wg_depth ? ctx->wg_depth == 2 : NB == 256;
+    /* two wgmmas in flight at NB = 256 (3-4 % faster there; one measured 1-4 % slower in session
+     * 14); at NB <= 128 the fourth A buffer spills at k=4 and nothing is gained (docs/PERFORMANCE.md,
+     * session 9) */
+    constexpr int D = NB == 256 ? 2 : 1;
     switch (w->p.k) {
-    case 2: return d2 ? launch<2, NB, 2>(ctx, g, a, Mpad, part, G_max) : launch<2, NB, 1>(ctx, g, a, Mpad, part, G_max);
-    case 3: return d2 ? launch<3, NB, 2>(ctx, g, a, Mpad, part, G_max) : launch<3, NB, 1>(ctx, g, a, Mpad, part, G_max);
-    default: return d2 ? launch<4, NB, 2>(ctx, g, a, Mpad, part, G_max) : launch<4, NB, 1>(ctx, g, a, Mpad, part, G_max);
+    case 2: return launch<2, NB, D>(ctx, g, a, Mpad, part, G_max);
+    case 3: return launch<3, NB, D>(ctx, g, a, Mpad, part, G_max);
+    default: return launch<4, NB, D>(ctx, g, a, Mpad, part, G_max);
     }
 }
 
@@ -281,7 +282,7 @@ int tcq_cuda_wg_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
     if (!ctx->wg_ok || ctx->wg_pin == 0) return 0;
     if (w->axis != 1 || w->interleaved || w->p.T != kT || w->p.k < 2 || w->p.k > 4) return 0;
     if (M < 1 || M > (1 << 16)) return 0;   /* int activation-row indices; the f16 copy of x in scratch */
-    /* built-in: where it measured faster than decode + cuBLAS (bench/NOTES.md, session 14, at
+    /* built-in: where it measured faster than decode + cuBLAS (docs/PERFORMANCE.md, session 14, at
      * 17408x5120): every k to M = 256 (106-113 against 137 us); past that it costs by 256-row
      * tiles of x (~75 us a tile at k = 2, ~90 at k = 3 / 4), so only k = 2 with its last tile
      * more than half full, to M = 768 (M = 512: 173 against 190 us; 768: 245 against 258; 384:

@@ -1,7 +1,7 @@
 /* Large-M linear layers on Hopper, both axes: producer warps decode the weights into shared
  * memory, consumer warpgroups multiply them with wgmma, both operands from shared memory.
  *
- * Why (bench/NOTES.md, "Session 10"): the scatter (axis 0) had no tensor-core kernel past M = 8
+ * Why (docs/PERFORMANCE.md, "Session 10"): the scatter (axis 0) had no tensor-core kernel past M = 8
  * but decode + cuBLAS (118-134 us at M = 17..192 for 5120x17408, twice the reduce's wgmma
  * kernel), because wgmma.cu's trick -- a thread decodes (y_t, y_t+1) of one coded row straight
  * into an A register -- needs two consecutive k in one row, and on axis 0 consecutive k are two
@@ -80,7 +80,7 @@ template <int AXIS, int K, int NP> struct Words {
 /* The stages of a block's segments in order, as the producer thread pt loads them: everything
  * that depends on the tile (row pointers, word offsets, the x tile) is worked out when a segment
  * starts; a stage is then a few adds (64-bit divisions and row products per stage cost ~6
- * instructions per weight in the first version: bench/NOTES.md, session 10). */
+ * instructions per weight in the first version: docs/PERFORMANCE.md, session 10). */
 template <int AXIS, int K, int NP, int BM> struct Stages {
     static constexpr int WPB = kT * K / 32;
     const Geo &g;
@@ -416,15 +416,17 @@ int tcq_cuda_ws_supports(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t 
     if (M < 1 || M > (1 << 16)) return 0;
     if (ctx->ws_pin == 1) return 1;
     /* built-in: the scatter from M = 3 to 256 (the dispatcher prefers the integer kernel at M =
-     * 3..5 where that runs: dense.cu, pick(); its own time hardly depends on M below 64), 1.7x
+     * 3..5 where that runs: dispatch.cu, pick(); its own time hardly depends on M below 64), 1.7x
      * faster than decode + cuBLAS at M = 9..64, 1.3x at 128, equal at 160-192, 1.1x at 256,
-     * slower at 512 (bench/NOTES.md, sessions 10 and 11) */
+     * slower at 512 (docs/PERFORMANCE.md, sessions 10 and 11) */
     return w->axis == 0 && M >= 3 && M <= 256;
 }
 
 tcq_status tcq_cuda_linear_ws(tcq_cuda_ctx *ctx, const tcq_trellis *w, const float *x, float *y, int64_t M)
 {
     if (M <= 64) return run_bm<1, 1>(ctx, w, x, y, M);
-    if (M <= 128 || ctx->ws_mt == 1) return run_bm<2, 1>(ctx, w, x, y, M);
+    /* past 128 rows, tiles of 256 (two m64 tiles a consumer warpgroup): 128-row tiles measured
+     * 1.2x slower at M = 256..512 (session 10) */
+    if (M <= 128) return run_bm<2, 1>(ctx, w, x, y, M);
     return run_bm<2, 2>(ctx, w, x, y, M);
 }

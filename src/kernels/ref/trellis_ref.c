@@ -119,6 +119,6 @@ const tr_table tcq_tr_ref = {
                 {tcq_ref_scatter_fast, tcq_ref_scatter_fast, tcq_ref_scatter_fast}},
     .decode = tcq_ref_decode,
     /* decode + sgemm took 0.01-0.25x the scalar tile's time from M = 5 (2048 x 2048, k = 2,
-     * bench/NOTES.md "The fast tiles at every M") */
+     * docs/PERFORMANCE.md "The fast tiles at every M") */
     .gemm_from = {{5, 5}, {5, 5}},
 };

@@ -1,7 +1,7 @@
 /* tcq_kq_prepare with AVX-512: the same integers and steps as the scalar version in prep.c, bit
  * for bit (test_kernels compares every field).  It runs on the caller's thread before every fast
  * linear call, so at M = 1 it is serial time: the scalar loop (a libm call per element for fmaxf
- * and nearbyintf) took ~8 % of a k = 2 tinyqwen decode on two threads (bench/NOTES.md, "The
+ * and nearbyintf) took ~8 % of a k = 2 tinyqwen decode on two threads (docs/PERFORMANCE.md, "The
  * fast path's activation prep").
  *
  * Why the results match: products and the 127/amax division are the same f32 operations;

@@ -1,7 +1,7 @@
 /* The AVX-512 fast-path kernels for the artifacts' block shape (T = 256, k = 2..4) at M = 1..4,
  * with their inner loops in inline asm: reduce_fast_asm (axis 1) and scatter_fast_mc (axis 0);
  * and the axis-1 int16 tile's passes (any shape) and its T = 256 decode.
- * trellis_avx512x.c's intrinsics bodies compute the same sums in the same order (the same bits;
+ * trellis_{reduce,scatter}_avx512x.c's intrinsics bodies compute the same sums in the same order (the same bits;
  * test_kernels and the bench compare them with the scalar reference) and serve every other shape.
  *
  * Why asm: gcc compiled those bodies for this shape to 0.65-0.69 ns per group of 16 weights on Zen
@@ -9,9 +9,10 @@
  * 0.52 (bench/micro/reduce_loop.c): it reloaded the decode constants from the stack every block,
  * rebuilt activation addresses with lea/shl, kept the groups' qword offsets in stack slots and
  * carried values through vector registers.  Here the constants stay in registers and every
- * address is a base plus an assembler-computed immediate (bench/NOTES.md, session 17).
+ * address is a base plus an assembler-computed immediate (docs/PERFORMANCE.md, session 17).
  *
- * Only trellis_avx512x.c includes this (static functions, its dec and QB). */
+ * trellis_reduce_avx512x.c and trellis_scatter_avx512x.c include this (static functions, its dec
+ * and QB; marked unused, since each file calls only its axis's). */
 #ifndef TCQ_TRELLIS_ASM_AVX512_H
 #define TCQ_TRELLIS_ASM_AVX512_H
 
@@ -154,7 +155,7 @@
  * RMC_SEG blocks: 16 coded rows take a segment in turn, so the MC rows' activations of the
  * segment (MC KB a block) stay in L1; each row's float accumulators wait in fo between
  * segments and add the blocks in the same order as one pass would (the same bits). */
-static void reduce_fast_asm(const kr_args *a, const dec *d, int MC, int64_t m0)
+static __attribute__((unused)) void reduce_fast_asm(const kr_args *a, const dec *d, int MC, int64_t m0)
 {
     const tcq_trellis *w = a->w;
     const kq_act *qa = a->qa;
@@ -201,7 +202,7 @@ static void reduce_fast_asm(const kr_args *a, const dec *d, int MC, int64_t m0)
  * the next column block, or the next chunk); the later passes find the chunk's rows in L1.
  *   q: q4 of row m0, rows qs bytes apart   cv: the rows' corr (int32 [4]) and d (f32 [4]) of the block
  *   acc: [MC, T] f32 from group g0 */
-#define SMC_PF_ROWS 24   /* 8 left k = 3, 4 at 0.72 of the floor (bench/NOTES.md, session 17) */
+#define SMC_PF_ROWS 24   /* 8 left k = 3, 4 at 0.72 of the floor (docs/PERFORMANCE.md, session 17) */
 #define SMC_STR_(x) #x
 #define SMC_STR(x) SMC_STR_(x)
 #define SMC_Q0 ""
@@ -325,7 +326,7 @@ static void reduce_fast_asm(const kr_args *a, const dec *d, int MC, int64_t m0)
 
 /* rows m0..m0+MC-1 (MC <= 4) of one chunk; next: the next pass's first block (NULL: none known,
  * the prefetch stays in this column) */
-static void scatter_fast_mc(const ks_args *a, const dec *d, const char *next, int MC, int64_t m0)
+static __attribute__((unused)) void scatter_fast_mc(const ks_args *a, const dec *d, const char *next, int MC, int64_t m0)
 {
     const tcq_trellis *w = a->w;
     const kq_act *qa = a->qa;
@@ -356,7 +357,7 @@ static void scatter_fast_mc(const ks_args *a, const dec *d, const char *next, in
 }
 
 /* ---- the int16 tile (axis 1, M >= 5): one pass ---------------------------------------------
- * tile16_pass (trellis_avx512x.c) for RR = 3 or 1 coded rows x 4 activation rows, the same
+ * tile16_pass (trellis_reduce_avx512x.c) for RR = 3 or 1 coded rows x 4 activation rows, the same
  * vpdpwssd sequence and fold: y (row h at y + h ys bytes) and q (activation row m at q + m qs
  * bytes) from position v0 on, n > 0 vectors; the 4 RR int sums fold into fa[h][m] at fa_h + 64 m.
  * As intrinsics, gcc kept the twelve accumulators on the stack (2x the time); here they are
@@ -377,7 +378,7 @@ static void scatter_fast_mc(const ks_args *a, const dec *d, const char *next, in
     "zmm16", "zmm17", "zmm18", "zmm19", "zmm20", "zmm21", "zmm22", "zmm23", "zmm24", "zmm25",      \
         "zmm26", "zmm27", "zmm28", "zmm29", "zmm30", "zmm31", "cc", "memory"
 
-static void tile16_pass_asm3(const __m512i *y, int64_t ys, const int16_t *q, int64_t qs, int64_t n, float *fa0,
+static __attribute__((unused)) void tile16_pass_asm3(const __m512i *y, int64_t ys, const int16_t *q, int64_t qs, int64_t n, float *fa0,
                              float *fa1, float *fa2)
 {
     const int64_t q3 = 3 * qs;
@@ -406,7 +407,7 @@ static void tile16_pass_asm3(const __m512i *y, int64_t ys, const int16_t *q, int
         : T16_CLOBBER);
 }
 
-static void tile16_pass_asm1(const __m512i *y, const int16_t *q, int64_t qs, int64_t n, float *fa0)
+static __attribute__((unused)) void tile16_pass_asm1(const __m512i *y, const int16_t *q, int64_t qs, int64_t n, float *fa0)
 {
     const int64_t q3 = 3 * qs;
     __asm__ volatile(
@@ -429,7 +430,7 @@ static void tile16_pass_asm1(const __m512i *y, const int16_t *q, int64_t qs, int
 }
 
 /* RR = 3 coded rows x 1 activation row (an M % 4 leftover row): acc[h] = zmm(16 + 4h) */
-static void tile16_pass_asm3x1(const __m512i *y, int64_t ys, const int16_t *q, int64_t n, float *fa0, float *fa1,
+static __attribute__((unused)) void tile16_pass_asm3x1(const __m512i *y, int64_t ys, const int16_t *q, int64_t n, float *fa0, float *fa1,
                                float *fa2)
 {
     __asm__ volatile(
@@ -479,7 +480,7 @@ static void tile16_pass_asm3x1(const __m512i *y, int64_t ys, const int16_t *q, i
                          : "cc", "memory");                                                        \
         break;
 
-static void scatter_tile_decode_pairs(const dec *d, const char *p, int64_t csb, int64_t npairs, __m512i *o)
+static __attribute__((unused)) void scatter_tile_decode_pairs(const dec *d, const char *p, int64_t csb, int64_t npairs, __m512i *o)
 {
     const __m512i ones = _mm512_set1_epi32(0x01010101);
     const __mmask8 m3 = 3;
@@ -522,7 +523,7 @@ static void scatter_tile_decode_pairs(const dec *d, const char *p, int64_t csb, 
                          : "cc", "memory");                                                        \
         break;
 
-static void tile16_decode_asm(const dec *d, const char *p, int64_t n, __m512i *o)
+static __attribute__((unused)) void tile16_decode_asm(const dec *d, const char *p, int64_t n, __m512i *o)
 {
     const __m512i c510 = _mm512_set1_epi32(-510), ones = _mm512_set1_epi32(0x01010101);
     const __mmask8 m3 = 3;

@@ -57,11 +57,11 @@
 #pragma GCC pop_options
 #endif
 
-const tr_table *tcq_tr_avx2(void)
+const tr_table *tcq_tr_avx2(int vnni)
 {
     const tcq_cpu_features *f = tcq_cpu();
     if (!(f->avx2 && f->fma && f->f16c)) return NULL;
-    /* TCQ_AVX2_NO_VNNI=1 measures the plain-AVX2 equivalent on a CPU that has AVX-VNNI */
-    const char *e = getenv("TCQ_AVX2_NO_VNNI");
-    return f->avxvnni && !(e && *e == '1') ? &table_vnni : &table_emu;
+    /* vnni = 0 (tcq_kctx_exclude, TCQ_KV_NO_AVXVNNI) runs the plain-AVX2 equivalent on a CPU that
+     * has AVX-VNNI, so tests and the bench reach it there */
+    return f->avxvnni && vnni ? &table_vnni : &table_emu;
 }

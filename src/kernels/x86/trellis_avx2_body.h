@@ -211,7 +211,7 @@ static inline __attribute__((always_inline)) void SFX(reduce_fast_256)(const kr_
     }
 }
 
-/* ---- axis 1, tile regime, fast path: trellis_avx512x.c's int16 tile on ymm ----
+/* ---- axis 1, tile regime, fast path: trellis_reduce_avx512x.c's int16 tile on ymm ----
  * A coded row decoded once to int16 code values y = bytesum - 510 (kq_act.q16's order: per 32
  * positions, vpackssdw of groups 0 and 2, then of 1 and 3), then per activation row one
  * vpmaddwd (vpdpwssd with AVX-VNNI) per 16 weights against q16, int32 sums over TCQ_Q16_CHUNK
@@ -483,7 +483,7 @@ static void SFX(scatter_fast)(const ks_args *a)
     for (int64_t j = 0; j < a->M * T; j += 8) _mm256_storeu_ps(a->acc + j, _mm256_mul_ps(_mm256_loadu_ps(a->acc + j), ri));
 }
 
-/* ---- axis 0, tile regime, fast path: trellis_avx512x.c's row-pair tile on ymm ----
+/* ---- axis 0, tile regime, fast path: trellis_scatter_avx512x.c's row-pair tile on ymm ----
  * An activation block of stored rows (<= TCQ_FAST_QB) decoded once into the scratch as byte sums
  * bs = bytesum(x) in [0, 1020], two stored rows per dword (row 2p low int16, 2p + 1 high); then
  * per (SC0_MC activation rows) x (2 groups) register block one vpdpwssd (vpmaddwd + vpaddd without
@@ -567,7 +567,7 @@ static void SFX(scatter_fast_tile)(const ks_args *a)
 
 /* The shared regime's axis-0 kernel: at M = 3, 4 the row-pair tile (its decode once per stored
  * row pair, then one vpdpwssd per two rows, 8 columns and activation row) took 0.6-0.75x the time
- * of scatter_fast's two sweeps of two rows; at M = 2 they tie (bench/NOTES.md, "AVX2 at T = 256") */
+ * of scatter_fast's two sweeps of two rows; at M = 2 they tie (docs/PERFORMANCE.md, "AVX2 at T = 256") */
 static void SFX(scatter_fast_shared)(const ks_args *a)
 {
     if (a->M >= 3) SFX(scatter_fast_tile)(a);
@@ -624,6 +624,6 @@ static const tr_table SFX(table) = {
     /* the exact path has no tile kernels (M rows in chunks of 4 decode each weight M / 4 times),
      * so decode + sgemm wins from M = 8..12; the fast int16 tiles took 0.7-0.8x its time at M =
      * 64..1024, with and without VNNI (2 threads, Zen 5 with OpenBLAS's Haswell kernels,
-     * bench/NOTES.md "AVX2 at T = 256", "The fast tiles at every M") */
+     * docs/PERFORMANCE.md "AVX2 at T = 256", "The fast tiles at every M") */
     .gemm_from = {{8, TR_GEMM_NEVER}, {12, TR_GEMM_NEVER}},
 };

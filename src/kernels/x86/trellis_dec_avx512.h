@@ -1,4 +1,5 @@
-/* The AVX-512 (VNNI + VBMI) trellis decoder shared by trellis_avx512x.c and the *_amx.c kernels:
+/* The AVX-512 (VNNI + VBMI) trellis decoder shared by trellis_{,reduce_,scatter_}avx512x.c and
+ * the *_amx.c kernels:
  * x = s*MUL + ADD for 16 states at a time, by vpermi2b (any k) or by one broadcast qword per
  * group (k <= 3).  Static inline: each including file gets its own copy of the index tables. */
 #ifndef TCQ_TRELLIS_DEC_AVX512_H

@@ -1,7 +1,7 @@
 /* The fast path's axis-1 GEMM regime on AVX-512 VNNI: a blocked int16 kernel in the outer-product
  * form of a BLAS micro-kernel.
  *
- * The int16 tile (trellis_avx512x.c) multiplies along the coded row: its lanes are 16 positions of
+ * The int16 tile (trellis_reduce_avx512x.c) multiplies along the coded row: its lanes are 16 positions of
  * one row, so every activation vector is a load, and every output ends in a horizontal sum.  Here
  * the lanes are 16 coded rows (outputs): 64 rows' int16 code values are decoded a chunk of
  * PANEL_KC positions at a time and transposed into a panel whose entry kp holds, for each row, the

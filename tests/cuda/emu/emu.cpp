@@ -1,4 +1,4 @@
-// Host emulation of src/kernels/cuda/encode.cu's kernels (tests/cuda/emu/run.sh builds and runs it): one
+// Host emulation of src/encode/encode_cuda.cu's kernels (tests/cuda/emu/run.sh builds and runs it): one
 // std::thread per CUDA thread, barriers for __syncthreads / warp collectives; checked against libtcq.
 #include <pthread.h>
 #include <stdint.h>

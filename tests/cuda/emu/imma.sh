@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Run the CUDA integer tensor-core kernels on the host (tests/cuda/emu/imma.cpp) against float64
-# and, for the two-state-window decode, against each state decoded alone:
+# Run the CUDA integer tensor-core kernels on the host (tests/cuda/emu/imma.cpp) against float64:
 #   tests/cuda/emu/imma.sh [CPU_BUILD_DIR (default build)] [quick] [SEED]   (ctest runs it quick)
 # Needs g++ with C++20 (std::barrier, std::atomic_ref).  Prints one line per case and "all ok" or "FAILED".
 set -euo pipefail

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Host emulation of the GPU encoder's kernels (src/kernels/cuda/encode.cu: k_row_scales, k_encode)
+# Host emulation of the GPU encoder's kernels (src/encode/encode_cuda.cu: k_row_scales, k_encode)
 # against the CPU encoder, bit for bit, on a machine without a GPU:
 #   tests/cuda/emu/run.sh BUILD_DIR [quick]      (BUILD_DIR: a CPU build with libtcq.a)
-# The kernels' source is taken from encode.cu as it is; each CUDA thread is a std::thread,
+# The kernels' source is taken from encode_cuda.cu as it is; each CUDA thread is a std::thread,
 # __syncthreads and the warp collectives are barriers, the _rn intrinsics are the host's IEEE
 # operations (-ffp-contract=off).  Slow (a block of 256 threads per step): a few blocks per case.
 # Catches index, layout and arithmetic-order mistakes before device time is spent; it says nothing
@@ -13,7 +13,7 @@ root=$(cd "$here/../../.." && pwd)
 build=$(cd "$1" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-enc=$root/src/kernels/cuda/encode.cu
+enc=$root/src/encode/encode_cuda.cu
 {
   awk '/^constexpr int kMaxL = 12;/{on=1} /^\/\* tcq.h: inputs finite/{on=0} on' "$enc"
   awk '/^size_t enc_smem\(int L, int K, int T\)/{on=1} on{print} on&&/^}/{exit}' "$enc"

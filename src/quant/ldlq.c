@@ -1,0 +1,197 @@
+/* BlockLDLQ (QTIP's Algorithm, with the trellis as the block quantizer).  With the damped
+ * Hessian H = L D L^T (L unit lower block triangular) and e = w - w^ a row's error,
+ *     e H e^T = sum_b (eL)_b D_b (eL)_b^T,   (eL)_b = e_b + sum_{j>b} e_j L_jb,
+ * so coding the blocks from the last to the first, block b aims at w_b + sum_{j>b} e_j L_jb:
+ * its term is then exactly the block's own weighted coding error.
+ *   axis 1 (q/k/v/gate/up, rows = outputs): the blocks are the trellis blocks of T input
+ *     positions, all rows of a column block coded at once; the row scales come from the
+ *     unrotated... from the rows as given, before any feedback.
+ *   axis 0 (o/down, stored rows = input columns): H is over the stored rows, blocks of one:
+ *     every stored row is coded (its own scale, from its target) and fed back before the next,
+ *     GPTQ's column-by-column order. */
+#include "quant.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+static void decode_row(tcq_block_params p, const uint32_t *words, uint16_t scale, int64_t C, float *out)
+{
+    const float s = tcq_f16_to_f32(scale);
+    for (int64_t b = 0; b < C / p.T; b++) tcq_block_decode_f32(p, words + b * tcq_block_words(p), s, out + b * p.T);
+}
+
+void tcq_quant_decode_rows(tcq_block_params p, const uint32_t *codes, const uint16_t *scales, int64_t R, int64_t C,
+                           float *out)
+{
+    const int64_t rw = C * p.k / 32;
+    for (int64_t r = 0; r < R; r++) decode_row(p, codes + r * rw, scales[r], C, out + r * C);
+}
+
+tcq_status tcq_quant_proxy(const float *W, const float *What, int64_t R, int64_t C, int axis, const double *H,
+                           double *loss, double *ref)
+{
+    const int64_t m = axis ? C : R, n = R * C;
+    double *E = malloc((size_t)n * sizeof *E), *P = malloc((size_t)n * sizeof *P);
+    if (!E || !P) {
+        free(E);
+        free(P);
+        return tcq_fail(TCQ_ERR_NOMEM, "proxy loss of [%lld, %lld]", (long long)R, (long long)C);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && !ref) break;
+        for (int64_t i = 0; i < n; i++) E[i] = pass ? (double)W[i] : (double)W[i] - (double)What[i];
+        if (axis) /* sum(E o (E H)) */
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)C, 1.0, E, (int)C, H, (int)m,
+                        0.0, P, (int)C);
+        else /* sum(E o (H E)) */
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)R, 1.0, H, (int)m, E, (int)C,
+                        0.0, P, (int)C);
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) s += E[i] * P[i];
+        *(pass ? ref : loss) = s;
+    }
+    free(E);
+    free(P);
+    return TCQ_OK;
+}
+
+static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const double *D)
+{
+    const tcq_block_params p = a->p;
+    const int64_t R = a->R, C = a->C, T = p.T, nb = C / T, rw = C * p.k / 32, bw = tcq_block_words(p);
+    double *E = calloc((size_t)(R * C), sizeof *E), *corr = malloc((size_t)(R * T) * sizeof *corr);
+    float *tg = malloc((size_t)(R * C) * sizeof *tg), *x = malloc((size_t)(R * T) * sizeof *x);
+    float *wt = malloc((size_t)(R * T) * sizeof *wt);
+    uint32_t *words = malloc((size_t)(R * bw) * sizeof *words);
+    tcq_status s = TCQ_OK;
+    if (!E || !corr || !tg || !x || !words || !wt)
+        s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
+    for (int64_t r = 0; s == TCQ_OK && r < R; r++) a->scales[r] = tcq_scale_for_row(p.L, a->W + r * C, C);
+    for (int64_t b = nb - 1; s == TCQ_OK && b >= 0; b--) {
+        const int64_t c0 = b * T, rest = C - c0 - T;
+        if (rest > 0)   /* corr = E[:, c0+T:] L[c0+T:, c0:c0+T] */
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)T, (int)rest, 1.0, E + c0 + T, (int)C,
+                        Lm + (c0 + T) * C + c0, (int)C, 0.0, corr, (int)T);
+        for (int64_t r = 0; r < R; r++) {
+            const float sc = tcq_f16_to_f32(a->scales[r]);
+            for (int64_t t = 0; t < T; t++) {
+                const float v = rest > 0 ? (float)((double)a->W[r * C + c0 + t] + corr[r * T + t]) : a->W[r * C + c0 + t];
+                tg[r * C + c0 + t] = v;
+                x[r * T + t] = v / sc;
+            }
+        }
+        {
+            /* The block's term is (t - w^) D_b (t - w^)^T; the Viterbi takes D_b's diagonal as
+             * per-position weights (mean 1).  Against unweighted, tinyqwen k = 2: the summed
+             * q/k/v/gate/up proxy loss 0.8 % lower, lower on 35 of 40 (docs/perf/issue-23.md). */
+            const double *Db = D + c0 * T;
+            double mean = 0;
+            for (int64_t t = 0; t < T; t++) mean += Db[t * T + t];
+            mean /= (double)T;
+            for (int64_t r = 0; r < R; r++)
+                for (int64_t t = 0; t < T; t++) wt[r * T + t] = (float)(Db[t * T + t] / mean);
+        }
+        s = tcq_encode_blocks(p, a->enc, x, wt, R, words, a->pool, NULL);
+        for (int64_t r = 0; s == TCQ_OK && r < R; r++) {
+            uint32_t *dst = a->codes + r * rw + b * bw;
+            memcpy(dst, words + r * bw, (size_t)bw * sizeof *dst);
+            tcq_block_decode_f32(p, dst, tcq_f16_to_f32(a->scales[r]), a->What + r * C + c0);
+            for (int64_t t = 0; t < T; t++)
+                E[r * C + c0 + t] = (double)a->W[r * C + c0 + t] - (double)a->What[r * C + c0 + t];
+        }
+    }
+    if (s == TCQ_OK && a->refit) {
+        s = tcq_quant_refit_scales(p, tg, R, C, a->codes, a->scales, NULL);
+        if (s == TCQ_OK) tcq_quant_decode_rows(p, a->codes, a->scales, R, C, a->What);
+    }
+    free(E);
+    free(corr);
+    free(tg);
+    free(x);
+    free(wt);
+    free(words);
+    return s;
+}
+
+/* Rows are coded from the last; a coded row's error reaches the rows of its batch of 128 at
+ * once and the rows below the batch in one sgemm (GPTQ's lazy batch: the same sums, grouped). */
+#define AXIS0_BATCH 128
+
+static tcq_status ldlq_axis0(const tcq_ldlq_args *a, const double *Lm)
+{
+    const tcq_block_params p = a->p;
+    const int64_t R = a->R, C = a->C, rw = C * p.k / 32;
+    float *acc = calloc((size_t)(R * C), sizeof *acc), *tg = malloc((size_t)C * sizeof *tg);
+    float *x = malloc((size_t)C * sizeof *x), *eb = malloc((size_t)(AXIS0_BATCH * C) * sizeof *eb);
+    float *lf = malloc((size_t)(AXIS0_BATCH * R) * sizeof *lf);
+    tcq_status s = TCQ_OK;
+    if (!acc || !tg || !x || !eb || !lf)
+        s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
+    for (int64_t hi = R; s == TCQ_OK && hi > 0; hi -= AXIS0_BATCH) {
+        const int64_t lo = TCQ_MAX(0, hi - AXIS0_BATCH);
+        for (int64_t i = hi - 1; s == TCQ_OK && i >= lo; i--) {
+            const float *w = a->W + i * C;
+            for (int64_t t = 0; t < C; t++) tg[t] = w[t] + acc[i * C + t];
+            a->scales[i] = tcq_scale_for_row(p.L, tg, C);
+            const float sc = tcq_f16_to_f32(a->scales[i]);
+            for (int64_t t = 0; t < C; t++) x[t] = tg[t] / sc;
+            uint32_t *cw = a->codes + i * rw;
+            s = tcq_encode_blocks(p, a->enc, x, NULL, C / p.T, cw, a->pool, NULL);
+            if (s == TCQ_OK && a->refit) s = tcq_quant_refit_scales(p, tg, 1, C, cw, &a->scales[i], NULL);
+            if (s != TCQ_OK) break;
+            float *wh = a->What + i * C, *e = eb + (i - lo) * C;
+            decode_row(p, cw, a->scales[i], C, wh);
+            for (int64_t t = 0; t < C; t++) e[t] = w[t] - wh[t];
+            const double *li = Lm + i * R;   /* L[i][j], j < i: row i's feedback to the rows coded after it */
+            for (int64_t j = lo; j < i; j++) {
+                const float l = (float)li[j];
+                float *aj = acc + j * C;
+                for (int64_t t = 0; t < C; t++) aj[t] += l * e[t];
+            }
+        }
+        if (s != TCQ_OK || lo == 0) continue;
+        for (int64_t i = lo; i < hi; i++)
+            for (int64_t j = 0; j < lo; j++) lf[(i - lo) * lo + j] = (float)Lm[i * R + j];
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)lo, (int)C, (int)(hi - lo), 1.0f, lf, (int)lo, eb,
+                    (int)C, 1.0f, acc, (int)C);
+    }
+    free(acc);
+    free(tg);
+    free(x);
+    free(eb);
+    free(lf);
+    return s;
+}
+
+tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out)
+{
+    double mean = 0;
+    for (int64_t i = 0; i < m; i++) mean += H[i * m + i];
+    mean /= (double)m;
+    if (!(mean > 0) || !isfinite(mean))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "Hessian of size %lld: mean diagonal %g (no calibration signal)",
+                        (long long)m, mean);
+    memcpy(out, H, (size_t)(m * m) * sizeof *out);
+    for (int64_t i = 0; i < m; i++) out[i * m + i] += damp * mean;
+    return TCQ_OK;
+}
+
+tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a)
+{
+    const int64_t m = a->axis ? a->C : a->R;
+    const int b = a->axis ? a->p.T : 1;
+    if (!a->W || !a->H || !a->codes || !a->scales || !a->What || a->R <= 0 || a->C <= 0 || a->C % a->p.T)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "LDLQ: bad arguments (shape [%lld, %lld])", (long long)a->R,
+                        (long long)a->C);
+    double *Hd = malloc((size_t)(m * m) * sizeof *Hd), *Lm = malloc((size_t)(m * m) * sizeof *Lm);
+    double *D = malloc((size_t)(m * b) * sizeof *D);
+    tcq_status s = Hd && Lm && D ? TCQ_OK : tcq_fail(TCQ_ERR_NOMEM, "LDLQ: Hessian of size %lld", (long long)m);
+    if (s == TCQ_OK) s = tcq_quant_damp(a->H, m, a->damp, Hd);
+    if (s == TCQ_OK) s = tcq_quant_block_ldl(Hd, m, b, Lm, D);
+    free(Hd);
+    if (s == TCQ_OK) s = a->axis ? ldlq_axis1(a, Lm, D) : ldlq_axis0(a, Lm);
+    free(Lm);
+    free(D);
+    return s;
+}

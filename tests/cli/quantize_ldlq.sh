@@ -1,0 +1,62 @@
+#!/bin/bash
+# tcq quantize with a calibration (issue 23): clear errors for a missing / empty / too short
+# calibration file, a --bpw outside [2, 4], LDLQ without Hessians; an LDLQ artifact and a mixed
+# (--bpw) artifact of tests/data/tiny_llama (given a character tokenizer) load and run, the
+# saved Hessians are reused, and inspect shows the k mix.
+set -u
+TCQ=$1
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+check() { # expected-rc pattern args...
+    local want=$1 pat=$2
+    shift 2
+    "$TCQ" quantize "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [ "$rc" != "$want" ] || ! grep -q -- "$pat" "$tmp/err" "$tmp/out"; then
+        echo "FAIL: tcq quantize $* -> rc $rc (want $want), output:"; cat "$tmp/out" "$tmp/err"
+        fail=1
+    fi
+}
+model="$tmp/model"
+mkdir -p "$model"
+cp "$(dirname "$0")/../data/tiny_llama/config.json" "$(dirname "$0")/../data/tiny_llama/model.safetensors" "$model/"
+# a character-level BPE tokenizer (ids < 512, the model's vocabulary): <unk>, a-z, space
+{
+    printf '{"version": "1.0", "added_tokens": [], "normalizer": null, "pre_tokenizer": null, '
+    printf '"post_processor": null, "decoder": null, "model": {"type": "BPE", "unk_token": "<unk>", '
+    printf '"fuse_unk": false, "byte_fallback": false, "vocab": {"<unk>": 0, " ": 1'
+    i=2
+    for c in a b c d e f g h i j k l m n o p q r s t u v w x y z; do printf ', "%s": %d' "$c" $i; i=$((i + 1)); done
+    printf '}, "merges": []}}\n'
+} >"$model/tokenizer.json"
+words="the quick brown fox jumps over a lazy dog while seven wizards quietly hex big jugs "
+for i in $(seq 60); do printf '%s' "$words"; done >"$tmp/calib.txt"   # ~5000 tokens
+: >"$tmp/empty.txt"
+printf 'short text' >"$tmp/short.txt"
+
+check 2 "method rtn|ldlq" "$model" "$tmp/o" --bits 2 --method gptq
+check 2 "needs a number" "$model" "$tmp/o" --bits 2 --bpw x
+check 1 "needs a calibration" "$model" "$tmp/o" --bits 2 --method ldlq
+check 1 "bits per weight 5 outside \[2, 4\]" "$model" "$tmp/o" --bits 2 --bpw 5 --calib "$tmp/calib.txt"
+check 1 "bits per weight 1.5 outside \[2, 4\]" "$model" "$tmp/o" --bits 2 --bpw 1.5 --calib "$tmp/calib.txt"
+check 1 "calibration file $tmp/nope.txt" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/nope.txt"
+check 1 "calibration file $tmp/empty.txt is empty" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/empty.txt"
+check 1 "shorter than one window of 128" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/short.txt" --calib-ctx 128
+touch "$tmp/hessians.bin"
+check 1 "not a tcq Hessian file" "$model" "$tmp/o" --bits 2 --method ldlq --hessians "$tmp"
+
+# LDLQ at k = 2 with saved Hessians, then a mixed artifact from them
+check 0 "method ldlq" "$model" "$tmp/q2" --bits 2 --method ldlq --calib "$tmp/calib.txt" --calib-tokens 2048 \
+    --calib-ctx 128 --save-hessians "$tmp/h" --threads 2
+grep -q "proxy" "$tmp/err" || { echo "FAIL: no per-tensor proxy lines"; cat "$tmp/err"; fail=1; }
+check 1 "Hadamard seed 1, not 2" "$model" "$tmp/o" --bits 2 --method ldlq --hessians "$tmp/h" --seed 2
+check 0 "method ldlq" "$model" "$tmp/qm" --bits 2 --method ldlq --hessians "$tmp/h" --bpw 3 --threads 2
+bpw=$(sed -n 's/.*method ldlq, \([0-9.]*\) bits per coded weight.*/\1/p' "$tmp/err")
+awk -v b="$bpw" 'BEGIN { exit !(b > 2.5 && b <= 3.07) }' || { echo "FAIL: --bpw 3 gave $bpw bits per weight"; fail=1; }
+"$TCQ" inspect "$tmp/qm" >"$tmp/ins" 2>&1 || { echo "FAIL: inspect"; fail=1; }
+grep -q "trellis k mix:.*k=2.*k=[34]" "$tmp/ins" || { echo "FAIL: inspect shows no k mix"; cat "$tmp/ins"; fail=1; }
+for q in q2 qm; do
+    "$TCQ" run "$tmp/$q" -p "the quick" -n 4 --temp 0 >"$tmp/run" 2>&1 || { echo "FAIL: run $q"; cat "$tmp/run"; fail=1; }
+done
+exit $fail

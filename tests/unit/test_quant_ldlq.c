@@ -1,0 +1,179 @@
+/* BlockLDLQ pieces against float64 references on small random SPD matrices:
+ *   - block LDL: L D L^T = H, L unit lower block triangular, for blocks of 1, 4 and 256;
+ *   - the feedback: every block's codes are what the encoder gives for the target
+ *     w_b + sum_{j>b} e_j L_jb computed here in double from the final errors (axis 1: the trellis
+ *     blocks with the row scale, weighted by diag(D_b); axis 0: each stored row with its own scale);
+ *   - H = I (any damping): LDLQ's codes and scales equal tcq_encode_rows' bit for bit, both axes;
+ *   - a correlated H: the proxy loss is lower than rounding's;
+ *   - errors: a matrix that is not positive definite, a Hessian without signal. */
+#include "test.h"
+#include "quant/quant.h"
+
+/* H = A A^T / k + eps I with A [m, k] Gaussian, plus a strong shared direction (correlated inputs). */
+static void random_spd(uint64_t *st, int64_t m, double *H)
+{
+    const int64_t k = m + 8;
+    double *A = malloc((size_t)(m * k) * sizeof *A), *u = malloc((size_t)m * sizeof *u);
+    for (int64_t i = 0; i < m * k; i++) A[i] = test_gauss(st);
+    for (int64_t i = 0; i < m; i++) u[i] = test_gauss(st);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < m; j++) {
+            double s = 0;
+            for (int64_t t = 0; t < k; t++) s += A[i * k + t] * A[j * k + t];
+            H[i * m + j] = s / (double)k + 4.0 * u[i] * u[j] + (i == j ? 0.05 : 0);
+        }
+    free(A);
+    free(u);
+}
+
+static void check_ldl(uint64_t *st, int64_t m, int b)
+{
+    double *H = malloc((size_t)(m * m) * sizeof *H), *L = malloc((size_t)(m * m) * sizeof *L);
+    double *D = malloc((size_t)(m * b) * sizeof *D);
+    random_spd(st, m, H);
+    CHECK_OK(tcq_quant_block_ldl(H, m, b, L, D));
+    double worst = 0, struct_bad = 0, hmax = 0;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < m; j++) {
+            hmax = fmax(hmax, fabs(H[i * m + j]));
+            const int64_t bi = i / b, bj = j / b;
+            if (bi < bj) struct_bad = fmax(struct_bad, fabs(L[i * m + j]));
+            if (bi == bj) struct_bad = fmax(struct_bad, fabs(L[i * m + j] - (i == j)));
+            /* (L D L^T)_ij = sum over blocks c <= min: L_i,c D_c L_j,c^T */
+            long double s = 0;
+            for (int64_t c = 0; c <= TCQ_MIN(bi, bj); c++)
+                for (int r = 0; r < b; r++)
+                    for (int q = 0; q < b; q++)
+                        s += (long double)L[i * m + c * b + r] * D[(c * b + r) * b + q] * L[j * m + c * b + q];
+            worst = fmax(worst, fabs((double)s - H[i * m + j]));
+        }
+    CHECK(worst <= 1e-10 * hmax, "block LDL m=%lld b=%d: |L D L^T - H| = %g (max |H| %g)", (long long)m, b, worst, hmax);
+    CHECK(struct_bad <= 1e-12, "block LDL m=%lld b=%d: L is not unit lower block triangular (%g)", (long long)m, b,
+          struct_bad);
+    free(H);
+    free(L);
+    free(D);
+}
+
+static double proxy(const float *W, const float *What, int64_t R, int64_t C, int axis, const double *H)
+{
+    double l = -1;
+    CHECK_OK(tcq_quant_proxy(W, What, R, C, axis, H, &l, NULL));
+    return l;
+}
+
+/* LDLQ of W [R, C] under H; checks the feedback against a float64 target, returns the proxy loss
+ * (and the rtn one in *rtn_loss). */
+static double check_feedback(uint64_t *st, int64_t R, int64_t C, int axis, const double *H, double damp,
+                             double *rtn_loss, int *identical_to_rtn)
+{
+    const tcq_block_params p = {12, 2, 256};
+    const tcq_encode_opts enc = {0};
+    const int64_t m = axis ? C : R, rw = C * p.k / 32, bw = tcq_block_words(p);
+    float *W = malloc((size_t)(R * C) * sizeof *W), *What = malloc((size_t)(R * C) * sizeof *What);
+    float *Wr = malloc((size_t)(R * C) * sizeof *Wr);
+    uint32_t *codes = malloc((size_t)(R * rw) * 4), *rcodes = malloc((size_t)(R * rw) * 4);
+    uint16_t *scales = malloc((size_t)R * 2), *rscales = malloc((size_t)R * 2);
+    for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st);
+    tcq_pool *pool = NULL;
+    CHECK_OK(tcq_pool_create(2, &pool));
+    const tcq_ldlq_args a = {p, &enc, pool, W, R, C, axis, H, damp, 0, codes, scales, What};
+    CHECK_OK(tcq_quant_ldlq(&a));
+    CHECK_OK(tcq_encode_rows(p, &enc, W, NULL, R, C, rcodes, rscales, pool, NULL));
+    tcq_quant_decode_rows(p, rcodes, rscales, R, C, Wr);
+    *identical_to_rtn = !memcmp(codes, rcodes, (size_t)(R * rw) * 4) && !memcmp(scales, rscales, (size_t)R * 2);
+    *rtn_loss = proxy(W, Wr, R, C, axis, H);
+
+    /* float64 reference of the targets from the final errors and the same damped LDL */
+    double *Hd = malloc((size_t)(m * m) * sizeof *Hd), *L = malloc((size_t)(m * m) * sizeof *L);
+    const int b = axis ? p.T : 1;
+    double *D = malloc((size_t)(m * b) * sizeof *D);
+    CHECK_OK(tcq_quant_damp(H, m, damp, Hd));
+    CHECK_OK(tcq_quant_block_ldl(Hd, m, b, L, D));
+    int64_t units = 0, same = 0;
+    float x[256], tg[4096];
+    uint32_t words[64];
+    if (axis) {
+        for (int64_t r = 0; r < R; r++) {
+            const float sc = tcq_f16_to_f32(scales[r]);
+            CHECK(scales[r] == tcq_scale_for_row(p.L, W + r * C, C), "axis 1 row %lld: scale from the row", (long long)r);
+            for (int64_t c0 = 0; c0 < C; c0 += p.T) {
+                for (int t = 0; t < p.T; t++) {
+                    double v = W[r * C + c0 + t];
+                    for (int64_t j = c0 + p.T; j < C; j++)
+                        v += ((double)W[r * C + j] - What[r * C + j]) * L[j * m + c0 + t];
+                    x[t] = (float)v / sc;
+                }
+                float wt[256];   /* the Viterbi's weights: diag(D_b), mean 1 */
+                double mean = 0;
+                for (int t = 0; t < p.T; t++) mean += D[(c0 + t) * p.T + t];
+                mean /= p.T;
+                for (int t = 0; t < p.T; t++) wt[t] = (float)(D[(c0 + t) * p.T + t] / mean);
+                CHECK_OK(tcq_encode_blocks(p, &enc, x, wt, 1, words, NULL, NULL));
+                same += !memcmp(words, codes + r * rw + c0 / p.T * bw, (size_t)bw * 4);
+                units++;
+            }
+        }
+    } else {
+        for (int64_t i = 0; i < R; i++) {
+            for (int64_t t = 0; t < C; t++) {
+                double v = W[i * C + t];
+                for (int64_t j = i + 1; j < R; j++) v += ((double)W[j * C + t] - What[j * C + t]) * L[j * m + i];
+                tg[t] = (float)v;
+            }
+            uint16_t sc;
+            uint32_t rowc[4096 * 2 / 32];
+            CHECK_OK(tcq_encode_rows(p, &enc, tg, NULL, 1, C, rowc, &sc, NULL, NULL));
+            same += sc == scales[i] && !memcmp(rowc, codes + i * rw, (size_t)rw * 4);
+            units++;
+        }
+    }
+    /* float rounding of the running corrections may flip a rare Viterbi tie: most units agree */
+    CHECK(same >= units * 9 / 10, "axis %d feedback: %lld of %lld coded units match the float64 targets' codes", axis,
+          (long long)same, (long long)units);
+    const double l = proxy(W, What, R, C, axis, H);
+    free(Hd);
+    free(L);
+    free(D);
+    free(W);
+    free(What);
+    free(Wr);
+    free(codes);
+    free(rcodes);
+    free(scales);
+    free(rscales);
+    tcq_pool_free(pool);
+    return l;
+}
+
+int main(void)
+{
+    uint64_t st = test_seed();
+    check_ldl(&st, 12, 1);
+    check_ldl(&st, 16, 4);
+    check_ldl(&st, 64, 16);
+
+    for (int axis = 0; axis <= 1; axis++) {
+        const int64_t R = axis ? 24 : 300, C = axis ? 768 : 256, m = axis ? C : R;   /* axis 0: 3 batches */
+        double *H = calloc((size_t)(m * m), sizeof *H);
+        for (int64_t i = 0; i < m; i++) H[i * m + i] = 1;
+        double rl;
+        int ident = 0;
+        check_feedback(&st, R, C, axis, H, 0.01, &rl, &ident);
+        CHECK(ident, "axis %d: H = I gives other codes or scales than rounding", axis);
+        random_spd(&st, m, H);
+        const double l = check_feedback(&st, R, C, axis, H, 0.01, &rl, &ident);
+        CHECK(l < rl, "axis %d: LDLQ proxy %g not below rounding's %g", axis, l, rl);
+        fprintf(stderr, "axis %d: proxy LDLQ %g, rounding %g (%.1f%%)\n", axis, l, rl, 100 * (l / rl - 1));
+        free(H);
+    }
+
+    /* errors: not positive definite; no signal */
+    double bad[4] = {1, 2, 2, 1}, L[4], D[4], zero[4] = {0};
+    CHECK(tcq_quant_block_ldl(bad, 2, 1, L, D) == TCQ_ERR_INVALID_ARG && strstr(tcq_last_error(), "positive definite"),
+          "indefinite matrix: %s", tcq_last_error());
+    CHECK(tcq_quant_block_ldl(bad, 3, 2, L, D) == TCQ_ERR_INVALID_ARG, "size not a multiple of the block");
+    CHECK(tcq_quant_damp(zero, 2, 0.01, D) == TCQ_ERR_INVALID_ARG && strstr(tcq_last_error(), "no calibration signal"),
+          "zero Hessian: %s", tcq_last_error());
+    return test_done("test_quant_ldlq");
+}
