@@ -237,7 +237,7 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     else out = other, in = rnd(st, 1, 300);
     if ((f == F_F16 || f == F_BF16) && rnd(st, 0, 2) == 0) {
         /* the stored-format kernels: rows over several k blocks (kc 1024) with a tail, and calls
-         * of the GEMM regime (M >= 12) past a 128-row chunk */
+         * of the GEMM regime (M > TCQ_MAX_BATCH) past a 128-row chunk */
         in = rnd(st, 2000, 4500);
         out = rnd(st, 1, 70);
         if (rnd(st, 0, 1)) M = rnd(st, 12, 200);
