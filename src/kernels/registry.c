@@ -63,6 +63,7 @@ static const struct variant {
 
 #define MAX_KERNELS 512
 #define M_TOP ((int64_t)1 << 24)
+#define SAMPLE_SPAN (2 * TCQ_MAX_BATCH)   /* past every crossover the dispatcher has */
 
 static tcq_kernel_info g_k[MAX_KERNELS];
 static int g_n;
@@ -87,15 +88,18 @@ static void build(void)
             for (int p = 0; p < (F->regimes ? 2 : 1); p++)
                 for (int r = F->regimes ? TCQ_KR_M1 : TCQ_KR_AUTO; r < (F->regimes ? TCQ_KR_COUNT : 1); r++) {
                     const tcq_kpath path = F->regimes ? (p ? TCQ_PATH_FAST : TCQ_PATH_EXACT) : TCQ_PATH_AUTO;
-                    /* sample M = lo .. lo+4: the names change inside a regime only at small M
-                     * (tr_table.fast_shared_from, the dense direct kernels' M <= 4); test_kernels
-                     * checks the name at random M of the range */
+                    /* sample every M = lo .. lo+SAMPLE_SPAN: the names change inside a regime only
+                     * at small M (tr_table.fast_shared_from, the exact path's sgemm from 16, the
+                     * dense direct kernels up to TCQ_MAX_BATCH, the f16/bf16 GEMM from 33); the
+                     * last sample's kernel runs to hi.  test_kernels checks the name at random M
+                     * of each range. */
                     int prev = -1;
-                    for (int64_t M = lo[r]; M <= hi[r] && M <= lo[r] + 4; M++) {
+                    const int64_t top = lo[r] + SAMPLE_SPAN;
+                    for (int64_t M = lo[r]; M <= hi[r] && M <= top; M++) {
                         char nm[96];
                         F->name(F->arg, variants[v].isa, variants[v].exclude, path, (tcq_kregime)r, M, nm, sizeof nm);
                         if (prev >= 0 && !strcmp(g_k[prev].name, nm)) {
-                            g_k[prev].m_max = M == lo[r] + 4 ? hi[r] : M;
+                            g_k[prev].m_max = M == top ? hi[r] : M;
                             continue;
                         }
                         prev = -1;
@@ -108,7 +112,7 @@ static void build(void)
                         k->op = F->op, k->family = f, k->fmt = F->fmt, k->axis = F->axis, k->swiglu = F->swiglu;
                         k->path = path, k->regime = (tcq_kregime)r, k->isa = variants[v].isa;
                         k->exclude = variants[v].exclude, k->variant = variants[v].name;
-                        k->m_min = M, k->m_max = M == lo[r] + 4 ? hi[r] : M;
+                        k->m_min = M, k->m_max = M == top ? hi[r] : M;
                         k->reference = F->reference;
                         prev = g_n++;
                     }
