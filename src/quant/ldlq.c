@@ -84,7 +84,7 @@ static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const dou
         {
             /* The block's term is (t - w^) D_b (t - w^)^T; the Viterbi takes D_b's diagonal as
              * per-position weights (mean 1).  Against unweighted, tinyqwen k = 2: the summed
-             * q/k/v/gate/up proxy loss 0.8 % lower, lower on 35 of 40 (docs/perf/issue-23.md). */
+             * q/k/v/gate/up proxy loss 0.8 % lower, lower on 35 of 40 (docs/PERFORMANCE.md, "Quantizer"). */
             const double *Db = D + c0 * T;
             double mean = 0;
             for (int64_t t = 0; t < T; t++) mean += Db[t * T + t];

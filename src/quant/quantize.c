@@ -353,7 +353,7 @@ static tcq_status process(qctx *c, const tcq_tensor_info *t)
 /* The allocation pass of bpw: every projection with a Hessian coded at k = 2, 3, 4 (nothing
  * kept), then k raised greedily where the relative proxy loss tr(E H E^T) / tr(W H W^T) drops
  * most per added bit (raw proxy losses gave tinyqwen ppl ratio 1.156 at 2.5 bpw and 1.046 at 3.5,
- * relative ones 1.113 and 1.019: docs/perf/issue-23.md), while the mean k
+ * relative ones 1.113 and 1.019: docs/PERFORMANCE.md, "Quantizer"), while the mean k
  * stays within the budget.  plan[i]: the k of ts[i] (0: not a projection). */
 static tcq_status allocate(qctx *c, const tcq_tensor_info **ts, int64_t count, int *plan)
 {

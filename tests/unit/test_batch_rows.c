@@ -7,7 +7,7 @@
  *     rounds differently: within 1e-5 of the logits' scale);
  *   trellis fast: M <= 3 (M1's int8 activations per row); from M = 4 the shared and tile regimes
  *     quantize activations to int16 instead, a different rounding of the input: within 0.05 of
- *     the logits' scale here (docs/perf/issue-24.md).
+ *     the logits' scale here (docs/PERFORMANCE.md, "Server").
  * Elsewhere (other ISAs) the same bounds are asserted without the bit-identical parts. */
 #include "test.h"
 

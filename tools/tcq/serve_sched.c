@@ -6,7 +6,7 @@
  *
  * A slot's prompt is always prefilled in chunks counted from where its prefill starts, never
  * cut by what other slots do: a request's prefill is the same computation alone or beside
- * others.  Its decode rows run beside other slots' rows; docs/perf/issue-24.md says where the
+ * others.  Its decode rows run beside other slots' rows; docs/PERFORMANCE.md, "Server" says where the
  * kernels make that bit-identical to running alone. */
 #include "serve.h"
 #include "cli.h"

@@ -123,7 +123,7 @@ static void gemm(const kd16_args *a, int64_t r0, int64_t r1, void *scratch)
 /* kc 1024: 64 steps of 24 FMAs per reduction and a 128 x 1024 f32 activation block (512 KB) in
  * L2.  The GEMM would pay from M = 12 (at M = 8 the tiles took 0.8-1.0x its time, at M = 12 it
  * took 0.75-0.95x theirs: bench kernels --ops f16,bf16 --regime gemm vs auto, 17408 x 5120,
- * docs/perf/issue-27.md), but a served batch's rows must keep their M = 1 bits up to
+ * docs/PERFORMANCE.md, "CPU, dense bf16 / f16"), but a served batch's rows must keep their M = 1 bits up to
  * TCQ_MAX_BATCH (test_batch_rows), which only the tiles give: it starts after the largest batch */
 static const kd16_isa t_f16 = {.name = "avx512", .mr = 6, .kc = KC, .mc = 128, .tile = tile_f16, .gemm = gemm,
                                .gemm_name = "gemm.avx512", .gemm_from = TCQ_MAX_BATCH + 1};

@@ -5,7 +5,7 @@
  * (24 accumulators) runs each k as 4 panel loads, 6 activation broadcasts and 24 vfmadd231ps.
  * The accumulators start from y after the first panel: each output is one sequential fmaf sum
  * over k from 0, the scalar reference's very sum.  vdpbf16ps on a bf16-pair panel ran 1.5x the
- * time of this (Zen 5, docs/perf/issue-27.md). */
+ * time of this (Zen 5, docs/PERFORMANCE.md, "CPU, dense bf16 / f16"). */
 #ifndef TCQ_DENSE16_GEMM_AVX512_H
 #define TCQ_DENSE16_GEMM_AVX512_H
 
