@@ -27,24 +27,11 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* "512,4096" -> up to 8 values >= lo; returns the count, 0 on a bad list */
-static int parse_list(const char *v, long long lo, long long *out)
-{
-    int n = 0;
-    while (v && *v && n < 8) {
-        char *end;
-        long long x = strtoll(v, &end, 10);
-        if (end == v || x < lo || (*end && *end != ',')) return 0;
-        out[n++] = x;
-        v = *end ? end + 1 : end;
-    }
-    return v && !*v ? n : 0;
-}
-
 int bench_model(int argc, char **argv)
 {
     const char *path = NULL;
-    long long prompts[8] = {128}, batches[8] = {0}, gen = 32, threads = 0, bits = 0, layers = 2, vocab = 151936;
+    int prompts[8] = {128}, batches[8] = {0};
+    long long gen = 32, threads = 0, bits = 0, layers = 2, vocab = 151936;
     int n_prompt = 1, n_batch = 1;
     int json = 0;
     tcq_kv_dtype kv = TCQ_KV_F32;
@@ -57,8 +44,10 @@ int bench_model(int argc, char **argv)
         }
         if (strcmp(a, "--prompt") == 0 || strcmp(a, "--batch") == 0) {
             int p = a[2] == 'p';
-            int n = parse_list(v, p ? 1 : 0, p ? prompts : batches);
-            if (!n) {
+            int *list = p ? prompts : batches;
+            int n = cli_parse_int_list(v, list, 8);
+            for (int k = 0; k < n; k++) n = list[k] < (p ? 1 : 0) ? -1 : n;
+            if (n < 0) {
                 fprintf(stderr, "tcq bench model: %s needs a comma-separated list of up to 8 numbers, got '%s'\n", a,
                         v ? v : "");
                 return 2;
