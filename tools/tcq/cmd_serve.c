@@ -25,7 +25,7 @@ static void help(FILE *f)
             "  --max-batch N          rows per batched decode call, 1..%d (default 32)\n"
             "  --prefill-chunk N      prompt tokens prefilled between decode steps (default %d)\n"
             "  --body-limit BYTES     largest request body (default 4194304)\n"
-            "  --device cpu           (cuda once the GPU runtime exists)\n"
+            "  --device D             cpu (default), cuda, cuda:N or auto: where the model runs\n"
             "  --synthetic LAYERS,BITS  no MODEL: a random Qwen3-14B-geometry model (as tcq bench model; vocab\n"
             "                         151936, BITS 0 = bf16 or 1..4 trellis) for benchmarks; needs --tokenizer\n"
             "  --quiet                no line per request\n"
@@ -38,7 +38,7 @@ static void help(FILE *f)
 
 int cmd_serve(int argc, char **argv)
 {
-    const char *model = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL, *device = "cpu";
+    const char *model = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL;
     long long port = 8080, parallel = 4, max_batch = TCQ_MAX_BATCH, chunk = TCQ_PREFILL_CHUNK, body = 4 << 20;
     const char *load_after = NULL;
     int quiet = 0, synth[2] = {0, 0};
@@ -60,7 +60,9 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--host") && v) host = argv[++i];
         else if (!strcmp(a, "--api-key") && v) api_key = argv[++i];
         else if (!strcmp(a, "--alias") && v) alias = argv[++i];
-        else if (!strcmp(a, "--device") && v) device = argv[++i];
+        else if (!strcmp(a, "--device") && v) {
+            if (cli_parse_device(argv[++i])) return 2;
+        }
         else if (!strcmp(a, "--load-after") && v) load_after = argv[++i];
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--synthetic") && v) {
@@ -88,10 +90,6 @@ int cmd_serve(int argc, char **argv)
     }
     if (!model) {
         help(stderr);
-        return 2;
-    }
-    if (strcmp(device, "cpu") != 0) {
-        fprintf(stderr, "tcq serve: --device %s: only cpu for now (the GPU runtime does not exist yet)\n", device);
         return 2;
     }
     if (port < 0 || port > 65535 || parallel < 1 || parallel > 1024 || max_batch < 1 || max_batch > TCQ_MAX_BATCH ||
@@ -146,7 +144,8 @@ int cmd_serve(int argc, char **argv)
         tcq_model_config c = {.arch = TCQ_ARCH_QWEN3, .dim = 5120, .hidden_dim = 17408, .n_layers = synth[0],
                               .n_heads = 40, .n_kv_heads = 8, .head_dim = 128, .vocab_size = 151936,
                               .max_seq = 40960, .rope_theta = 1e6, .norm_eps = 1e-6f, .bos_id = -1};
-        tcq_model_opts o = {.n_threads = (int)g.threads, .path = cli_kpath};
+        tcq_model_opts o = {.n_threads = (int)g.threads, .path = cli_kpath, .device = cli_device,
+                            .device_index = cli_device_index};
         if (!g.tokenizer) {
             fprintf(stderr, "tcq serve: --synthetic needs --tokenizer\n");
             rc = 2;
