@@ -78,6 +78,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
 /* ============================================================================================
  * Status
  * ========================================================================================== */
@@ -333,7 +334,8 @@ enum {
 
 /* The bytes one token stands for (byte-level mapped back, ▁ -> space, <0xAB> -> byte), without
  * the decoder's leading-space strip.  May be a partial UTF-8 sequence.  Writes at most cap bytes;
- * *len receives the full length (TCQ_ERR_RANGE if it exceeds cap). */
+ * *len receives the full length (TCQ_ERR_RANGE if it exceeds cap; TCQ_ERR_INVALID_ARG for an id
+ * outside the vocabulary). */
 TCQ_API tcq_status tcq_tokenizer_token_bytes(const tcq_tokenizer *tok, int32_t id, char *buf, size_t cap,
                                              size_t *len);
 /* Decode ids to a malloc'd NUL-terminated UTF-8 string (invalid sequences become U+FFFD, as HF
@@ -515,6 +517,7 @@ typedef enum tcq_search {
 } tcq_search;
 
 TCQ_API const char *tcq_search_name(tcq_search s);   /* "default" (two-pass), "seams" */
+/* The inverse of tcq_search_name; TCQ_ERR_INVALID_ARG for any other name. */
 TCQ_API tcq_status tcq_search_parse(const char *name, tcq_search *out);
 
 typedef struct tcq_encode_opts {
