@@ -271,7 +271,9 @@ TCQ_API tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *ses
  * "Batch composition").  merge_rows 1: the sequences' rows also go through the layers together
  * (up to TCQ_PREFILL_CHUNK rows per forward; each keeps its own attention), so the layers' kernels
  * see M = the rows of all of them: cheaper for short prompts, equal to separate prefills only to
- * the kernels' rounding across M.  Tokens, sessions and lengths are checked before anything runs. */
+ * the kernels' rounding across M.  Fails, before anything runs: TCQ_ERR_INVALID_ARG (nb outside
+ * 1..TCQ_MAX_BATCH, a NULL or repeated session, no tokens, a token outside the vocabulary),
+ * TCQ_ERR_RANGE (a sequence overflows its session's context; none is changed). */
 typedef struct tcq_prefill_seq {
     tcq_session *sess;
     const int32_t *tokens;    /* [n] appended to sess */
