@@ -184,12 +184,12 @@ tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a)
     if (!a->W || !a->H || !a->codes || !a->scales || !a->What || a->R <= 0 || a->C <= 0 || a->C % a->p.T)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "LDLQ: bad arguments (shape [%lld, %lld])", (long long)a->R,
                         (long long)a->C);
-    double *Hd = malloc((size_t)(m * m) * sizeof *Hd), *Lm = malloc((size_t)(m * m) * sizeof *Lm);
-    double *D = malloc((size_t)(m * b) * sizeof *D);
-    tcq_status s = Hd && Lm && D ? TCQ_OK : tcq_fail(TCQ_ERR_NOMEM, "LDLQ: Hessian of size %lld", (long long)m);
-    if (s == TCQ_OK) s = tcq_quant_damp(a->H, m, a->damp, Hd);
-    if (s == TCQ_OK) s = tcq_quant_block_ldl(Hd, m, b, Lm, D);
-    free(Hd);
+    /* damped into the factor's buffer and factored in place: one m x m copy beside H, not two
+     * (for a 14B model's down projection, m = 17408: 2.4 GB less at the quantizer's peak) */
+    double *Lm = malloc((size_t)(m * m) * sizeof *Lm), *D = malloc((size_t)(m * b) * sizeof *D);
+    tcq_status s = Lm && D ? TCQ_OK : tcq_fail(TCQ_ERR_NOMEM, "LDLQ: Hessian of size %lld", (long long)m);
+    if (s == TCQ_OK) s = tcq_quant_damp(a->H, m, a->damp, Lm);
+    if (s == TCQ_OK) s = tcq_quant_block_ldl(Lm, m, b, Lm, D);
     if (s == TCQ_OK) s = a->axis ? ldlq_axis1(a, Lm, D) : ldlq_axis0(a, Lm);
     free(Lm);
     free(D);

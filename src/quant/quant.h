@@ -46,7 +46,8 @@ void tcq_quant_decode_rows(tcq_block_params p, const uint32_t *codes, const uint
 
 /* In-place Cholesky A = C C^T of a symmetric positive definite A [m, m] (lower C, upper zeroed). */
 tcq_status tcq_quant_cholesky(double *A, int64_t m);
-/* H [m, m] = L D L^T with L [m, m] unit lower block triangular (blocks of b) and D [m/b][b][b]. */
+/* H [m, m] = L D L^T with L [m, m] unit lower block triangular (blocks of b) and D [m/b][b][b].
+ * L may be H (factored in place). */
 tcq_status tcq_quant_block_ldl(const double *H, int64_t m, int b, double *L, double *D);
 /* out = H + damp * mean(diag H) I; fails when the diagonal carries nothing. */
 tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out);
