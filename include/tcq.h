@@ -580,7 +580,7 @@ typedef struct tcq_quantize_progress {
     const char *phase;        /* NULL; "allocation" while done counts the allocation pass; "hessians"
                                  once per layer when its Hessians are ready */
     double seconds;           /* the time of the step just reported (a tensor; a layer's Hessians) */
-    int layer, layer_count;   /* the decoder layer in progress, of how many */
+    int layer, layer_count;   /* the decoder layer in progress (-1: the tensors outside them), of how many */
 } tcq_quantize_progress;
 
 /* Called after every tensor (and once at the start with done = 0).  Must not call tcq. */

@@ -55,7 +55,7 @@ tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out);
  * over the C columns; axis 0 stored rows are the inputs and H is over the R rows.  ref
  * (optional): the same of W itself. */
 tcq_status tcq_quant_proxy(const float *W, const float *What, int64_t R, int64_t C, int axis, const double *H,
-                           double *loss, double *ref);
+                           tcq_pool *pool /* NULL: this thread */, double *loss, double *ref);
 
 /* Calibration (calib.c), one decoder layer at a time.  A layer's Hessians, one per input site
  * in the order of model.h's TCQ_TAP_* (q/k/v input, o input, gate/up input, down input), the

@@ -186,7 +186,7 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
         if (s == TCQ_OK && What) tcq_quant_decode_rows(c->p, codes, scales, R, C, What);
     }
     c->pr.proxy = c->pr.proxy_ref = -1;
-    if (s == TCQ_OK && H) s = tcq_quant_proxy(rows, What, R, C, axis, H, &c->pr.proxy, &c->pr.proxy_ref);
+    if (s == TCQ_OK && H) s = tcq_quant_proxy(rows, What, R, C, axis, H, c->pool, &c->pr.proxy, &c->pr.proxy_ref);
     if (What != c->recon) free(What);
     if (s != TCQ_OK || c->dry) {
         free(codes);
@@ -752,6 +752,7 @@ static tcq_status run(qctx *c, const char *out_dir, json_t *cfg)
         close_hessians(c);   /* the stream is at the end: the coding pass starts it again */
     }
     if (s == TCQ_OK) s = open_hessians(c, 1);
+    c->pr.layer = -1;
     if (s == TCQ_OK && c->cb) c->cb(&c->pr, c->user);
     /* outside the layers first (embedding, lm_head, final norm), then layer by layer */
     for (int64_t i = 0; s == TCQ_OK && i < count; i++) {

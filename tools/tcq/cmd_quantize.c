@@ -84,14 +84,15 @@ static void progress(const tcq_quantize_progress *p, void *user)
     const double frac = p->total ? (double)p->done / (double)p->total : (double)p->tensor_index / (p->tensor_count ? p->tensor_count : 1);
     const double el = now - b->t0;
     char eta[32], elapsed[32];
-    fmt_time(frac > 0 ? el * (1 - frac) / frac : 0, eta, sizeof eta);
+    if (frac > 0) fmt_time(el * (1 - frac) / frac, eta, sizeof eta);
+    else snprintf(eta, sizeof eta, "-:--");
     fmt_time(el, elapsed, sizeof elapsed);
     char line[64];
     const int w = 30, fill = (int)(frac * w);
     for (int i = 0; i < w; i++) line[i] = i < fill ? '#' : '-';
     line[w] = 0;
     char where[96];
-    if (p->layer_count) snprintf(where, sizeof where, "%s layer %d/%d", p->phase ? p->phase : "", p->layer + 1, p->layer_count);
+    if (p->layer_count && p->layer >= 0) snprintf(where, sizeof where, "%s layer %d/%d", p->phase ? p->phase : "", p->layer + 1, p->layer_count);
     else snprintf(where, sizeof where, "%s", p->phase ? p->phase : "");
     if (b->tty)
         fprintf(stderr, "%s[%s] %5.1f%% %d/%d tensors %s elapsed, ETA %s %s%s", cr, line, 100 * frac, p->tensor_index,
