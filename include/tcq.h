@@ -583,6 +583,11 @@ typedef struct tcq_quantize_opts {
     const char *hessians_out; /* write the Hessians to DIR/hessians.bin */
     double bpw;               /* 0: every projection at bits; else k in {2, 3, 4} per projection
                                  chosen by proxy loss under this mean k (needs a calibration) */
+    int calib_original;       /* 0: sequential Hessians (layer i's taken with layers 0..i-1 already
+                                 quantized, so they depend on the k chosen); 1: the input model's
+                                 (non-sequential, reusable with any k, as saved before) */
+    int layers;               /* 0: all; N: only decoder layers 0..N-1, written as a truncated
+                                 model (num_hidden_layers N), for checks of time and memory */
 } tcq_quantize_opts;
 enum { TCQ_QMETHOD_RTN = 0, TCQ_QMETHOD_LDLQ = 1 };
 
@@ -596,7 +601,10 @@ typedef struct tcq_quantize_progress {
     int k;                    /* the k this tensor was coded at (0: not coded) */
     double coded_bits;        /* running sum over coded tensors: k per weight + 16 per row scale */
     double proxy, proxy_ref;  /* its tr(E H E^T) and tr(W H W^T); proxy < 0: no Hessian */
-    const char *phase;        /* NULL, or "calibration" / "allocation" while done counts them */
+    const char *phase;        /* NULL; "allocation" while done counts the allocation pass; "hessians"
+                                 once per layer when its Hessians are ready */
+    double seconds;           /* the time of the step just reported (a tensor; a layer's Hessians) */
+    int layer, layer_count;   /* the decoder layer in progress (-1: the tensors outside them), of how many */
 } tcq_quantize_progress;
 
 /* Called after every tensor (and once at the start with done = 0).  Must not call tcq. */
