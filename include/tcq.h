@@ -583,9 +583,11 @@ typedef struct tcq_quantize_opts {
     const char *hessians_out; /* write the Hessians to DIR/hessians.bin */
     double bpw;               /* 0: every projection at bits; else k in {2, 3, 4} per projection
                                  chosen by proxy loss under this mean k (needs a calibration) */
-    int calib_original;       /* 0: sequential Hessians (layer i's taken with layers 0..i-1 already
-                                 quantized, so they depend on the k chosen); 1: the input model's
-                                 (non-sequential, reusable with any k, as saved before) */
+    int calib_sequential;     /* 0: Hessians of the input model (non-sequential, reusable with any
+                                 k); 1: sequential, layer i's taken with layers 0..i-1 already
+                                 quantized (they depend on the k chosen).  tinyqwen LDLQ KL at
+                                 k = 2 / 3 / 4: 0.3029 / 0.0726 / 0.0203 non-sequential, 0.3082 /
+                                 0.0734 / 0.0202 sequential (docs/PERFORMANCE.md) */
     int layers;               /* 0: all; N: only decoder layers 0..N-1, written as a truncated
                                  model (num_hidden_layers N), for checks of time and memory */
 } tcq_quantize_opts;

@@ -94,9 +94,9 @@ static tcq_status ensure_att_scratch(tcq_model *m, int ctx)
 }
 
 /* One decoder layer on x [M, d] in place: L's weights, cache layer `cl` of the sessions, taps
- * report layer `tl`. */
+ * report layer `tl`; seg [n_seg + 1]: the rows' segments (see forward_rows). */
 static tcq_status layer_rows(tcq_model *m, const tcq_layer *L, int cl, int tl, tcq_session *const *sess,
-                             const int *pos, int M, float *x)
+                             const int *pos, int M, const int *seg, int n_seg, float *x)
 {
     const tcq_model_config *c = &m->cfg;
     const int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
@@ -115,14 +115,11 @@ static tcq_status layer_rows(tcq_model *m, const tcq_layer *L, int cl, int tl, t
         rope(m, k, c->n_kv_heads, pos[r]);
         kv_store(sess[r], cl, pos[r], k, m->v + (size_t)r * kvd);
     }
-    /* Segments: runs of rows of one session at consecutive positions (a prefill chunk, or several
-     * sessions' chunks side by side).  Each takes its attention as it would alone: the sgemm block
-     * where tcq_attn_block serves it, else the per-row core (a decode batch: every row). */
     int per_row[TCQ_PREFILL_CHUNK], n_row = 0;
-    for (int r0 = 0, r1; r0 < M; r0 = r1) {
-        for (r1 = r0 + 1; r1 < M && sess[r1] == sess[r0] && pos[r1] == pos[r1 - 1] + 1; r1++) {}
-        if (r1 - r0 == 1 || tcq_attn_block(m, sess[r0], pos[r0], r1 - r0, cl, r0))
-            for (int r = r0; r < r1; r++) per_row[n_row++] = r;
+    for (int g = 0; g < n_seg; g++) {
+        const int r0 = seg[g], n = seg[g + 1] - r0;
+        if (n == 1 || tcq_attn_block(m, sess[r0], pos[r0], n, cl, r0))
+            for (int r = r0; r < r0 + n; r++) per_row[n_row++] = r;
     }
     if (n_row) {
         att_job J = {m, sess, pos, per_row, cl};
@@ -149,9 +146,16 @@ static tcq_status forward_rows(tcq_model *m, tcq_session *const *sess, const int
     int max_ctx = 0;
     for (int r = 0; r < M; r++) max_ctx = TCQ_MAX(max_ctx, sess[r]->ctx);
     TCQ_TRY(ensure_att_scratch(m, max_ctx));
+    /* Segments: runs of rows of one session at consecutive positions (a prefill chunk, or several
+     * sessions' chunks side by side).  Each takes its attention as it would alone: the sgemm block
+     * where tcq_attn_block serves it, else the per-row core (a decode batch: every row). */
+    int seg[TCQ_PREFILL_CHUNK + 1], n_seg = 0;
+    for (int r = 0; r < M; r++)
+        if (!r || sess[r] != sess[r - 1] || pos[r] != pos[r - 1] + 1) seg[n_seg++] = r;
+    seg[n_seg] = M;
 
     for (int r = 0; r < M; r++) tcq_model_embed(m, tok[r], m->x + (size_t)r * d);   /* x [M, d] */
-    for (int l = 0; l < c->n_layers; l++) TCQ_TRY(layer_rows(m, &m->layers[l], l, l, sess, pos, M, m->x));
+    for (int l = 0; l < c->n_layers; l++) TCQ_TRY(layer_rows(m, &m->layers[l], l, l, sess, pos, M, seg, n_seg, m->x));
     if (out_from >= M) return TCQ_OK;
     for (int r = out_from; r < M; r++)
         rmsnorm(m->xb + (size_t)(r - out_from) * d, m->x + (size_t)r * d, m->final_norm, d, c->norm_eps);
@@ -314,7 +318,8 @@ tcq_status tcq_model_layer_forward(tcq_model *m, tcq_session *s, const tcq_layer
     for (int i = 0; i < n; i += TCQ_PREFILL_CHUNK) {
         const int M = TCQ_MIN(TCQ_PREFILL_CHUNK, n - i);
         for (int r = 0; r < M; r++) rs[r] = s, pos[r] = s->pos + r;
-        TCQ_TRY(layer_rows(m, L, 0, tap_layer, rs, pos, M, x + (size_t)i * m->cfg.dim));
+        const int seg[2] = {0, M};
+        TCQ_TRY(layer_rows(m, L, 0, tap_layer, rs, pos, M, seg, 1, x + (size_t)i * m->cfg.dim));
         s->pos += M;
     }
     return TCQ_OK;

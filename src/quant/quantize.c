@@ -454,7 +454,7 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
                            double (*px)[3])
 {
     const int hessians = c->cal || c->hin.f;
-    const int sequential = c->cal && !c->o->calib_original && !c->dry;
+    const int sequential = c->cal && c->o->calib_sequential && !c->dry;
     float *rows[P_COUNT] = {0}, *fw[P_COUNT] = {0}, *ones = NULL;
     int64_t idx[P_COUNT], shape[P_COUNT][2];
     for (int j = 0; j < P_COUNT; j++) idx[j] = -1;
@@ -690,7 +690,7 @@ static tcq_status open_hessians(qctx *c, int save)
             c->hout = (tcq_quant_hfile){.n_layers = c->n_layers, .dim = {mc->dim, (int64_t)mc->n_heads * mc->head_dim,
                                                                          mc->dim, mc->hidden_dim},
                                         .tokens = tcq_quant_cal_tokens(c->cal), .seed = o->seed,
-                                        .sequential = !o->calib_original};
+                                        .sequential = o->calib_sequential};
             TCQ_TRY(tcq_quant_hfile_create(o->hessians_out, &c->hout));
         }
     }

@@ -91,7 +91,7 @@ int main(void)
         snprintf(out, sizeof out, "%s/q_%s", tmp, modes[r]);
         tcq_quantize_opts o = {.bits = r == 1 ? 4 : 2, .seed = 1, .threads = 2, .method = TCQ_QMETHOD_LDLQ,
                                .calib = calib, .calib_tokens = 2048, .calib_ctx = 128, .hessians_out = h[r],
-                               .calib_original = r == 2, .bpw = r == 3 ? 3.0 : 0};
+                               .calib_sequential = r != 2, .bpw = r == 3 ? 3.0 : 0};
         tcq_quant_hess_count_reset();
         CHECK_OK(tcq_quantize_model(model, out, &o, NULL, NULL));
         int live = -1, peak = -1;

@@ -34,14 +34,14 @@ static void quantize_usage(FILE *f)
                "  --calib-ctx, default 512) layer by layer and take every projection's input Hessian\n"
                "  H = sum x x^T; each tensor's proxy loss tr((W-W^) H (W-W^)^T) is printed.  Memory: the\n"
                "  calibration activations, one layer's weights (f32) and its Hessians, not the model.\n"
-               "  --calib-mode sequential (default): layer i's Hessians are taken with layers 0..i-1\n"
-               "  already coded, so they depend on the k chosen; original: from the input model\n"
-               "  (reusable with any --bits / --bpw).  --save-hessians DIR keeps them (with their mode),\n"
+               "  --calib-mode original (default): Hessians of the input model (reusable with any\n"
+               "  --bits / --bpw); sequential: layer i's taken with layers 0..i-1 already coded, so\n"
+               "  they depend on the k chosen.  --save-hessians DIR keeps them (with their mode),\n"
                "  --hessians DIR reuses them (same --seed).  --method ldlq (needs them): BlockLDLQ\n"
                "  on H + damp * mean(diag H) I (--damp, default 0.01).  --bpw B in [2, 4]: k in {2,3,4}\n"
                "  per projection chosen by proxy loss so that the mean k is at most B (--bits stays the\n"
                "  k of anything without a Hessian); the choice measures every projection at k = 2, 3, 4\n"
-               "  in a first pass, layer by layer with original Hessians, then codes sequentially.\n"
+               "  in a first pass, layer by layer with original Hessians, then codes.\n"
                "  --layers N: only decoder layers 0..N-1, written as a truncated N-layer model (checks\n"
                "  of time and memory on large models).\n");
 }
@@ -107,7 +107,7 @@ int cmd_quantize(int argc, char **argv)
     const char *in = NULL, *out = NULL;
     long long bits = 0, L = 12, seed = 1, threads = 0, seams = 0, lm_bits = 0;
     tcq_search search = TCQ_SEARCH_TWO_PASS;
-    int rotate_only = 0, interleave = 0, refit = 0, cuda = 0, method = TCQ_QMETHOD_RTN, calib_original = 0;
+    int rotate_only = 0, interleave = 0, refit = 0, cuda = 0, method = TCQ_QMETHOD_RTN, calib_sequential = 0;
     long long calib_tokens = 0, calib_ctx = 0, layers = 0;
     double damp = 0, bpw = 0;
     const char *calib = NULL, *hin = NULL, *hout = NULL;
@@ -157,8 +157,8 @@ int cmd_quantize(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--calib-mode") && i + 1 < argc) {
             i++;
-            if (!strcmp(argv[i], "original")) calib_original = 1;
-            else if (strcmp(argv[i], "sequential")) {
+            if (!strcmp(argv[i], "sequential")) calib_sequential = 1;
+            else if (strcmp(argv[i], "original")) {
                 fprintf(stderr, "tcq quantize: --calib-mode sequential|original, got '%s'\n", argv[i]);
                 return 2;
             }
@@ -239,7 +239,7 @@ int cmd_quantize(int argc, char **argv)
                            .enc = {.search = search, .seams = (int)seams}, .interleave = interleave,
                            .refit_scales = refit, .cuda = cuda, .lm_head_bits = (int)lm_bits, .method = method,
                            .calib = calib, .calib_tokens = calib_tokens, .calib_ctx = (int)calib_ctx, .damp = damp,
-                           .hessians_in = hin, .hessians_out = hout, .bpw = bpw, .calib_original = calib_original,
+                           .hessians_in = hin, .hessians_out = hout, .bpw = bpw, .calib_sequential = calib_sequential,
                            .layers = (int)layers};
     if (calib_tokens < 0 || calib_ctx < 0 || calib_ctx > 1 << 20 || damp < 0 || layers < 0 || layers > 1 << 16) {
         fprintf(stderr, "tcq quantize: --calib-tokens, --calib-ctx, --layers and --damp must not be negative\n");
