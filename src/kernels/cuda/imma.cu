@@ -62,9 +62,17 @@ __device__ __forceinline__ float im_row_inv(const float *__restrict__ x, int64_t
 {
     const int tid = threadIdx.x, nw = blockDim.x >> 5;
     double ss = 0.0;
-    for (int64_t j = tid; j < in; j += blockDim.x) {
-        const float v = x[(int64_t)m * in + j];
-        ss += (double)v * v;
+    /* four loads in flight before their adds (one at a time: 8.3 against 5.9 us for the plain
+     * prep, ncu, H100) */
+    for (int64_t j0 = tid; j0 < in; j0 += 4 * (int64_t)blockDim.x) {
+        float v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int64_t j = j0 + (int64_t)u * blockDim.x;
+            v[u] = j < in ? x[(int64_t)m * in + j] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) ss += (double)v[u] * v[u];
     }
     for (int d = 16; d; d >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, d);
     if ((tid & 31) == 0) sh[tid >> 5] = ss;

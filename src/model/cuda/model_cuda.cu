@@ -226,7 +226,7 @@ bool layer_fused(const tcq_model_cuda *mc, const dev_layer *L, int M)
            tcq_cuda_linear_io_ok(mc->ctx, &L->down.tr, NULL, M, mc->path, 1);
 }
 
-/* One layer, fused: 11 launches at M = 1 where the plain sequence takes 17 (ncu, docs/PERFORMANCE.md:
+/* One layer, fused: 13 launches at M = 1 where the plain sequence takes 17 (ncu, docs/PERFORMANCE.md:
  * 43 us a layer of prep and chunk-sum launches).  x is the residual stream before and after. */
 tcq_status layer_fused_enqueue(tcq_model *m, const dev_layer *L, int l, int M, int S)
 {

@@ -363,7 +363,8 @@ void mk_qk_rope_store_pend(cudaStream_t st, const tcq_cuda_pend &qkv, float *qou
     /* a single-chunk call left finished values in qkv.y: the plain kernel over them */
     const int w = (nh + 2 * nkv) * hd;
     const float *y = qkv.part ? NULL : qkv.y;
-    k_qk_rope_store<<<dim3(M, nh + nkv), 64, 0, st>>>(y, w, y ? y + nh * hd : NULL, w, y ? y + (nh + nkv) * hd : NULL, w,
+    /* a thread a dimension: each adds its partials (tcq_pend_sum), all loads in flight */
+    k_qk_rope_store<<<dim3(M, nh + nkv), hd, 0, st>>>(y, w, y ? y + nh * hd : NULL, w, y ? y + (nh + nkv) * hd : NULL, w,
                                                       qkv, qout, rows, qn, kn, inv_freq, nh, nkv, hd, interleaved, eps,
                                                       layer);
 }
