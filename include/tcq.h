@@ -262,6 +262,27 @@ TCQ_API tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *ses
                                            const int32_t *tokens /* [nb] */, int nb,
                                            float *logits /* [nb, vocab] */);
 
+/* Prompts (or chunks of prompts) of nb (1..TCQ_MAX_BATCH) distinct sessions, as nb
+ * tcq_model_prefill calls except that the last rows' logits come from one lm_head call of as many
+ * rows (the lm_head is read once, not nb times).  merge_rows 0: every sequence runs through the
+ * layers alone, so its rows meet the kernels at the M they would alone; results equal nb
+ * tcq_model_prefill calls bit for bit wherever the lm_head's kernel gives a row the same bits at
+ * M = 1 and M = (number of last_logits wanted) -- as in a decode batch (docs/PERFORMANCE.md,
+ * "Batch composition").  merge_rows 1: the sequences' rows also go through the layers together
+ * (up to TCQ_PREFILL_CHUNK rows per forward; each keeps its own attention), so the layers' kernels
+ * see M = the rows of all of them: cheaper for short prompts, equal to separate prefills only to
+ * the kernels' rounding across M.  Fails, before anything runs: TCQ_ERR_INVALID_ARG (nb outside
+ * 1..TCQ_MAX_BATCH, a NULL or repeated session, no tokens, a token outside the vocabulary),
+ * TCQ_ERR_RANGE (a sequence overflows its session's context; none is changed). */
+typedef struct tcq_prefill_seq {
+    tcq_session *sess;
+    const int32_t *tokens;    /* [n] appended to sess */
+    int n;                    /* >= 1 */
+    float *last_logits;       /* [vocab]: the last row's logits, or NULL for none */
+} tcq_prefill_seq;
+TCQ_API tcq_status tcq_model_prefill_batch(tcq_model *m, const tcq_prefill_seq *seqs /* [nb] */, int nb,
+                                           int merge_rows);
+
 /* ============================================================================================
  * Tokenizer
  *

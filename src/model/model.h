@@ -136,10 +136,10 @@ void tcq_session_cuda_release(tcq_session *s);
 /* 1 when a CUDA device index exists (always 0 without CUDA). */
 int tcq_model_cuda_present(int index);
 
-/* Attention of a prefill chunk (M rows of one session at positions p0..p0+M-1, q in m->q, out
- * to m->att) through sgemm; returns 1 without doing anything when the per-row core should
- * serve it (small M, scratch too large). */
-int tcq_attn_block(tcq_model *m, const tcq_session *s, int p0, int M, int layer);
+/* Attention of a prefill chunk (M rows of one session at positions p0..p0+M-1, q in m->q rows
+ * row0.., out to the same rows of m->att) through sgemm; returns 1 without doing anything when
+ * the per-row core should serve it (small M, scratch too large). */
+int tcq_attn_block(tcq_model *m, const tcq_session *s, int p0, int M, int layer, int row0);
 
 /* Register memory the model frees. */
 tcq_status tcq_model_own(tcq_model *m, void *p);

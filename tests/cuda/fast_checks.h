@@ -13,7 +13,7 @@
  * W[o, i]; axis 0: W[o, i] / scale_i = value), a_i the activation (axis 1: x; axis 0: x * scale)
  * and d_i the step of i's activation block (tcq_kq_prepare, the CPU's quantization; on the int8
  * kernels the same arithmetic over their own, longer blocks):
- *   vs float64 (tcq.h):  sum |v_i| d_i / 2 (1 + 1e-4) + (nblk + 4) 2^-24 sum |v_i| (|a_i| + d_i)
+ *   vs float64 (tcq_kernels.h): sum |v_i| d_i / 2 (1 + 1e-4) + (nblk + 4) 2^-24 sum |v_i| (|a_i| + d_i)
  *   vs the CPU fast path (dp4a kernels only): 2 (nblk + 4) 2^-24 sum |v_i| (|a_i| + d_i).
  * The second because both sides add the same exact integer block sums isum_b times the same d_b,
  * only in a different order (GPU: lanes then a butterfly, or items then their partials; CPU: one

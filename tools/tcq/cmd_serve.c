@@ -24,6 +24,10 @@ static void help(FILE *f)
             "  --tokenizer PATH       tokenizer.json / directory (default: the model directory's)\n"
             "  --max-batch N          rows per batched decode call, 1..%d (default 32)\n"
             "  --prefill-chunk N      prompt tokens prefilled between decode steps (default %d)\n"
+            "  --prefill-batch N      slots whose prompts one prefill call takes, 1..--max-batch (default: --max-batch;\n"
+            "                         their last rows share one lm_head call)\n"
+            "  --prefill-merge        those slots' prompt rows also go through the layers together: faster for\n"
+            "                         short prompts, but a reply then depends (to rounding) on what else was admitted\n"
             "  --body-limit BYTES     largest request body (default 4194304)\n"
             "  --device D             cpu (default), cuda, cuda:N or auto: where the model runs\n"
             "  --synthetic LAYERS,BITS  no MODEL: a random Qwen3-14B-geometry model (as tcq bench model; vocab\n"
@@ -39,9 +43,10 @@ static void help(FILE *f)
 int cmd_serve(int argc, char **argv)
 {
     const char *model = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL;
-    long long port = 8080, parallel = 4, max_batch = TCQ_MAX_BATCH, chunk = TCQ_PREFILL_CHUNK, body = 4 << 20;
+    long long port = 8080, parallel = 4, max_batch = TCQ_MAX_BATCH, chunk = TCQ_PREFILL_CHUNK, body = 4 << 20,
+              pbatch = 0;
     const char *load_after = NULL;
-    int quiet = 0, synth[2] = {0, 0};
+    int quiet = 0, merge = 0, synth[2] = {0, 0};
     cli_gen_flags g = {.think = -1, .kv = TCQ_KV_F32};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -65,6 +70,7 @@ int cmd_serve(int argc, char **argv)
         }
         else if (!strcmp(a, "--load-after") && v) load_after = argv[++i];
         else if (!strcmp(a, "--quiet")) quiet = 1;
+        else if (!strcmp(a, "--prefill-merge")) merge = 1;
         else if (!strcmp(a, "--synthetic") && v) {
             if (cli_parse_int_list(argv[++i], synth, 2) != 2 || synth[0] < 1 || synth[1] < 0 || synth[1] > 4) {
                 fprintf(stderr, "tcq serve: --synthetic needs LAYERS,BITS (BITS 0..4)\n");
@@ -77,6 +83,7 @@ int cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--max-batch")) li = &max_batch;
         else if (!strcmp(a, "--prefill-chunk")) li = &chunk;
         else if (!strcmp(a, "--body-limit")) li = &body;
+        else if (!strcmp(a, "--prefill-batch")) li = &pbatch;
         else if (a[0] != '-' && !model) model = a;
         else {
             fprintf(stderr, "tcq serve: unexpected argument '%s'\n", a);
@@ -93,9 +100,9 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
     if (port < 0 || port > 65535 || parallel < 1 || parallel > 1024 || max_batch < 1 || max_batch > TCQ_MAX_BATCH ||
-        chunk < 1 || chunk > TCQ_PREFILL_CHUNK || body < 1) {
+        chunk < 1 || chunk > TCQ_PREFILL_CHUNK || body < 1 || pbatch < 0 || pbatch > max_batch) {
         fprintf(stderr, "tcq serve: --port 0..65535, --parallel 1..1024, --max-batch 1..%d, --prefill-chunk 1..%d, "
-                        "--body-limit >= 1\n",
+                        "--prefill-batch 1..--max-batch, --body-limit >= 1\n",
                 TCQ_MAX_BATCH, TCQ_PREFILL_CHUNK);
         return 2;
     }
@@ -162,7 +169,7 @@ int cmd_serve(int argc, char **argv)
     if (!rc && ctx <= 0) ctx = tcq_model_get_config(m)->max_seq < 4096 ? tcq_model_get_config(m)->max_seq : 4096;
     if (!rc) {
         srv_sched_opts so = {.n_slots = (int)parallel, .ctx = (int)ctx, .kv = g.kv, .max_batch = (int)max_batch,
-                             .prefill_chunk = (int)chunk};
+                             .prefill_chunk = (int)chunk, .prefill_batch = (int)pbatch, .prefill_merge = merge};
         st = srv_sched_create(m, tok, &so, &sched);
         if (st != TCQ_OK) rc = cli_fail(st, "serve");
     }
