@@ -3,6 +3,7 @@
  * take), the families' calls behind one signature, the public linear and fused SwiGLU entries,
  * and the name of the kernel a call runs. */
 #include "cuda_internal.h"
+#include "linear_io.h"
 #include "registry.h"
 
 #include <algorithm>
@@ -163,4 +164,38 @@ tcq_status tcq_cuda_linear_swiglu(tcq_cuda_ctx *ctx, const tcq_trellis *gate, co
     if (s == TCQ_OK) s = tcq_cuda_swiglu_combine(ctx, tmp, tmp + n, y, (int64_t)n);
     cudaFreeAsync(tmp, ctx->stream);
     return s;
+}
+
+namespace {
+int io_limbs(tcq_cuda_fam k) { return k == TCQ_CF_INT8 ? 1 : k == TCQ_CF_INT ? 3 : k == TCQ_CF_INT16 ? 2 : 0; }
+bool io_same(const tcq_trellis *g, const tcq_trellis *u)
+{
+    return g->axis == 1 && u->axis == 1 && g->p.L == u->p.L && g->p.k == u->p.k && g->p.T == u->p.T &&
+           g->rows == u->rows && g->cols == u->cols;
+}
+}  // namespace
+
+int tcq_cuda_linear_io_ok(const tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, int64_t M,
+                          tcq_kpath path, int accumulate)
+{
+    if (!ctx || !w || M < 1 || (up && !io_same(w, up))) return 0;
+    if (!io_limbs(pick(ctx, w, M, path))) return 0;
+    /* the residual add happens in the chunk-sum launch, which a one-chunk call does not have */
+    if (accumulate && !up) {
+        const int64_t in = tcq_trellis_in(w);
+        if (in <= tcq_cuda_im_chunk(ctx, w, M)) return 0;
+    }
+    return 1;
+}
+
+tcq_status tcq_cuda_linear_io(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
+                              int64_t M, tcq_kpath path, const tcq_cuda_io *io)
+{
+    const bool srcd = io && io->src;
+    TCQ_TRY(check_call(ctx, w, srcd ? (const void *)io->src : x, y, M, path));
+    if (up) TCQ_TRY(check_call(ctx, up, srcd ? (const void *)io->src : x, y, M, path));
+    if (!tcq_cuda_linear_io_ok(ctx, w, up, M, path, io && io->accumulate))
+        return tcq_fail(TCQ_ERR_UNSUPPORTED, "cuda linear: fused prep/finish only on the integer kernels (M=%lld, %s)",
+                        (long long)M, tcq_cuda_linear_kernel(ctx, w, M, path));
+    return tcq_cuda_linear_im_io(ctx, w, up, x, y, M, io_limbs(pick(ctx, w, M, path)), io);
 }
