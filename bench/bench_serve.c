@@ -14,10 +14,12 @@ static void help(FILE *f)
 {
     fprintf(f, "usage: tcq bench serve [--bits K] [--layers N] [--vocab V] [--clients 1,4,16] [--prompt P] [--gen G]\n"
                "                       [--waves W] [--threads N] [--kpath auto|exact|fast] [--max-batch N]\n"
-               "                       [--prefill-chunk N] [--json]\n"
+               "                       [--prefill-chunk N] [--prefill-batch LIST] [--prefill-merge LIST] [--json]\n"
                "  synthetic Qwen3-14B geometry (dim 5120, ffn 17408, 40 heads / 8 kv of 128) with --layers (4)\n"
                "  random layers at --bits (2; 0 = bf16) and --vocab (151936) tied bf16 embeddings.  Defaults:\n"
-               "  --prompt 64 --gen 32 --waves 1; each client count gets fresh slots; the median wave is shown.\n");
+               "  --prompt 64 --gen 32 --waves 1; each client count gets fresh slots; the median wave is shown.\n"
+               "  --prefill-batch / --prefill-merge (tcq serve's options): one value, or one per --clients entry\n"
+               "  (alternated A/B runs in one process: --clients 4,4,4,4 --prefill-batch 1,32,1,32).\n");
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -30,7 +32,8 @@ int bench_serve(int argc, char **argv)
 {
     long long bits = 2, layers = 4, vocab = 151936, prompt = 64, gen = 32, waves = 1, threads = 0, max_batch = 32,
               chunk = TCQ_PREFILL_CHUNK;
-    int clients[16] = {1, 4, 16}, n_clients = 3, json = 0;
+    int clients[16] = {1, 4, 16}, n_clients = 3, json = 0, pbatch[16] = {0}, n_pbatch = 1, pmerge[16] = {0},
+        n_pmerge = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long *dst = NULL;
@@ -46,6 +49,15 @@ int bench_serve(int argc, char **argv)
                 fprintf(stderr, "tcq bench serve: --clients needs a list like 1,4,16\n");
                 return 2;
             }
+            i++;
+        } else if (!strcmp(a, "--prefill-batch") || !strcmp(a, "--prefill-merge")) {
+            const int pb = !strcmp(a, "--prefill-batch");
+            int n = cli_parse_int_list(v, pb ? pbatch : pmerge, 16);
+            if (n < 1) {
+                fprintf(stderr, "tcq bench serve: %s needs a number or a list like 1,32\n", a);
+                return 2;
+            }
+            *(pb ? &n_pbatch : &n_pmerge) = n;
             i++;
         } else if (!strcmp(a, "--bits")) dst = &bits;
         else if (!strcmp(a, "--layers")) dst = &layers;
@@ -68,6 +80,9 @@ int bench_serve(int argc, char **argv)
     int ok = bits >= 0 && bits <= 4 && layers >= 1 && vocab >= 16 && prompt >= 1 && gen >= 2 && waves >= 1 &&
              max_batch >= 1 && max_batch <= TCQ_MAX_BATCH && chunk >= 1 && chunk <= TCQ_PREFILL_CHUNK;
     for (int i = 0; i < n_clients; i++) ok &= clients[i] >= 1 && clients[i] <= 256;
+    ok &= (n_pbatch == 1 || n_pbatch == n_clients) && (n_pmerge == 1 || n_pmerge == n_clients);
+    for (int i = 0; i < n_pbatch; i++) ok &= pbatch[i] >= 0 && pbatch[i] <= max_batch;
+    for (int i = 0; i < n_pmerge; i++) ok &= pmerge[i] == 0 || pmerge[i] == 1;
     if (!ok) {
         help(stderr);
         return 2;
@@ -91,7 +106,8 @@ int bench_serve(int argc, char **argv)
     for (int ci = 0; ci < n_clients && !rc; ci++) {
         const int C = clients[ci];
         srv_sched_opts so = {.n_slots = C, .ctx = ctx, .kv = TCQ_KV_F32, .max_batch = (int)max_batch,
-                             .prefill_chunk = (int)chunk};
+                             .prefill_chunk = (int)chunk, .prefill_batch = pbatch[n_pbatch > 1 ? ci : 0],
+                             .prefill_merge = pmerge[n_pmerge > 1 ? ci : 0]};
         srv_sched *s = NULL;
         if ((st = srv_sched_create(m, NULL, &so, &s)) != TCQ_OK) {
             rc = cli_fail(st, "bench serve");
@@ -143,11 +159,13 @@ int bench_serve(int argc, char **argv)
             const double a = agg[waves / 2], d = dec[waves / 2], tm = ttft[waves * C / 2], tx = ttft[waves * C - 1];
             if (json)
                 printf("{\"clients\": %d, \"bits\": %lld, \"layers\": %lld, \"vocab\": %lld, \"prompt\": %lld, \"gen\": %lld, "
+                       "\"prefill_batch\": %d, \"prefill_merge\": %d, "
                        "\"aggregate_tok_s\": %.3f, \"decode_tok_s\": %.3f, \"ttft_median_s\": %.3f, \"ttft_max_s\": %.3f}\n",
-                       C, bits, layers, vocab, prompt, gen, a, d, tm, tx);
+                       C, bits, layers, vocab, prompt, gen, so.prefill_batch ? so.prefill_batch : so.max_batch,
+                       so.prefill_merge, a, d, tm, tx);
             else
-                printf("%3d clients: %7.2f tok/s aggregate, %7.2f tok/s decoding, TTFT median %.3f s, max %.3f s\n", C,
-                       a, d, tm, tx);
+                printf("%3d clients%s: %7.2f tok/s aggregate, %7.2f tok/s decoding, TTFT median %.3f s, max %.3f s\n", C,
+                       so.prefill_merge ? " (merged prefill)" : so.prefill_batch == 1 ? " (prefill 1 by 1)" : "", a, d, tm, tx);
             fflush(stdout);
         }
         free(p);

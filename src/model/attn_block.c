@@ -76,7 +76,7 @@ static void blk_item(void *arg, int64_t kvh, int thread)
 }
 
 /* 0 if done; 1 if the chunk is better (or only) served by the per-row core. */
-int tcq_attn_block(tcq_model *m, const tcq_session *s, int p0, int M, int layer)
+int tcq_attn_block(tcq_model *m, const tcq_session *s, int p0, int M, int layer, int row0)
 {
     /* balanced blocks; the last has the most positions, so the largest need */
     const int nb = (M + ATTN_BLOCK_ROWS - 1) / ATTN_BLOCK_ROWS, last = M - M * (nb - 1) / nb;
@@ -90,7 +90,7 @@ int tcq_attn_block(tcq_model *m, const tcq_session *s, int p0, int M, int layer)
     }
     for (int i = 0; i < nb; i++) {
         const int r0 = M * i / nb, r1 = M * (i + 1) / nb;
-        blk_job J = {m, s, p0 + r0, r1 - r0, layer, r0};
+        blk_job J = {m, s, p0 + r0, r1 - r0, layer, row0 + r0};
         tcq_pool_run(m->pool, m->cfg.n_kv_heads, blk_item, &J);
     }
     return 0;

@@ -54,6 +54,7 @@ typedef struct att_job {
     tcq_model *m;
     tcq_session *const *sess;   /* [M] */
     const int *pos;             /* [M] */
+    const int *rows;            /* the rows the per-row core serves */
     int layer;
 } att_job;
 
@@ -64,7 +65,7 @@ static void att_item(void *arg, int64_t item, int thread)
     tcq_model *m = J->m;
     const tcq_model_config *c = &m->cfg;
     const int hd = c->head_dim, G = c->n_heads / c->n_kv_heads;
-    const int r = (int)(item / c->n_kv_heads), kvh = (int)(item % c->n_kv_heads);
+    const int r = J->rows[item / c->n_kv_heads], kvh = (int)(item % c->n_kv_heads);
     const tcq_session *s = J->sess[r];
     const size_t base = (size_t)J->layer * s->ctx * s->kv_dim + (size_t)kvh * hd, es = s->kv == TCQ_KV_F16 ? 2 : 4;
     tcq_attn_args a;
@@ -92,50 +93,65 @@ static tcq_status ensure_att_scratch(tcq_model *m, int ctx)
     return m->att_scores ? TCQ_OK : tcq_fail(TCQ_ERR_NOMEM, "model: attention scratch of %d positions", ctx);
 }
 
+/* One decoder layer on x [M, d] in place: L's weights, cache layer `cl` of the sessions, taps
+ * report layer `tl`. */
+static tcq_status layer_rows(tcq_model *m, const tcq_layer *L, int cl, int tl, tcq_session *const *sess,
+                             const int *pos, int M, float *x)
+{
+    const tcq_model_config *c = &m->cfg;
+    const int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_ATTN, x, M);
+    for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, x + (size_t)r * d, L->attn_norm, d, c->norm_eps);
+    TCQ_TRY(tcq_linear(&L->wq, m->xb, m->q, M, m->kctx));   /* q [M, qd] */
+    TCQ_TRY(tcq_linear(&L->wk, m->xb, m->k, M, m->kctx));   /* k [M, kvd] */
+    TCQ_TRY(tcq_linear(&L->wv, m->xb, m->v, M, m->kctx));   /* v [M, kvd] */
+    for (int r = 0; r < M; r++) {
+        float *q = m->q + (size_t)r * qd, *k = m->k + (size_t)r * kvd;
+        if (L->q_norm) {
+            for (int h = 0; h < c->n_heads; h++) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, c->norm_eps);
+            for (int h = 0; h < c->n_kv_heads; h++) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, c->norm_eps);
+        }
+        rope(m, q, c->n_heads, pos[r]);
+        rope(m, k, c->n_kv_heads, pos[r]);
+        kv_store(sess[r], cl, pos[r], k, m->v + (size_t)r * kvd);
+    }
+    /* Segments: runs of rows of one session at consecutive positions (a prefill chunk, or several
+     * sessions' chunks side by side).  Each takes its attention as it would alone: the sgemm block
+     * where tcq_attn_block serves it, else the per-row core (a decode batch: every row). */
+    int per_row[TCQ_PREFILL_CHUNK], n_row = 0;
+    for (int r0 = 0, r1; r0 < M; r0 = r1) {
+        for (r1 = r0 + 1; r1 < M && sess[r1] == sess[r0] && pos[r1] == pos[r1 - 1] + 1; r1++) {}
+        if (r1 - r0 == 1 || tcq_attn_block(m, sess[r0], pos[r0], r1 - r0, cl, r0))
+            for (int r = r0; r < r1; r++) per_row[n_row++] = r;
+    }
+    if (n_row) {
+        att_job J = {m, sess, pos, per_row, cl};
+        tcq_pool_run(m->pool, (int64_t)n_row * c->n_kv_heads, att_item, &J);    /* att [M, qd] */
+    }
+    if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_O, m->att, M);
+    TCQ_TRY(tcq_linear(&L->wo, m->att, m->xb2, M, m->kctx));          /* xb2 [M, d] */
+    for (size_t i = 0; i < (size_t)M * d; i++) x[i] += m->xb2[i];
+    if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_FFN, x, M);
+    for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, x + (size_t)r * d, L->ffn_norm, d, c->norm_eps);
+    TCQ_TRY(tcq_linear_swiglu(&L->gate, &L->up, m->xb, m->hb, M, m->kctx));   /* hb [M, hidden] */
+    if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_DOWN, m->hb, M);
+    TCQ_TRY(tcq_linear(&L->down, m->hb, m->xb2, M, m->kctx));                /* xb2 [M, d] */
+    for (size_t i = 0; i < (size_t)M * d; i++) x[i] += m->xb2[i];
+    return TCQ_OK;
+}
+
 /* M rows (M <= TCQ_PREFILL_CHUNK).  Rows [out_from, M) get logits into logits [M-out_from, vocab]. */
 static tcq_status forward_rows(tcq_model *m, tcq_session *const *sess, const int *pos, const int32_t *tok, int M,
                                int out_from, float *logits)
 {
     const tcq_model_config *c = &m->cfg;
-    const int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    const int d = c->dim;
     int max_ctx = 0;
     for (int r = 0; r < M; r++) max_ctx = TCQ_MAX(max_ctx, sess[r]->ctx);
     TCQ_TRY(ensure_att_scratch(m, max_ctx));
-    int one_seq = 1;   /* a prefill chunk: one session, consecutive positions */
-    for (int r = 1; r < M; r++) one_seq &= sess[r] == sess[0] && pos[r] == pos[0] + r;
 
     for (int r = 0; r < M; r++) tcq_model_embed(m, tok[r], m->x + (size_t)r * d);   /* x [M, d] */
-    for (int l = 0; l < c->n_layers; l++) {
-        const tcq_layer *L = &m->layers[l];
-        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_ATTN, m->x, M);
-        for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, m->x + (size_t)r * d, L->attn_norm, d, c->norm_eps);
-        TCQ_TRY(tcq_linear(&L->wq, m->xb, m->q, M, m->kctx));   /* q [M, qd] */
-        TCQ_TRY(tcq_linear(&L->wk, m->xb, m->k, M, m->kctx));   /* k [M, kvd] */
-        TCQ_TRY(tcq_linear(&L->wv, m->xb, m->v, M, m->kctx));   /* v [M, kvd] */
-        for (int r = 0; r < M; r++) {
-            float *q = m->q + (size_t)r * qd, *k = m->k + (size_t)r * kvd;
-            if (L->q_norm) {
-                for (int h = 0; h < c->n_heads; h++) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, c->norm_eps);
-                for (int h = 0; h < c->n_kv_heads; h++) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, c->norm_eps);
-            }
-            rope(m, q, c->n_heads, pos[r]);
-            rope(m, k, c->n_kv_heads, pos[r]);
-            kv_store(sess[r], l, pos[r], k, m->v + (size_t)r * kvd);
-        }
-        if (!one_seq || tcq_attn_block(m, sess[0], pos[0], M, l)) {
-            att_job J = {m, sess, pos, l};
-            tcq_pool_run(m->pool, (int64_t)M * c->n_kv_heads, att_item, &J);    /* att [M, qd] */
-        }
-        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_O, m->att, M);
-        TCQ_TRY(tcq_linear(&L->wo, m->att, m->xb2, M, m->kctx));          /* xb2 [M, d] */
-        for (size_t i = 0; i < (size_t)M * d; i++) m->x[i] += m->xb2[i];
-        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_FFN, m->x, M);
-        for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, m->x + (size_t)r * d, L->ffn_norm, d, c->norm_eps);
-        TCQ_TRY(tcq_linear_swiglu(&L->gate, &L->up, m->xb, m->hb, M, m->kctx));   /* hb [M, hidden] */
-        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_DOWN, m->hb, M);
-        TCQ_TRY(tcq_linear(&L->down, m->hb, m->xb2, M, m->kctx));                /* xb2 [M, d] */
-        for (size_t i = 0; i < (size_t)M * d; i++) m->x[i] += m->xb2[i];
-    }
+    for (int l = 0; l < c->n_layers; l++) TCQ_TRY(layer_rows(m, &m->layers[l], l, l, sess, pos, M, m->x));
     if (out_from >= M) return TCQ_OK;
     for (int r = out_from; r < M; r++)
         rmsnorm(m->xb + (size_t)(r - out_from) * d, m->x + (size_t)r * d, m->final_norm, d, c->norm_eps);
@@ -207,5 +223,99 @@ tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *sess, const
     TCQ_TRY(check_tokens(m, tokens, nb));
     TCQ_TRY(m->cu ? tcq_model_cuda_rows(m, sess, pos, tokens, nb, 0, logits) : forward_rows(m, sess, pos, tokens, nb, 0, logits));
     for (int b = 0; b < nb; b++) sess[b]->pos++;
+    return TCQ_OK;
+}
+
+/* logits [n, V] of the rows x [n, d] (n <= TCQ_PREFILL_CHUNK): final norm, lm_head as one call */
+static tcq_status head_rows(tcq_model *m, const float *x, int n, float *logits)
+{
+    const int d = m->cfg.dim;
+    for (int r = 0; r < n; r++) rmsnorm(m->xb + (size_t)r * d, x + (size_t)r * d, m->final_norm, d, m->cfg.norm_eps);
+    return tcq_linear(&m->lm_head, m->xb, logits, n, m->kctx);
+}
+
+tcq_status tcq_model_prefill_batch(tcq_model *m, const tcq_prefill_seq *seqs, int nb, int merge_rows)
+{
+    if (!m || !seqs || nb < 1 || nb > TCQ_MAX_BATCH)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "prefill_batch: bad arguments (nb = %d, at most %d)", nb, TCQ_MAX_BATCH);
+    int n_want = 0;
+    for (int b = 0; b < nb; b++) {
+        const tcq_prefill_seq *q = &seqs[b];
+        if (!q->sess || q->n < 1 || !q->tokens)
+            return tcq_fail(TCQ_ERR_INVALID_ARG, "prefill_batch: sequence %d has no session or no tokens", b);
+        for (int j = 0; j < b; j++)
+            if (seqs[j].sess == q->sess)
+                return tcq_fail(TCQ_ERR_INVALID_ARG, "prefill_batch: session %d repeats %d", b, j);
+        if (q->n > q->sess->ctx - q->sess->pos)
+            return tcq_fail(TCQ_ERR_RANGE, "context overflow: sequence %d: %d tokens at position %d exceed the context of %d",
+                            b, q->n, q->sess->pos, q->sess->ctx);
+        TCQ_TRY(check_tokens(m, q->tokens, q->n));
+        n_want += q->last_logits != NULL;
+    }
+    if (m->cu) {   /* the device forward takes one sequence at a time */
+        for (int b = 0; b < nb; b++) TCQ_TRY(tcq_model_prefill(m, seqs[b].sess, seqs[b].tokens, seqs[b].n, seqs[b].last_logits));
+        return TCQ_OK;
+    }
+    const int d = m->cfg.dim;
+    const size_t V = (size_t)m->cfg.vocab_size;
+    float *last = tcq_amalloc((size_t)(n_want ? n_want : 1) * d * sizeof *last);   /* the wanted last rows' x */
+    float *lg = n_want ? tcq_amalloc((size_t)n_want * V * sizeof *lg) : NULL;
+    tcq_status st = last && (lg || !n_want) ? TCQ_OK : tcq_fail(TCQ_ERR_NOMEM, "prefill_batch: %d rows of logits", n_want);
+    tcq_session *rs[TCQ_PREFILL_CHUNK];
+    int pos[TCQ_PREFILL_CHUNK], w = 0;
+    int32_t tok[TCQ_PREFILL_CHUNK];
+    int b = 0;
+    while (st == TCQ_OK && b < nb) {
+        /* one forward: a sequence alone, or (merge_rows) as many whole sequences as fit the rows */
+        int e = b + 1, M = seqs[b].n;
+        if (merge_rows && M <= TCQ_PREFILL_CHUNK)
+            while (e < nb && M + seqs[e].n <= TCQ_PREFILL_CHUNK) M += seqs[e++].n;
+        if (e == b + 1) {   /* alone: chunked as tcq_model_prefill, the last chunk's rows kept in m->x */
+            const tcq_prefill_seq *q = &seqs[b];
+            tcq_session *s = q->sess;
+            for (int i = 0; i < q->n && st == TCQ_OK; i += TCQ_PREFILL_CHUNK) {
+                const int Mi = TCQ_MIN(TCQ_PREFILL_CHUNK, q->n - i);
+                for (int r = 0; r < Mi; r++) rs[r] = s, pos[r] = s->pos + r;
+                st = forward_rows(m, rs, pos, q->tokens + i, Mi, Mi, NULL);
+                if (st == TCQ_OK) s->pos += Mi;
+                if (st == TCQ_OK && i + Mi == q->n && q->last_logits)
+                    memcpy(last + (size_t)w++ * d, m->x + (size_t)(Mi - 1) * d, (size_t)d * sizeof *last);
+            }
+        } else {
+            int r = 0;
+            for (int j = b; j < e; j++)
+                for (int i = 0; i < seqs[j].n; i++, r++) rs[r] = seqs[j].sess, pos[r] = seqs[j].sess->pos + i, tok[r] = seqs[j].tokens[i];
+            st = forward_rows(m, rs, pos, tok, M, M, NULL);
+            r = 0;
+            for (int j = b; j < e && st == TCQ_OK; j++) {
+                r += seqs[j].n;
+                seqs[j].sess->pos += seqs[j].n;
+                if (seqs[j].last_logits) memcpy(last + (size_t)w++ * d, m->x + (size_t)(r - 1) * d, (size_t)d * sizeof *last);
+            }
+        }
+        b = e;
+    }
+    /* the last rows' logits in one lm_head call of n_want rows */
+    if (st == TCQ_OK && n_want) st = head_rows(m, last, n_want, lg);
+    for (int j = 0, i = 0; st == TCQ_OK && j < nb; j++)
+        if (seqs[j].last_logits) memcpy(seqs[j].last_logits, lg + (size_t)i++ * V, V * sizeof *lg);
+    tcq_afree(last);
+    tcq_afree(lg);
+    return st;
+}
+
+tcq_status tcq_model_layer_forward(tcq_model *m, tcq_session *s, const tcq_layer *L, int tap_layer, float *x, int n)
+{
+    if (!m || !s || !L || !x || n < 0 || n > s->ctx - s->pos)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "layer forward: bad arguments (%d rows at position %d)", n, s ? s->pos : 0);
+    TCQ_TRY(ensure_att_scratch(m, s->ctx));
+    tcq_session *rs[TCQ_PREFILL_CHUNK];
+    int pos[TCQ_PREFILL_CHUNK];
+    for (int i = 0; i < n; i += TCQ_PREFILL_CHUNK) {
+        const int M = TCQ_MIN(TCQ_PREFILL_CHUNK, n - i);
+        for (int r = 0; r < M; r++) rs[r] = s, pos[r] = s->pos + r;
+        TCQ_TRY(layer_rows(m, L, 0, tap_layer, rs, pos, M, x + (size_t)i * m->cfg.dim));
+        s->pos += M;
+    }
     return TCQ_OK;
 }

@@ -136,10 +136,16 @@ void tcq_session_cuda_release(tcq_session *s);
 /* 1 when a CUDA device index exists (always 0 without CUDA). */
 int tcq_model_cuda_present(int index);
 
-/* Attention of a prefill chunk (M rows of one session at positions p0..p0+M-1, q in m->q, out
- * to m->att) through sgemm; returns 1 without doing anything when the per-row core should
- * serve it (small M, scratch too large). */
-int tcq_attn_block(tcq_model *m, const tcq_session *s, int p0, int M, int layer);
+/* Attention of a prefill chunk (M rows of one session at positions p0..p0+M-1, q in m->q rows
+ * row0.., out to the same rows of m->att) through sgemm; returns 1 without doing anything when
+ * the per-row core should serve it (small M, scratch too large). */
+int tcq_attn_block(tcq_model *m, const tcq_session *s, int p0, int M, int layer, int row0);
+
+/* The quantizer's layer-by-layer calibration: one decoder layer with the weights of L (any
+ * formats) on x [n, dim] in place, n rows of one sequence at the session's positions (advanced by
+ * n), kept in the session's layer-0 cache; m's taps see tap_layer.  m gives the config, rope,
+ * scratch and pool; its own layers are not read. */
+tcq_status tcq_model_layer_forward(tcq_model *m, tcq_session *s, const tcq_layer *L, int tap_layer, float *x, int n);
 
 /* Register memory the model frees. */
 tcq_status tcq_model_own(tcq_model *m, void *p);

@@ -8,7 +8,7 @@
 #ifndef TCQ_SERVE_H
 #define TCQ_SERVE_H
 
-#include "tcq.h"
+#include "tcq_kernels.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -95,6 +95,8 @@ typedef struct srv_sched_opts {
     tcq_kv_dtype kv;
     int max_batch;          /* rows per batched decode call, 1..TCQ_MAX_BATCH */
     int prefill_chunk;      /* prompt tokens per prefill call; a step prefills about this many */
+    int prefill_batch;      /* slots prefilled by one call, 1..max_batch (0: max_batch) */
+    int prefill_merge;      /* their rows through the layers together (tcq_model_prefill_batch) */
 } srv_sched_opts;
 
 typedef struct srv_stats {

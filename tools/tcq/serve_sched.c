@@ -5,8 +5,9 @@
  * running streams one chunk per step, not its whole prefill.
  *
  * A slot's prompt is always prefilled in chunks counted from where its prefill starts, never
- * cut by what other slots do: a request's prefill is the same computation alone or beside
- * others.  Its decode rows run beside other slots' rows; docs/PERFORMANCE.md, "Server" says where the
+ * cut by what other slots do, and through the layers alone (unless --prefill-merge): a request's
+ * prefill is the same computation alone or beside others.  Its prompt's last row (the lm_head)
+ * and its decode rows run beside other slots' rows; docs/PERFORMANCE.md, "Server" says where the
  * kernels make that bit-identical to running alone. */
 #include "serve.h"
 #include "cli.h"
@@ -201,7 +202,13 @@ static int slot_token(srv_sched *s, slot *sl, int32_t tok)
         slot_release(s, sl, "length", NULL, 0);
         return 1;
     }
-    if (tcq_detok_push(sl->detok, tok, &t, &n) != TCQ_OK) {
+    /* A model's vocabulary is often padded past its tokenizer's (Qwen3: 151936 rows, 151669
+     * tokens); an id without a piece is a token with no text, not a failed request (a random or
+     * undertrained model samples them; failing there cost the stream its usage chunk). */
+    if (!tcq_tokenizer_piece(s->tok, tok)) {
+        t = "";
+        n = 0;
+    } else if (tcq_detok_push(sl->detok, tok, &t, &n) != TCQ_OK) {
         slot_release(s, sl, NULL, "detokenizer failed", 0);
         return 1;
     }
@@ -309,29 +316,42 @@ static void admit(srv_sched *s)
     }
 }
 
-/* Whole chunks of prompts, slot by slot, until about prefill_chunk tokens ran this step. */
+/* Whole chunks of prompts, slot by slot, until about prefill_chunk tokens ran this step: up to
+ * prefill_batch slots' chunks in one tcq_model_prefill_batch call, so the lm_head (the largest
+ * matrix) runs once for all the prompts that end here.  Each chunk goes through the layers alone
+ * unless prefill_merge, so a request's prefill is the same computation alone or beside others. */
 static void prefill_step(srv_sched *s)
 {
     int budget = s->o.prefill_chunk;
-    for (int i = 0; i < s->o.n_slots && budget > 0; i++) {
-        slot *sl = &s->slots[i];
-        while (sl->state == SLOT_PREFILL && budget > 0) {
+    for (int i = 0; i < s->o.n_slots && budget > 0;) {
+        tcq_prefill_seq q[TCQ_MAX_BATCH];
+        slot *who[TCQ_MAX_BATCH];
+        int nq = 0;
+        for (; i < s->o.n_slots && budget > 0 && nq < s->o.prefill_batch; i++) {
+            slot *sl = &s->slots[i];
+            if (sl->state != SLOT_PREFILL) continue;
             srv_job *j = sl->job;
             const int n = TCQ_MIN(s->o.prefill_chunk, j->n_prompt - sl->prefill_at);
             const int last = sl->prefill_at + n == j->n_prompt;
-            tcq_status st = tcq_model_prefill(s->m, sl->sess, j->prompt + sl->prefill_at, n, last ? s->logits : NULL);
+            q[nq] = (tcq_prefill_seq){sl->sess, j->prompt + sl->prefill_at, n, last ? s->logits + (size_t)nq * s->vocab : NULL};
+            who[nq++] = sl;
+            budget -= n;
+        }
+        if (!nq) break;
+        tcq_status st = tcq_model_prefill_batch(s->m, q, nq, s->o.prefill_merge);
+        for (int b = 0; b < nq; b++) {
+            slot *sl = who[b];
             if (st != TCQ_OK) {
                 slot_release(s, sl, NULL, tcq_last_error(), 0);
                 sl->n_cache = sl->n_prev_prompt = 0;
-                break;
+                continue;
             }
-            memcpy(sl->cache + sl->n_cache, j->prompt + sl->prefill_at, (size_t)n * sizeof *sl->cache);
-            sl->n_cache += n;
-            sl->prefill_at += n;
-            budget -= n;
-            if (last) {
+            memcpy(sl->cache + sl->n_cache, q[b].tokens, (size_t)q[b].n * sizeof *sl->cache);
+            sl->n_cache += q[b].n;
+            sl->prefill_at += q[b].n;
+            if (q[b].last_logits) {
                 sl->state = SLOT_DECODE;
-                slot_token(s, sl, tcq_sampler_sample(sl->smp, s->logits));
+                slot_token(s, sl, tcq_sampler_sample(sl->smp, q[b].last_logits));
             }
         }
     }
@@ -411,13 +431,15 @@ static void *loop(void *arg)
 tcq_status srv_sched_create(tcq_model *m, const tcq_tokenizer *tok, const srv_sched_opts *o, srv_sched **out)
 {
     *out = NULL;
-    if (o->n_slots < 1 || o->max_batch < 1 || o->max_batch > TCQ_MAX_BATCH || o->prefill_chunk < 1 || o->ctx < 2)
+    if (o->n_slots < 1 || o->max_batch < 1 || o->max_batch > TCQ_MAX_BATCH || o->prefill_chunk < 1 || o->ctx < 2 ||
+        o->prefill_batch < 0 || o->prefill_batch > o->max_batch)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "serve: bad scheduler options");
     srv_sched *s = calloc(1, sizeof *s);
     if (!s) return tcq_fail(TCQ_ERR_NOMEM, "serve: scheduler");
     s->m = m;
     s->tok = tok;
     s->o = *o;
+    if (!s->o.prefill_batch) s->o.prefill_batch = o->max_batch;
     s->vocab = tcq_model_get_config(m)->vocab_size;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
