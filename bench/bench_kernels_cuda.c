@@ -4,6 +4,7 @@
  * copies to exceed the L2 several times.  Weights are random codes (every bit pattern is a
  * valid block, and the kernels' speed does not depend on the values). */
 #include "cli.h"
+#include "kernels/cuda/registry.h"
 #include "kernels/cuda/timers.h"
 
 #include <stdlib.h>
@@ -70,12 +71,30 @@ int bench_kernels_cuda(int argc, char **argv)
                    "                      [--path exact,fast] [--reps N] [--trials N] [--shape OUTxIN] [--json]\n"
                    "  reduce/scatter run the exact path, and the fast (int8) path for M <= 8 unless --path exact\n"
                    "  --shape: gate/up's [out, in] (default 17408x5120, Qwen3-14B's MLP); down is [in, out]\n"
+                   "  --list: the CUDA kernel families (src/kernels/cuda/registry.c) and what pins each\n"
+                   "  --kernel NAME: pin one family (its tcq_cuda_opts) wherever it can run; each line names\n"
+                   "  the family that ran\n"
                    "  --pin pair|dp4a|wgmma|wgmma-ss|no-wgmma|chunk=N|grid=N[,...]: the kernel choices of\n"
                    "  tcq_cuda_opts (pair-table kernels, dp4a fast path, a wgmma kernel at every M it takes, the\n"
                    "  wgmma kernels off, the integer kernels' item length, the wgmma kernels' block count)\n"
                    "  TCQ_BENCH_NCOPY=N: N weight copies (default: enough to exceed 3x the L2; 1: L2-resident)\n");
             return 0;
         } else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--list")) {
+            for (int f = 0; f < TCQ_CF_COUNT; f++) {
+                const tcq_cuda_family *F = tcq_cuda_family_get(f);
+                printf("%-10s %-6s %-5s k %d..%d  %s\n           checked: %s\n", F->name, F->op,
+                       F->path == TCQ_PATH_FAST ? "fast" : "exact", F->k_min, F->k_max, F->regime, F->reference);
+            }
+            return 0;
+        } else if (!strcmp(argv[i], "--kernel") && i + 1 < argc) {
+            const tcq_cuda_family *F = tcq_cuda_family_find(argv[++i]);
+            if (!F) {
+                fprintf(stderr, "tcq cuda-bench: --kernel: no CUDA kernel family '%s' (--list names them)\n", argv[i]);
+                return 2;
+            }
+            kopt = F->pin;
+        }
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) i++;   /* `tcq bench kernels --device cuda` */
         else if (!strcmp(argv[i], "--k") && i + 1 < argc) {
             if ((nk = cli_parse_int_list(argv[++i], ks, 4)) < 0) return cli_fail(TCQ_ERR_INVALID_ARG, "--k");
@@ -132,8 +151,8 @@ int bench_kernels_cuda(int argc, char **argv)
         n_sm = p ? atoi(p + 2) : 0;
     }
     if (json) printf("{\"op\":\"bandwidth\",\"gbps\":%.1f,\"device\":\"%s\"}\n", bw, desc);
-    else printf("device: %s\ncopy bandwidth (read+write): %.0f GB/s\n\n%-8s %4s %2s %4s %5s %10s %10s %8s %10s %9s\n", desc, bw,
-                "op", "axis", "k", "M", "path", "us", "GB/s", "frac_bw", "cuBLAS us", "speedup");
+    else printf("device: %s\ncopy bandwidth (read+write): %.0f GB/s\n\n%-8s %4s %2s %4s %5s %10s %10s %8s %10s %9s  %s\n", desc, bw,
+                "op", "axis", "k", "M", "path", "us", "GB/s", "frac_bw", "cuBLAS us", "speedup", "kernel");
     /* dense baselines first, so every trellis line can print its ratio */
     double dense_us[2][16] = {{0}};
     if (do_dense)
@@ -193,15 +212,16 @@ int bench_kernels_cuda(int argc, char **argv)
                     const double flops = 2.0 * out * in * M * (two ? 2 : 1) / (us * 1e3);
                     const char *name = two ? "swiglu" : a ? "reduce" : "scatter";
                     const double d = dense_us[a][mi] * (two ? 2 : 1);
+                    const char *kern = tcq_cuda_linear_kernel(ctx, wp[0], M, path);
                     if (json)
                         printf("{\"op\":\"%s\",\"axis\":%d,\"k\":%d,\"M\":%d,\"path\":\"%s\",\"isa\":\"cuda\",\"threads\":%d,"
                                "\"us\":%.2f,\"weight_gbps\":%.1f,\"frac_bw\":%.3f,\"frac_floor\":%.3f,\"gflops\":%.1f,"
-                               "\"cublas_bf16_us\":%.2f,\"out\":%lld,\"in\":%lld}\n",
+                               "\"cublas_bf16_us\":%.2f,\"out\":%lld,\"in\":%lld,\"kernel\":\"%s\"}\n",
                                name, a, k, M, fast ? "fast" : "exact", n_sm, us, gbps, gbps / bw, gbps / bw, flops, d,
-                               (long long)out, (long long)in);
+                               (long long)out, (long long)in, kern);
                     else
-                        printf("%-8s %4d %2d %4d %5s %10.2f %10.0f %8.3f %10.2f %9.2f\n", name, a, k, M, fast ? "fast" : "exact",
-                               us, gbps, gbps / bw, d, d > 0 ? d / us : 0.0);
+                        printf("%-8s %4d %2d %4d %5s %10.2f %10.0f %8.3f %10.2f %9.2f  %s\n", name, a, k, M,
+                               fast ? "fast" : "exact", us, gbps, gbps / bw, d, d > 0 ? d / us : 0.0, kern);
                     fflush(stdout);
                 }
                 tcq_cuda_free(x);

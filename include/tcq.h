@@ -78,6 +78,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
 /* ============================================================================================
  * Status
  * ========================================================================================== */
@@ -354,7 +355,8 @@ enum {
 
 /* The bytes one token stands for (byte-level mapped back, ▁ -> space, <0xAB> -> byte), without
  * the decoder's leading-space strip.  May be a partial UTF-8 sequence.  Writes at most cap bytes;
- * *len receives the full length (TCQ_ERR_RANGE if it exceeds cap). */
+ * *len receives the full length (TCQ_ERR_RANGE if it exceeds cap; TCQ_ERR_INVALID_ARG for an id
+ * outside the vocabulary). */
 TCQ_API tcq_status tcq_tokenizer_token_bytes(const tcq_tokenizer *tok, int32_t id, char *buf, size_t cap,
                                              size_t *len);
 /* Decode ids to a malloc'd NUL-terminated UTF-8 string (invalid sequences become U+FFFD, as HF
@@ -536,6 +538,7 @@ typedef enum tcq_search {
 } tcq_search;
 
 TCQ_API const char *tcq_search_name(tcq_search s);   /* "default" (two-pass), "seams" */
+/* The inverse of tcq_search_name; TCQ_ERR_INVALID_ARG for any other name. */
 TCQ_API tcq_status tcq_search_parse(const char *name, tcq_search *out);
 
 typedef struct tcq_encode_opts {
@@ -580,6 +583,13 @@ typedef struct tcq_quantize_opts {
     const char *hessians_out; /* write the Hessians to DIR/hessians.bin */
     double bpw;               /* 0: every projection at bits; else k in {2, 3, 4} per projection
                                  chosen by proxy loss under this mean k (needs a calibration) */
+    int calib_sequential;     /* 0: Hessians of the input model (non-sequential, reusable with any
+                                 k); 1: sequential, layer i's taken with layers 0..i-1 already
+                                 quantized (they depend on the k chosen).  tinyqwen LDLQ KL at
+                                 k = 2 / 3 / 4: 0.3029 / 0.0726 / 0.0203 non-sequential, 0.3082 /
+                                 0.0734 / 0.0202 sequential (docs/PERFORMANCE.md) */
+    int layers;               /* 0: all; N: only decoder layers 0..N-1, written as a truncated
+                                 model (num_hidden_layers N), for checks of time and memory */
 } tcq_quantize_opts;
 enum { TCQ_QMETHOD_RTN = 0, TCQ_QMETHOD_LDLQ = 1 };
 
@@ -593,7 +603,10 @@ typedef struct tcq_quantize_progress {
     int k;                    /* the k this tensor was coded at (0: not coded) */
     double coded_bits;        /* running sum over coded tensors: k per weight + 16 per row scale */
     double proxy, proxy_ref;  /* its tr(E H E^T) and tr(W H W^T); proxy < 0: no Hessian */
-    const char *phase;        /* NULL, or "calibration" / "allocation" while done counts them */
+    const char *phase;        /* NULL; "allocation" while done counts the allocation pass; "hessians"
+                                 once per layer when its Hessians are ready */
+    double seconds;           /* the time of the step just reported (a tensor; a layer's Hessians) */
+    int layer, layer_count;   /* the decoder layer in progress (-1: the tensors outside them), of how many */
 } tcq_quantize_progress;
 
 /* Called after every tensor (and once at the start with done = 0).  Must not call tcq. */

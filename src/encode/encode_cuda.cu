@@ -1,5 +1,5 @@
 /* GPU Viterbi encoder: one thread block per trellis block, every block of a matrix at once.
- * Same two-pass tail-biting and the same arithmetic as tcq_encode_block_ref (tcq.h, Encoder):
+ * Same two-pass tail-biting and the same arithmetic as tcq_encode_block_ref (tcq_kernels.h, Encoder):
  * d = x - v(s), e = d (or w d), D = fma(e, d, M) with M the predecessor minimum (0 at t=0),
  * strict < over j ascending (smallest j wins a tie), final state the smallest s among equal
  * minima.  Every multiply and add is written
@@ -365,7 +365,7 @@ __global__ void __launch_bounds__(256) k_row_scales(const float *x, int64_t n, i
     }
 }
 
-/* tcq.h: inputs finite, weights finite and >= 0 (else the costs are not a squared error). */
+/* tcq_kernels.h: inputs finite, weights finite and >= 0 (else the costs are not a squared error). */
 tcq_status check_inputs(const float *x, const float *w, int64_t n, const char *what)
 {
     for (int64_t i = 0; i < n; i++) {

@@ -53,7 +53,7 @@ VIT_INLINE __m512 cost16(const float *v, const float *Mt, uint32_t s, __m512 xv,
 
 VIT_INLINE __m512 min_tree(__m512 *r, const int J)
 {
-    /* the minimum of costs >= 0 does not depend on the order (tcq.h) */
+    /* the minimum of costs >= 0 does not depend on the order (tcq_kernels.h) */
     for (int h = J / 2; h >= 1; h /= 2)
         for (int j = 0; j < h; j++) r[j] = _mm512_min_ps(r[j + h], r[j]);
     return r[0];

@@ -7,7 +7,7 @@
 
 #include <math.h>
 
-/* fma(e, d, m) with d = x_t - v(s), e = d or w_t d: the contract of tcq.h. */
+/* fma(e, d, m) with d = x_t - v(s), e = d or w_t d: the contract of tcq_kernels.h (Encoder). */
 static inline __attribute__((always_inline)) float vit_cost(const vit_scratch *sc, const float *x, const float *w, int t, uint32_t s, float m)
 {
     const float d = x[t] - sc->v[s];

@@ -1,5 +1,5 @@
 /* The reference Viterbi encoder: scalar, plain loops, kept forever as the golden that every fast
- * encoder must match bit for bit.  The arithmetic contract is written in tcq.h (Encoder). */
+ * encoder must match bit for bit.  The arithmetic contract is written in tcq_kernels.h (Encoder). */
 #include "viterbi.h"
 
 #include <math.h>
@@ -122,7 +122,7 @@ tcq_status tcq_encode_block_ref(tcq_block_params p, const tcq_encode_opts *opts,
     const int overlap = (int)(cand[0] >> p.k);
     ref_pass(p, &sc, x, w, overlap, overlap, best, 0, NULL);
     if (n) {
-        /* Seams (tcq.h): P(o) = A(o) + B(o), A the rolled free pass's minima into position 0
+        /* Seams (tcq_kernels.h): P(o) = A(o) + B(o), A the rolled free pass's minima into position 0
          * (kept above), B the best cost out of it, by a backward recursion over the rolled
          * block's second half: beta_t(s) = cost_t(s) + min_b beta_{t+1}(((s << k) | b) mod 2^L). */
         const uint32_t J = 1u << p.k;

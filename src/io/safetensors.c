@@ -2,7 +2,7 @@
  *
  * Layout: 8-byte little-endian header length N, N bytes of JSON, then the data section.  Each
  * tensor's data_offsets [begin, end) are relative to the data section.  What is rejected (and
- * why) is listed in tcq.h; holes between spans are allowed because aligning writers (ours
+ * why) is listed in tcq_kernels.h; holes between spans are allowed because aligning writers (ours
  * included) pad between tensors, and their total is reported by tcq_st_hole_bytes(). */
 #include "../core/internal.h"
 

@@ -220,6 +220,10 @@ typedef struct kd16_isa {
     int mr;                    /* activation rows per tile (and the most the tile takes) */
     int64_t kc, mc;            /* k block (part of the contract), M chunk (cache only) */
     void (*tile)(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl, int first);
+    /* M = 1 (NULL: the tiles), unless a regime other than m1 is pinned: outputs [r0, r1) one at a
+     * time, the tiles' sums bit for bit */
+    void (*row)(const kd16_args *a, int64_t r0, int64_t r1);
+    const char *row_name;
     /* The GEMM regime from M = gemm_from (NULL: none): outputs [r0, r1), r1 - r0 <= 64, of every
      * row, each one sequential fmaf sum over k from 0.  scratch: a 32 KB panel, 64-byte aligned. */
     void (*gemm)(const kd16_args *a, int64_t r0, int64_t r1, void *scratch);

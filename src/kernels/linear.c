@@ -542,12 +542,19 @@ static int d16_gemm(const kd16_isa *k, tcq_kregime reg, int64_t M)
     return k && k->gemm && (reg == TCQ_KR_AUTO ? M >= k->gemm_from : reg == TCQ_KR_GEMM);
 }
 
+/* ... and its M = 1 row kernel, unless another regime is pinned (tiles at M = 1: --regime tile) */
+static int d16_row(const kd16_isa *k, tcq_kregime reg, int64_t M)
+{
+    return k && k->row && M == 1 && (reg == TCQ_KR_AUTO || reg == TCQ_KR_M1);
+}
+
 void tcq_dense_kernel_name(tcq_wformat fmt, int isa, tcq_kregime reg, int64_t M, char *buf, size_t n)
 {
     static const char *const fn[] = {"f32", "f16", "bf16", "trellis", "affine"};
     if (fmt == TCQ_WF_F16 || fmt == TCQ_WF_BF16) {
         const kd16_isa *k = d16_table(isa, fmt);
-        snprintf(buf, n, "%s.stored.%s", fn[fmt], d16_gemm(k, reg, M) ? k->gemm_name : k ? k->name : "scalar");
+        snprintf(buf, n, "%s.stored.%s", fn[fmt],
+                 d16_gemm(k, reg, M) ? k->gemm_name : d16_row(k, reg, M) ? k->row_name : k ? k->name : "scalar");
         return;
     }
     snprintf(buf, n, "%s.%s", fn[fmt], fmt != TCQ_WF_F32 && isa == TCQ_ISA_AVX512 && M <= TCQ_MAX_BATCH ? "direct.avx512" : "blas");
@@ -572,6 +579,7 @@ typedef struct d16_ctx {
     const kd16_isa *k;
     kd16_args a;
     int gemm;              /* the table's GEMM regime */
+    int row;               /* its M = 1 row kernel */
     int64_t rows;          /* outputs per work item */
 } d16_ctx;
 
@@ -580,6 +588,7 @@ static void d16_item(void *arg, int64_t item, int thread)
     const d16_ctx *d = arg;
     const int64_t r0 = item * d->rows, r1 = TCQ_MIN(d->a.w->out, r0 + d->rows);
     if (d->gemm) d->k->gemm(&d->a, r0, r1, d->c->scratch[thread]);
+    else if (d->row) d->k->row(&d->a, r0, r1);
     else if (d->k) tcq_d16_rows(d->k, &d->a, r0, r1);
     else tcq_d16_ref(d->a.w, d->a.x, d->a.M, r0, r1, d->a.y, d->a.ldy);
 }
@@ -590,6 +599,7 @@ static tcq_status dense16_linear(tcq_kctx *c, const tcq_weight *w, const float *
     d16_ctx d = {.c = c, .k = d16_table(isa, w->fmt), .a = {.w = w, .M = M, .x = x, .y = y, .ldy = w->out},
                  .rows = DENSE16_ROWS};
     d.gemm = d16_gemm(d.k, c->force_regime, M);
+    d.row = d16_row(d.k, c->force_regime, M);
     if (d.gemm) {
         d.rows = DENSE16_GEMM_ROWS;
         TCQ_TRY(ensure_scratch(c, KERNEL_SCRATCH));   /* the 32 KB panel */

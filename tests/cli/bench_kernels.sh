@@ -41,4 +41,11 @@ o=$("$tcq" bench kernels --json --kernel trellis.scatter.fast.shared.scalar --sh
 "$tcq" bench kernels --k 9 >/dev/null 2>&1; [ $? -eq 2 ] || { echo "--k 9 accepted"; fail=1; }
 "$tcq" bench kernels --regime nope >/dev/null 2>&1; [ $? -eq 2 ] || { echo "--regime nope accepted"; fail=1; }
 "$tcq" bench nope >/dev/null 2>&1; [ $? -eq 2 ] || { echo "bench nope accepted"; fail=1; }
+# the CUDA families (src/kernels/cuda/registry.c), listed without a device; --kernel refuses a name
+# that is not one
+l=$("$tcq" cuda-bench --list) || { echo "cuda-bench --list failed"; fail=1; }
+for k in fast int8 int int16 pair wgmma wgmma-ss bf16-gemm; do
+    grep -q "^$k " <<<"$l" || { echo "cuda-bench --list lacks $k"; fail=1; }
+done
+"$tcq" cuda-bench --kernel nope >/dev/null 2>&1; [ $? -eq 2 ] || { echo "cuda-bench --kernel nope accepted"; fail=1; }
 exit $fail

@@ -23,6 +23,11 @@ if [ $has_gpu = 0 ]; then
     check "${cmd%% *} --device cuda exits non-zero" "[ $rc -ne 0 ]"
     check "${cmd%% *} --device cuda names the problem" "grep -qiE 'cuda' \"$t/err\""
   done
+  # serve listens first, then loads: the load fails, the server stops with an error
+  timeout 60 "$TCQ" serve "$M" --tokenizer "$TOK" --port 0 --device cuda >/dev/null 2>"$t/err"
+  rc=$?
+  check "serve --device cuda exits non-zero (not a timeout)" "[ $rc -ne 0 ] && [ $rc -ne 124 ]"
+  check "serve --device cuda names the problem" "grep -qiE 'cuda' \"$t/err\""
   "$TCQ" logits "$M" --tokens 1,2,3 --out "$t/l.safetensors" --device cuda:7 >/dev/null 2>"$t/err"
   check "cuda:7 exits non-zero" "[ $? -ne 0 ] && grep -qi 'cuda' \"$t/err\""
   "$TCQ" run "$M" --tokenizer "$TOK" --temp 0 -n 4 --device auto >"$t/auto.txt" 2>/dev/null
@@ -30,6 +35,8 @@ if [ $has_gpu = 0 ]; then
 fi
 "$TCQ" run "$M" --tokenizer "$TOK" --temp 0 -n 4 --device cpu >"$t/cpu.txt" 2>/dev/null
 check "--device cpu runs" "[ $? -eq 0 ] && [ -s \"$t/cpu.txt\" ]"
+"$TCQ" serve "$M" --tokenizer "$TOK" --port 0 --device gpu >/dev/null 2>"$t/err"
+check "serve --device gpu is refused" "[ $? -eq 2 ] && grep -q -- '--device' \"$t/err\""
 for bad in gpu cuda: cuda:x ""; do
   "$TCQ" run "$M" --tokenizer "$TOK" --temp 0 -n 4 --device "$bad" >/dev/null 2>"$t/err"
   check "--device '$bad' is refused" "[ $? -eq 2 ] && grep -q -- '--device' \"$t/err\""

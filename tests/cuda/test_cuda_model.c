@@ -215,6 +215,24 @@ int main(int argc, char **argv)
             tcq_model_free(cpu);
             tcq_model_free(gpu);
         }
+    /* dim 1024: the stacked q/k/v projection has two chunks, so decode's RoPE kernel adds their
+     * partials itself (the fused layer, linear_io.h); at dim 512 one chunk leaves finished values */
+    for (int bits = 2; bits <= 4; bits += 2) {
+        tcq_model_config c = geometry(TCQ_ARCH_QWEN3);
+        c.dim = 1024;
+        c.n_heads = 16;
+        c.hidden_dim = 2048;
+        tcq_model *cpu = NULL, *gpu = NULL;
+        CHECK_OK(tcq_model_synthetic(&c, bits, 17 + bits, &oc, &cpu));
+        CHECK_OK(tcq_model_synthetic(&c, bits, 17 + bits, &og, &gpu));
+        if (cpu && gpu) {
+            char label[64];
+            snprintf(label, sizeof label, "synthetic qwen3 dim 1024 bits %d", bits);
+            compare(label, cpu, gpu, 140, 8);
+        }
+        tcq_model_free(cpu);
+        tcq_model_free(gpu);
+    }
     for (int i = 1; i < argc; i++) {
         tcq_model *cpu = NULL, *gpu = NULL;
         CHECK_OK(tcq_model_load(argv[i], &oc, &cpu));

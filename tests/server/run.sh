@@ -40,8 +40,9 @@ start main --parallel 16 --api-key test-key --alias tiny --body-limit 65536 || e
 TCQ_URL="$url" TCQ_KEY=test-key node "$here/test.mjs" || rc=1
 stop main || rc=1
 grep -c '^POST' "$log/main.err" | sed 's/^/server: request lines logged: /'
-# Listening before the model has loaded (--load-delay stands for a slow load): /health and the
-# completion routes answer 503 until it is ready, then 200.  The model is the tiny one with a
+# Listening before the model has loaded (--load-after stands for a slow load: loading starts only
+# once the gate file exists, so no clock decides the outcome): /health and the completion routes
+# answer 503 until it is ready, then 200.  The model is the tiny one with a
 # tokenizer cut to its first 384 ids, so that replies hold ids without text (tests/server/vocab.mjs).
 mkdir -p "$log/tok384"
 node -e '
@@ -52,7 +53,7 @@ m.merges = m.merges.filter(p => (Array.isArray(p) ? p.join("") : p.replace(" ", 
 fs.writeFileSync(dst + "/tokenizer.json", JSON.stringify(t));
 fs.copyFileSync(src + "/tokenizer_config.json", dst + "/tokenizer_config.json");
 ' "$root/tests/data/tiny_chat_tok" "$log/tok384"
-"$tcq" serve "$root/tests/data/tiny_qwen3" --tokenizer "$log/tok384" --port 0 --parallel 4 --load-delay 1500 \
+"$tcq" serve "$root/tests/data/tiny_qwen3" --tokenizer "$log/tok384" --port 0 --parallel 4 --load-after "$log/gate" \
     >"$log/slow.out" 2>"$log/slow.err" &
 pid=$!
 url=""
@@ -68,6 +69,7 @@ if [ "$h" = 503 ] && [ "$c" = 503 ] && curl -s "$url/health" | grep -q '"loading
 else
     echo "FAIL while loading: /health $h, /v1/completions $c (want 503, 503)"; rc=1
 fi
+touch "$log/gate"
 for _ in $(seq 1 300); do [ "$(code "$url/health")" = 200 ] && break; sleep 0.1; done
 if [ "$(code "$url/health")" = 200 ]; then echo "ok   loaded: /health 200"; else echo "FAIL /health never 200"; rc=1; fi
 TCQ_URL="$url" node "$here/vocab.mjs" || rc=1

@@ -382,6 +382,39 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
           "%s: the excluded variant ran", label);
 }
 
+/* dense f16/bf16 at M = 1: the row kernel (a table's M = 1 loop order) gives the tiles' bits
+ * (tile regime pinned), on 1 and 2 threads, over several k blocks of 1024 and a ragged tail */
+static void d16_row_vs_tiles(uint64_t *st)
+{
+    for (int ii = 0; ii < g_nisa; ii++) {
+        if (g_isas[ii] > TCQ_ISA_AVX512) continue;
+        for (int f = F_F16; f <= F_BF16; f++) {
+            const int O = rnd(st, 1, 70), I = rnd(st, 1, 3) * 1024 + rnd(st, 0, 40);
+            wbuf b;
+            make_weight(st, f, O, I, (tcq_block_params){.L = 12, .k = 2, .T = 64}, &b);
+            float *x = malloc((size_t)I * 4), *y[3];
+            for (int i = 0; i < I; i++) x[i] = (float)test_gauss(st);
+            tcq_kctx *c[3] = {NULL, NULL, NULL};
+            const tcq_kregime reg[3] = {TCQ_KR_AUTO, TCQ_KR_AUTO, TCQ_KR_TILE};
+            for (int j = 0; j < 3; j++) {
+                y[j] = malloc((size_t)O * 4);
+                CHECK_OK(tcq_kctx_create(j == 1 ? NULL : g_pool2, TCQ_PATH_AUTO, &c[j]));
+                CHECK_OK(tcq_kctx_force(c[j], g_isas[ii], reg[j]));
+                CHECK_OK(tcq_linear(&b.w, x, y[j], 1, c[j]));
+            }
+            const char *k0 = tcq_kctx_last_kernel(c[0]), *k2 = tcq_kctx_last_kernel(c[2]);
+            CHECK(!strstr(k2, ".row"), "%s M = 1, tiles pinned, ran %s", fnames[f], k2);
+            CHECK(memcmp(y[0], y[1], (size_t)O * 4) == 0 && memcmp(y[0], y[2], (size_t)O * 4) == 0,
+                  "%s %s M = 1 out=%d in=%d: %s (2 threads, 1 thread) and %s differ", fnames[f],
+                  tcq_isa_name((tcq_isa)g_isas[ii]), O, I, k0, k2);
+            if (strstr(k0, ".row")) mark_seen(k0, "d16_row_vs_tiles");
+            for (int j = 0; j < 3; j++) tcq_kctx_free(c[j]), free(y[j]);
+            free(x);
+            wfree(&b);
+        }
+    }
+}
+
 /* test_cuda's CPU fast reference (scalar ISA, tile regime pinned) must run the scalar int8 fast
  * kernel at every M: with the regime left to the table, the scalar table's GEMM regime from M = 5
  * ran the exact path's sums there and failed 161 GPU checks that CI, having no GPU, never ran. */
@@ -518,6 +551,7 @@ int main(void)
     bad_inputs(&st);
     nonfinite(&st);
     scalar_fast_reference(&st);
+    d16_row_vs_tiles(&st);
     /* every op x format x ISA x path x regime once (regimes and paths only where they differ),
      * plus random extra cases */
     for (int op = 0; op < 2; op++)

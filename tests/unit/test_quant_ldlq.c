@@ -58,7 +58,7 @@ static void check_ldl(uint64_t *st, int64_t m, int b)
 static double proxy(const float *W, const float *What, int64_t R, int64_t C, int axis, const double *H)
 {
     double l = -1;
-    CHECK_OK(tcq_quant_proxy(W, What, R, C, axis, H, &l, NULL));
+    CHECK_OK(tcq_quant_proxy(W, What, R, C, axis, H, NULL, &l, NULL));
     return l;
 }
 
@@ -132,6 +132,11 @@ static double check_feedback(uint64_t *st, int64_t R, int64_t C, int axis, const
     CHECK(same >= units * 9 / 10, "axis %d feedback: %lld of %lld coded units match the float64 targets' codes", axis,
           (long long)same, (long long)units);
     const double l = proxy(W, What, R, C, axis, H);
+    double lp = -1, rp = -1, l1 = -2, r1 = -2;   /* on the pool: the same bits (fixed chunks, summed in order) */
+    CHECK_OK(tcq_quant_proxy(W, What, R, C, axis, H, pool, &lp, &rp));
+    CHECK_OK(tcq_quant_proxy(W, What, R, C, axis, H, NULL, &l1, &r1));
+    CHECK(lp == l && l1 == l && rp == r1, "axis %d proxy on the pool: %.17g / %.17g, alone %.17g / %.17g", axis, lp,
+          rp, l, r1);
     free(Hd);
     free(L);
     free(D);

@@ -2,11 +2,11 @@
 #include "cli_text.h"
 #include "serve.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static void help(FILE *f)
 {
@@ -29,12 +29,12 @@ static void help(FILE *f)
             "  --prefill-merge        those slots' prompt rows also go through the layers together: faster for\n"
             "                         short prompts, but a reply then depends (to rounding) on what else was admitted\n"
             "  --body-limit BYTES     largest request body (default 4194304)\n"
-            "  --device cpu           (cuda once the GPU runtime exists)\n"
+            "  --device D             cpu (default), cuda, cuda:N or auto: where the model runs\n"
             "  --synthetic LAYERS,BITS  no MODEL: a random Qwen3-14B-geometry model (as tcq bench model; vocab\n"
             "                         151936, BITS 0 = bf16 or 1..4 trellis) for benchmarks; needs --tokenizer\n"
             "  --quiet                no line per request\n"
-            "  --load-delay MS        wait MS milliseconds before loading the model (tests: /health answers 503\n"
-            "                         meanwhile)\n"
+            "  --load-after FILE      load the model only once FILE exists (tests: /health answers 503 until\n"
+            "                         then; a test, not a clock, decides when loading starts)\n"
             "Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n"
             "GET /metrics (Prometheus), GET / (a chat page).  Stops on SIGINT / SIGTERM.\n",
             TCQ_MAX_BATCH, TCQ_PREFILL_CHUNK);
@@ -42,9 +42,10 @@ static void help(FILE *f)
 
 int cmd_serve(int argc, char **argv)
 {
-    const char *model = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL, *device = "cpu";
+    const char *model = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL;
     long long port = 8080, parallel = 4, max_batch = TCQ_MAX_BATCH, chunk = TCQ_PREFILL_CHUNK, body = 4 << 20,
-              load_delay = 0, pbatch = 0;
+              pbatch = 0;
+    const char *load_after = NULL;
     int quiet = 0, merge = 0, synth[2] = {0, 0};
     cli_gen_flags g = {.think = -1, .kv = TCQ_KV_F32};
     for (int i = 1; i < argc; i++) {
@@ -64,7 +65,10 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--host") && v) host = argv[++i];
         else if (!strcmp(a, "--api-key") && v) api_key = argv[++i];
         else if (!strcmp(a, "--alias") && v) alias = argv[++i];
-        else if (!strcmp(a, "--device") && v) device = argv[++i];
+        else if (!strcmp(a, "--device") && v) {
+            if (cli_parse_device(argv[++i])) return 2;
+        }
+        else if (!strcmp(a, "--load-after") && v) load_after = argv[++i];
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--prefill-merge")) merge = 1;
         else if (!strcmp(a, "--synthetic") && v) {
@@ -79,7 +83,6 @@ int cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--max-batch")) li = &max_batch;
         else if (!strcmp(a, "--prefill-chunk")) li = &chunk;
         else if (!strcmp(a, "--body-limit")) li = &body;
-        else if (!strcmp(a, "--load-delay")) li = &load_delay;
         else if (!strcmp(a, "--prefill-batch")) li = &pbatch;
         else if (a[0] != '-' && !model) model = a;
         else {
@@ -96,15 +99,10 @@ int cmd_serve(int argc, char **argv)
         help(stderr);
         return 2;
     }
-    if (strcmp(device, "cpu") != 0) {
-        fprintf(stderr, "tcq serve: --device %s: only cpu for now (the GPU runtime does not exist yet)\n", device);
-        return 2;
-    }
     if (port < 0 || port > 65535 || parallel < 1 || parallel > 1024 || max_batch < 1 || max_batch > TCQ_MAX_BATCH ||
-        chunk < 1 || chunk > TCQ_PREFILL_CHUNK || body < 1 || load_delay < 0 || load_delay > 600000 || pbatch < 0 ||
-        pbatch > max_batch) {
+        chunk < 1 || chunk > TCQ_PREFILL_CHUNK || body < 1 || pbatch < 0 || pbatch > max_batch) {
         fprintf(stderr, "tcq serve: --port 0..65535, --parallel 1..1024, --max-batch 1..%d, --prefill-chunk 1..%d, "
-                        "--prefill-batch 1..--max-batch, --body-limit >= 1, --load-delay 0..600000\n",
+                        "--prefill-batch 1..--max-batch, --body-limit >= 1\n",
                 TCQ_MAX_BATCH, TCQ_PREFILL_CHUNK);
         return 2;
     }
@@ -139,15 +137,22 @@ int cmd_serve(int argc, char **argv)
     tcq_tokenizer *tok = NULL;
     srv_sched *sched = NULL;
     int rc = 0;
-    if (load_delay > 0) {   /* a slow load, as a big model's: the tests see /health answer 503 meanwhile */
-        struct timespec ts = {(time_t)(load_delay / 1000), (long)(load_delay % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    if (load_after) {   /* a slow load, as a big model's: /health answers 503 until FILE exists */
+        const struct timespec poll = {0, 20 * 1000000L};
+        int sig = 0;
+        while (access(load_after, F_OK) != 0 && (sig = sigtimedwait(&sigs, NULL, &poll)) <= 0) {}
+        if (sig > 0) {   /* stopped before it loaded: nothing to serve */
+            fprintf(stderr, "tcq serve: signal %d while waiting for %s, stopping\n", sig, load_after);
+            srv_http_stop(h);
+            return 0;
+        }
     }
     if (synth[0]) {
         tcq_model_config c = {.arch = TCQ_ARCH_QWEN3, .dim = 5120, .hidden_dim = 17408, .n_layers = synth[0],
                               .n_heads = 40, .n_kv_heads = 8, .head_dim = 128, .vocab_size = 151936,
                               .max_seq = 40960, .rope_theta = 1e6, .norm_eps = 1e-6f, .bos_id = -1};
-        tcq_model_opts o = {.n_threads = (int)g.threads, .path = cli_kpath};
+        tcq_model_opts o = {.n_threads = (int)g.threads, .path = cli_kpath, .device = cli_device,
+                            .device_index = cli_device_index};
         if (!g.tokenizer) {
             fprintf(stderr, "tcq serve: --synthetic needs --tokenizer\n");
             rc = 2;

@@ -157,12 +157,20 @@ tcq_status tcq_cuda_memset(tcq_cuda_ctx *c, void *dst, int byte, size_t bytes)
 tcq_status tcq_cuda_scratch(tcq_cuda_ctx *c, size_t bytes, void **out)
 {
     if (bytes > c->scratch_bytes) {
+        /* the old bytes move along: a fused call (linear_io.h) reads the previous call's partials */
         CU_TRY(cudaStreamSynchronize(c->stream), "cuda scratch: sync before growing");
+        const size_t want = bytes + bytes / 4;
+        void *grown = NULL;
+        CU_TRY(cudaMalloc(&grown, want), "cuda scratch");
+        if (c->scratch) {
+            cudaError_t e = cudaMemcpy(grown, c->scratch, c->scratch_bytes, cudaMemcpyDeviceToDevice);
+            if (e != cudaSuccess) {
+                cudaFree(grown);
+                return tcq_cuda_fail(e, "cuda scratch: keeping its contents");
+            }
+        }
         cudaFree(c->scratch);
-        c->scratch = NULL;
-        c->scratch_bytes = 0;
-        size_t want = bytes + bytes / 4;
-        CU_TRY(cudaMalloc(&c->scratch, want), "cuda scratch");
+        c->scratch = grown;
         c->scratch_bytes = want;
     }
     *out = c->scratch;

@@ -1,6 +1,6 @@
 /* The fast path on the GPU (TCQ_PATH_FAST, M <= 8): int8 activations, decode folded into dp4a.
  *
- * Contract: tcq.h's fast path, the same as the CPU's.  The activation a (axis 1: x; axis 0:
+ * Contract: tcq_kernels.h's fast path, the same as the CPU's.  The activation a (axis 1: x; axis 0:
  * x[i] * scale[i] in f32) is quantized per block of TCQ_FAST_QB = 64 positions of the reduced
  * dimension exactly as prep.c does it (d = amax/127, q = round-half-even(a * (127/amax)) in
  * [-127, 127], d = NaN for a block holding a NaN or Inf), so the integer block sums

@@ -22,6 +22,10 @@
  * Work: fixed (output tile, chunk) items taken from an atomic queue; per-chunk partials summed in
  * chunk order by a second small kernel: deterministic, and no fences in the main loop. */
 #include "im_kernels.cuh"
+#include "pend.cuh"
+#ifndef TCQ_EMU
+#include "linear_io.h"
+#endif
 
 #include <float.h>
 
@@ -29,13 +33,53 @@ using namespace tcq_im;
 
 namespace {
 
-__device__ __forceinline__ float im_xval(const float *__restrict__ x, int64_t in, const uint16_t *__restrict__ cs, int m,
-                                         int64_t i)
+/* Where the prep's activation comes from (tcq_cuda_linear_io): x, rmsnorm(x) * norm (x the
+ * residual stream), or a previous call's pending output (pend.part or pend.y set). */
+struct XSrc {
+    const float *norm;
+    float eps;
+    tcq_cuda_pend pend;
+};
+
+__device__ __forceinline__ float im_xval(const float *__restrict__ x, const XSrc &src, float inv, int64_t in,
+                                         const uint16_t *__restrict__ cs, int m, int64_t i)
 {
     if (i >= in) return 0.0f;
-    float v = x[(int64_t)m * in + i];
+    float v;
+    if (src.pend.part || src.pend.y) v = tcq_pend_value(src.pend, m, i);
+    else {
+        v = x[(int64_t)m * in + i];
+        if (src.norm) v = src.norm[i] * (v * inv);   /* k_add_norm's rounding (model_kernels.cu) */
+    }
     if (cs) v *= __half2float(__ushort_as_half(cs[i]));
     return v;
+}
+
+/* 1 / rms of row m of x (in), as k_add_norm forms it: a double sum of squares over the block, then
+ * 1 / sqrt(f32(mean) + eps) in double.  Every block of the row forms it (in floats from L2: a few
+ * loads a thread), so no block waits for another. */
+__device__ __forceinline__ float im_row_inv(const float *__restrict__ x, int64_t in, int m, float eps, double *sh)
+{
+    const int tid = threadIdx.x, nw = blockDim.x >> 5;
+    double ss = 0.0;
+    /* four loads in flight before their adds (one at a time: 8.3 against 5.9 us for the plain
+     * prep, ncu, H100) */
+    for (int64_t j0 = tid; j0 < in; j0 += 4 * (int64_t)blockDim.x) {
+        float v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int64_t j = j0 + (int64_t)u * blockDim.x;
+            v[u] = j < in ? x[(int64_t)m * in + j] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) ss += (double)v[u] * v[u];
+    }
+    for (int d = 16; d; d >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, d);
+    if ((tid & 31) == 0) sh[tid >> 5] = ss;
+    __syncthreads();
+    double t = 0.0;
+    for (int k = 0; k < nw; k++) t += sh[k];
+    return (float)(1.0 / sqrt((double)(float)(t / (double)in) + (double)eps));
 }
 
 /* Signed base-256 digit l of v (|v| < 2^22), replicated into four bytes. */
@@ -70,7 +114,7 @@ __device__ __forceinline__ int im_exponent(float mx, int bits)
  * Position of (k-step kt, lane quad slot q, pi): axis 1 (sp = T/4): block kt/(sp/2), span q,
  * span_pos(kt % (sp/2), pi) (im_kernels.cuh); axis 0: 8 kt + 2q + pi.  One read of x, two barriers.  The last row's
  * block also zeroes the columns past limbs M. */
-__global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, int M, int64_t in,
+__global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, XSrc src, int M, int64_t in,
                                                  const uint16_t *__restrict__ cs, int axis, int T, int NT, int limbs,
                                                  uint4 *__restrict__ xf, double *__restrict__ xs, float *__restrict__ xe)
 {
@@ -84,7 +128,9 @@ __global__ void __launch_bounds__(1024) k_im_xprep(const float *__restrict__ x, 
     __shared__ unsigned char spos[64];   /* axis 1: span_pos of a T-block's 2 (T/8) slots */
     const int lsp = __ffs(T) - 3, lks = lsp - 1;   /* log2(T / 4), log2(T / 8) */
     if (axis && tid < (1 << lsp)) spos[tid] = (unsigned char)span_pos(tid >> 1, tid & 1);
-    const float v = im_xval(x, in, cs, m, p0 + tid);
+    __shared__ double rd[32];
+    const float inv = src.norm ? im_row_inv(x, in, m, src.eps, rd) : 1.0f;
+    const float v = im_xval(x, src, inv, in, cs, m, p0 + tid);
     float mx = fabsf(v);
     int bad = !isfinite(v);
     for (int d = 16; d; d >>= 1) {
@@ -172,9 +218,11 @@ __device__ __forceinline__ float fin_out(float a, float u, int64_t i, int64_t ou
     return a;
 }
 
+/* acc: y[i] += the value (the residual add of tcq_cuda_io.accumulate), else y[i] = it */
 __global__ void __launch_bounds__(32 * kFinWarps) k_im_finish(const float *__restrict__ part, int S, int M, int64_t out,
                                                               const uint16_t *__restrict__ sg,
-                                                              const uint16_t *__restrict__ su, float *__restrict__ y)
+                                                              const uint16_t *__restrict__ su, float *__restrict__ y,
+                                                              int acc)
 {
     __shared__ float red[kFinWarps][32];
     pdl_wait();
@@ -182,7 +230,8 @@ __global__ void __launch_bounds__(32 * kFinWarps) k_im_finish(const float *__res
     float a = fin_sum(part, S, n, i, red);
     float u = su ? fin_sum(part + (int64_t)S * n, S, n, i, red) : 0.0f;
     if (threadIdx.x >= 32 || i >= n) return;
-    y[i] = fin_out(a, u, i, out, sg, su);
+    const float v = fin_out(a, u, i, out, sg, su);
+    y[i] = acc ? y[i] + v : v;
 }
 
 /* S <= kFinRowS and M >= 2 (the reduce of up to 8192 inputs): one thread an output, its S loads
@@ -205,14 +254,15 @@ __device__ __forceinline__ float fin_row(const float *__restrict__ part, int S, 
 
 __global__ void __launch_bounds__(256) k_im_finish_row(const float *__restrict__ part, int S, int M, int64_t out,
                                                        const uint16_t *__restrict__ sg, const uint16_t *__restrict__ su,
-                                                       float *__restrict__ y)
+                                                       float *__restrict__ y, int acc)
 {
     pdl_wait();
     const int64_t n = (int64_t)M * out, i = blockIdx.x * (int64_t)256 + threadIdx.x;
     if (i >= n) return;
     const float a = fin_row(part, S, n, i);
     const float u = su ? fin_row(part + (int64_t)S * n, S, n, i) : 0.0f;
-    y[i] = fin_out(a, u, i, out, sg, su);
+    const float v = fin_out(a, u, i, out, sg, su);
+    y[i] = acc ? y[i] + v : v;
 }
 
 /* One call's work plan (host side; tests/cuda/emu/imma.cpp uses it too): every IOut field but
@@ -288,6 +338,12 @@ int tcq_cuda_im_chunk(const tcq_cuda_ctx *ctx, const tcq_trellis *w, int64_t M)
 tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x, float *y,
                               int64_t M, int limbs)
 {
+    return tcq_cuda_linear_im_io(ctx, w, up, x, y, M, limbs, NULL);
+}
+
+tcq_status tcq_cuda_linear_im_io(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq_trellis *up, const float *x,
+                                 float *y, int64_t M, int limbs, const tcq_cuda_io *io)
+{
     const int64_t in = tcq_trellis_in(w), out = tcq_trellis_out(w);
     const int NT = (int)((limbs * M + 7) / 8);
     if (NT > 2)   /* the dispatcher sends M = 6..8 as two limbs */
@@ -303,8 +359,28 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     const size_t xs_b = tcq_align256((size_t)n_ch * M * 8), xe_b = tcq_align256((size_t)n_ch * M * 4);
     const bool parts = o.nmat == 2 || o.S > 1;
     const size_t part_b = parts ? (size_t)o.nmat * o.S * M * out * 4 : 0;
+    if (io && io->accumulate && !parts)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda linear (int): accumulate needs chunk partials (one chunk here)");
+    /* a pending source's partials sit in the scratch (the previous call's): this call's buffers
+     * go after them, and they move with the scratch if it grows (tcq_cuda_scratch keeps its bytes) */
+    XSrc src = {};
+    size_t keep = 0, src_off = 0;
+    if (io) {
+        src.norm = io->norm;
+        src.eps = io->eps;
+        if (io->src) {
+            src.pend = *io->src;
+            const char *s0 = (const char *)ctx->scratch, *pp = (const char *)src.pend.part;
+            if (pp && s0 && pp >= s0 && pp < s0 + ctx->scratch_bytes) {
+                src_off = (size_t)(pp - s0);
+                keep = tcq_align256(src_off + (size_t)(src.pend.su ? 2 : 1) * src.pend.S * src.pend.n * 4);
+            }
+        }
+    }
     char *scr;
-    TCQ_TRY(tcq_cuda_scratch(ctx, xf_b + xs_b + xe_b + part_b, (void **)&scr));
+    TCQ_TRY(tcq_cuda_scratch(ctx, keep + xf_b + xs_b + xe_b + part_b, (void **)&scr));
+    if (keep) src.pend.part = (const float *)(scr + src_off);
+    scr += keep;
     o.xf = (const uint4 *)scr;
     o.xs = (const double *)(scr + xf_b);
     o.xe = (const float *)(scr + xf_b + xs_b);
@@ -317,7 +393,7 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
      * 5120x17408 (16: a little less; 4: nothing); at k = 1 and 3 (unaligned words, whose scatter
      * was already as fast) it measured 0-4 % slower, so off there (docs/PERFORMANCE.md, session 13) */
     o.pf = w->p.k == 2 || w->p.k == 4 ? 8 : 0;
-    k_im_xprep<<<dim3((unsigned)n_ch, (unsigned)M), ch, 0, ctx->stream>>>(x, (int)M, in, w->axis ? NULL : w->scales, w->axis, w->p.T, NT, limbs,
+    k_im_xprep<<<dim3((unsigned)n_ch, (unsigned)M), ch, 0, ctx->stream>>>(x, src, (int)M, in, w->axis ? NULL : w->scales, w->axis, w->p.T, NT, limbs,
                                                   (uint4 *)o.xf, (double *)o.xs, (float *)o.xe);
     CU_LAUNCHED("cuda linear (int): activation prep");
     Geo gu = g;
@@ -332,14 +408,17 @@ tcq_status tcq_cuda_linear_im(tcq_cuda_ctx *ctx, const tcq_trellis *w, const tcq
     case 3: st = launch_im3(ctx, w->axis, NT, g, gu, o); break;
     default: st = launch_im4(ctx, w->axis, NT, g, gu, o); break;
     }
-    if (st != TCQ_OK || !parts) return st;
-    /* launched as a dependent: its blocks are in place when the main kernel ends */
     const int64_t n = M * out;
     const uint16_t *sg = w->axis ? w->scales : NULL, *su = up ? up->scales : NULL;
+    if (st == TCQ_OK && io && io->defer)
+        *io->defer = parts ? tcq_cuda_pend{o.part, NULL, o.S, n, out, sg, su} : tcq_cuda_pend{NULL, y, 1, n, out, NULL, NULL};
+    if (st != TCQ_OK || !parts || (io && io->defer)) return st;
+    /* launched as a dependent: its blocks are in place when the main kernel ends */
+    const int acc = io && io->accumulate;
     if (o.S <= kFinRowS && M >= 2)
         return pdl_launch(ctx, 1, k_im_finish_row, dim3((unsigned)((n + 255) / 256)), dim3(256), 0,
-                          "cuda linear (int): chunk sums", (const float *)o.part, o.S, (int)M, out, sg, su, y);
+                          "cuda linear (int): chunk sums", (const float *)o.part, o.S, (int)M, out, sg, su, y, acc);
     return pdl_launch(ctx, 1, k_im_finish, dim3((unsigned)((n + 31) / 32)), dim3(32 * kFinWarps), 0,
-                      "cuda linear (int): chunk sums", (const float *)o.part, o.S, (int)M, out, sg, su, y);
+                      "cuda linear (int): chunk sums", (const float *)o.part, o.S, (int)M, out, sg, su, y, acc);
 }
 #endif

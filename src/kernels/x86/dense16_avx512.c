@@ -7,6 +7,7 @@
 #include "dense16_gemm_avx512.h"
 
 #define KC 1024
+#define ROW_PF 8192
 
 /* 16 weights widened exactly: f16 by vcvtph2ps, bf16 as the top halves of f32 */
 AI __m512 widen(const int BF, __m256i h)
@@ -53,6 +54,46 @@ AI void tile_h(const kd16_args *a, const int BF, const int MR, int64_t m0, int64
     for (int m = 0; m < MR; m++)
         d16_store(a->y + (m0 + m) * a->ldy + n0, d16_hsum4_512(acc[m][0], acc[m][1], acc[m][2], acc[m][3]), nv, first);
 }
+
+/* M = 1: one output row at a time, its k blocks in sequence, so a thread reads its rows of W as
+ * one sequential stream; the tiles read 4 rows at once, 4 streams a row apart, which Zen 5 serves
+ * slower (docs/PERFORMANCE.md, "CPU, dense bf16 / f16", decisions).  The same sums as tile_h with
+ * MR = 1: each block's 16 lanes k ascending, d16_hsum4_512's tree, the blocks added in order (a
+ * block's one FMA chain does not bind: the next block's chain is independent).  ROW_PF: the
+ * weights 8 KB ahead into L2 by software as well. */
+AI void row_h(const kd16_args *a, const int BF, int64_t r0, int64_t r1)
+{
+    const int64_t K = a->w->in;
+    const float *x = a->x;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint16_t *w = (const uint16_t *)a->w->dense + r * K;
+        float y = 0;
+        for (int64_t k0 = 0; k0 < K; k0 += KC) {
+            const int64_t k1 = TCQ_MIN(K, k0 + KC), k16 = k0 + ((k1 - k0) & ~(int64_t)15);
+            __m512 acc = _mm512_setzero_ps();
+            int64_t k = k0;
+            for (; k + 64 <= k16; k += 64) {
+                _mm_prefetch((const char *)(w + k) + ROW_PF, _MM_HINT_T1);
+                _mm_prefetch((const char *)(w + k) + ROW_PF + 64, _MM_HINT_T1);
+                acc = _mm512_fmadd_ps(ldw(BF, w, k), _mm512_loadu_ps(x + k), acc);
+                acc = _mm512_fmadd_ps(ldw(BF, w, k + 16), _mm512_loadu_ps(x + k + 16), acc);
+                acc = _mm512_fmadd_ps(ldw(BF, w, k + 32), _mm512_loadu_ps(x + k + 32), acc);
+                acc = _mm512_fmadd_ps(ldw(BF, w, k + 48), _mm512_loadu_ps(x + k + 48), acc);
+            }
+            for (; k < k16; k += 16) acc = _mm512_fmadd_ps(ldw(BF, w, k), _mm512_loadu_ps(x + k), acc);
+            if (k < k1) {   /* zeros on both sides past the row, as the tile */
+                const __mmask16 t = (__mmask16)((1u << (k1 - k)) - 1);
+                acc = _mm512_fmadd_ps(ldw_tail(BF, w, k, t), _mm512_maskz_loadu_ps(t, x + k), acc);
+            }
+            const float s = _mm_cvtss_f32(d16_hsum4_512(acc, acc, acc, acc));
+            y = k0 ? y + s : s;
+        }
+        a->y[r] = y;
+    }
+}
+
+static void row_f16(const kd16_args *a, int64_t r0, int64_t r1) { row_h(a, 0, r0, r1); }
+static void row_bf16(const kd16_args *a, int64_t r0, int64_t r1) { row_h(a, 1, r0, r1); }
 
 #define TILE_CASES(BF)                                              \
     switch (mr) {                                                   \
@@ -125,9 +166,11 @@ static void gemm(const kd16_args *a, int64_t r0, int64_t r1, void *scratch)
  * took 0.75-0.95x theirs: bench kernels --ops f16,bf16 --regime gemm vs auto, 17408 x 5120,
  * docs/PERFORMANCE.md, "CPU, dense bf16 / f16"), but a served batch's rows must keep their M = 1 bits up to
  * TCQ_MAX_BATCH (test_batch_rows), which only the tiles give: it starts after the largest batch */
-static const kd16_isa t_f16 = {.name = "avx512", .mr = 6, .kc = KC, .mc = 128, .tile = tile_f16, .gemm = gemm,
+static const kd16_isa t_f16 = {.name = "avx512", .mr = 6, .kc = KC, .mc = 128, .tile = tile_f16, .row = row_f16,
+                               .row_name = "avx512.row", .gemm = gemm,
                                .gemm_name = "gemm.avx512", .gemm_from = TCQ_MAX_BATCH + 1};
-static const kd16_isa t_bf16 = {.name = "avx512", .mr = 6, .kc = KC, .mc = 128, .tile = tile_bf16, .gemm = gemm,
+static const kd16_isa t_bf16 = {.name = "avx512", .mr = 6, .kc = KC, .mc = 128, .tile = tile_bf16, .row = row_bf16,
+                                .row_name = "avx512.row", .gemm = gemm,
                                 .gemm_name = "gemm.avx512", .gemm_from = TCQ_MAX_BATCH + 1};
 
 const kd16_isa *tcq_d16_avx512(tcq_wformat fmt) { return fmt == TCQ_WF_BF16 ? &t_bf16 : &t_f16; }

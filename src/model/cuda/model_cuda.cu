@@ -212,6 +212,51 @@ void drop_graphs(tcq_model_cuda *mc)
         }
 }
 
+/* Whether layer L runs fused at M rows (the integer kernels' prep and chunk sums folded into the
+ * neighbouring launches, linear_io.h): every projection trellis on those kernels, q/k/v stacked,
+ * o and down with more than one chunk (their chunk-sum launch does the residual add). */
+bool layer_fused(const tcq_model_cuda *mc, const dev_layer *L, int M)
+{
+    if (!L->fused_qkv || !trellis_of(&L->wqkv) || !trellis_of(&L->wo) || !trellis_of(&L->gate) ||
+        !trellis_of(&L->up) || !trellis_of(&L->down))
+        return false;
+    return tcq_cuda_linear_io_ok(mc->ctx, &L->wqkv.tr, NULL, M, mc->path, 0) &&
+           tcq_cuda_linear_io_ok(mc->ctx, &L->wo.tr, NULL, M, mc->path, 1) &&
+           tcq_cuda_linear_io_ok(mc->ctx, &L->gate.tr, &L->up.tr, M, mc->path, 0) &&
+           tcq_cuda_linear_io_ok(mc->ctx, &L->down.tr, NULL, M, mc->path, 1);
+}
+
+/* One layer, fused: 13 launches at M = 1 where the plain sequence takes 17 (ncu, docs/PERFORMANCE.md:
+ * 43 us a layer of prep and chunk-sum launches).  x is the residual stream before and after. */
+tcq_status layer_fused_enqueue(tcq_model *m, const dev_layer *L, int l, int M, int S)
+{
+    tcq_model_cuda *mc = m->cu;
+    const tcq_model_config *c = &m->cfg;
+    const int hd = c->head_dim;
+    tcq_cuda_pend qkv, gu;
+    tcq_cuda_io io = {};
+    io.norm = L->attn_norm;
+    io.eps = c->norm_eps;
+    io.defer = &qkv;
+    TCQ_TRY(tcq_cuda_linear_io(mc->ctx, &L->wqkv.tr, NULL, mc->x, mc->qkv, M, mc->path, &io));
+    mk_qk_rope_store_pend(mc->st, qkv, mc->q, mc->d_rows, L->q_norm, L->k_norm, mc->inv_freq, M, c->n_heads,
+                          c->n_kv_heads, hd, c->rope_interleaved, c->norm_eps, l);
+    mk_attention(mc->st, mc->q, mc->att, mc->d_rows, mc->part, S, M, c->n_heads, c->n_kv_heads, hd, l);
+    CU_LAUNCHED("device model: attention");
+    io = tcq_cuda_io{};
+    io.accumulate = 1;
+    TCQ_TRY(tcq_cuda_linear_io(mc->ctx, &L->wo.tr, NULL, mc->att, mc->x, M, mc->path, &io));
+    io = tcq_cuda_io{};
+    io.norm = L->ffn_norm;
+    io.eps = c->norm_eps;
+    io.defer = &gu;
+    TCQ_TRY(tcq_cuda_linear_io(mc->ctx, &L->gate.tr, &L->up.tr, mc->x, mc->hb, M, mc->path, &io));
+    io = tcq_cuda_io{};
+    io.src = &gu;
+    io.accumulate = 1;
+    return tcq_cuda_linear_io(mc->ctx, &L->down.tr, NULL, NULL, mc->x, M, mc->path, &io);
+}
+
 /* The forward of M rows whose metadata is in mc->d_rows, logits of rows [out_from, M) into
  * mc->logits; all on mc->st (capturable). */
 tcq_status enqueue(tcq_model *m, int M, int out_from, int S)
@@ -221,11 +266,17 @@ tcq_status enqueue(tcq_model *m, int M, int out_from, int S)
     const int d = c->dim, hd = c->head_dim;
     const float eps = c->norm_eps;
     mk_embed(mc->st, &mc->emb, mc->d_rows, mc->x, M);
-    mk_add_norm(mc->st, mc->x, NULL, mc->L[0].attn_norm, mc->xb, M, d, eps);
     CU_LAUNCHED("device model: embedding");
+    bool normed = false;   /* xb holds rmsnorm(x) for the next consumer (a fused layer norms in its prep) */
     for (int l = 0; l < c->n_layers; l++) {
         const dev_layer *L = &mc->L[l];
         const int qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+        if (layer_fused(mc, L, M)) {
+            TCQ_TRY(layer_fused_enqueue(m, L, l, M, S));
+            normed = false;
+            continue;
+        }
+        if (!normed) mk_add_norm(mc->st, mc->x, NULL, L->attn_norm, mc->xb, M, d, eps);
         if (L->fused_qkv) {
             TCQ_TRY(lin(mc, &L->wqkv, mc->xb, mc->qkv, M));
             const int w = qd + 2 * kvd;
@@ -252,8 +303,10 @@ tcq_status enqueue(tcq_model *m, int M, int out_from, int S)
         TCQ_TRY(lin(mc, &L->down, mc->hb, mc->xb2, M));
         const float *next = l + 1 < c->n_layers ? mc->L[l + 1].attn_norm : mc->final_norm;
         mk_add_norm(mc->st, mc->x, mc->xb2, next, mc->xb, M, d, eps);
+        normed = true;
         CU_LAUNCHED("device model: layer");
     }
+    if (!normed) mk_add_norm(mc->st, mc->x, NULL, mc->final_norm, mc->xb, M, d, eps);
     if (out_from < M) TCQ_TRY(lin(mc, &mc->lm_head, mc->xb + (size_t)out_from * d, mc->logits, M - out_from));
     return TCQ_OK;
 }

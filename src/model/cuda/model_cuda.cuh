@@ -3,6 +3,7 @@
 #define TCQ_MODEL_CUDA_CUH
 
 #include "../../kernels/cuda/cuda_internal.h"
+#include "../../kernels/cuda/linear_io.h"
 
 /* One row of a forward step: its token, position and session cache (read by the kernels from
  * device memory, so that one captured graph serves every step and every set of sessions). */
@@ -26,6 +27,11 @@ void mk_add_norm(cudaStream_t st, float *x, const float *y, const float *w, floa
 void mk_qk_rope_store(cudaStream_t st, const float *q, int sq, const float *k, int sk, const float *v, int sv,
                       float *qout, const mk_row *rows, const float *qn, const float *kn, const float *inv_freq, int M,
                       int nh, int nkv, int hd, int interleaved, float eps, int layer);
+/* The same from the stacked q/k/v projection's pending output (tcq_cuda_io.defer): its chunk sums
+ * are added here instead of in a launch of their own. */
+void mk_qk_rope_store_pend(cudaStream_t st, const tcq_cuda_pend &qkv, float *qout, const mk_row *rows, const float *qn,
+                           const float *kn, const float *inv_freq, int M, int nh, int nkv, int hd, int interleaved,
+                           float eps, int layer);
 /* att[r, h] = softmax(q K^T / sqrt(hd)) V over positions [0, pos + 1); part: [M, nh, S, hd + 2] scratch. */
 void mk_attention(cudaStream_t st, const float *q, float *att, const mk_row *rows, float *part, int S, int M, int nh,
                   int nkv, int hd, int layer);

@@ -88,9 +88,9 @@ __global__ void k_add_norm(float *x, const float *y, const float *w, float *out,
 /* block (row, head): heads [0, nh) of q (normed, rotated, into qout [M, nh*hd]), then
  * [nh, nh + nkv) of k (normed, rotated, into the cache with v).  q, k, v rows at strides sq, sk, sv
  * (one fused projection's output or three separate ones). */
-__global__ void k_qk_rope_store(const float *qs, int sq, const float *ks, int sk, const float *vs, int sv, float *qout,
-                                const mk_row *rows, const float *qn, const float *kn, const float *inv_freq, int nh,
-                                int nkv, int hd, int interleaved, float eps, int layer)
+__global__ void k_qk_rope_store(const float *qs, int sq, const float *ks, int sk, const float *vs, int sv,
+                                tcq_cuda_pend pd, float *qout, const mk_row *rows, const float *qn, const float *kn,
+                                const float *inv_freq, int nh, int nkv, int hd, int interleaved, float eps, int layer)
 {
     __shared__ float s[MK_MAX_HD];
     __shared__ double sh[32];
@@ -99,7 +99,9 @@ __global__ void k_qk_rope_store(const float *qs, int sq, const float *ks, int sk
     const int kvh = h - nh;
     const float *p = isk ? ks + (size_t)r * sk + (size_t)kvh * hd : qs + (size_t)r * sq + (size_t)h * hd;
     const float *nw = isk ? kn : qn;
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) s[i] = p[i];
+    /* pd.part: q, k, v are columns [0, nh hd), [nh hd, +nkv hd), [+nkv hd, +nkv hd) of the pending output */
+    const int col = isk ? nh * hd + kvh * hd : h * hd;
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) s[i] = pd.part ? tcq_pend_value(pd, r, col + i) : p[i];
     if (nw) {
         double ss = 0;
         for (int i = threadIdx.x; i < hd; i += blockDim.x) ss += (double)s[i] * s[i];
@@ -127,8 +129,9 @@ __global__ void k_qk_rope_store(const float *qs, int sq, const float *ks, int sk
     const size_t off = ((size_t)layer * row.ctx + row.pos) * kvd + (size_t)kvh * hd;
     const float *vr = vs + (size_t)r * sv + (size_t)kvh * hd;
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+        const float vv = pd.part ? tcq_pend_value(pd, r, (nh + nkv) * hd + kvh * hd + i) : vr[i];
         row.k[off + i] = __half_as_ushort(__float2half_rn(s[i]));
-        row.v[off + i] = __half_as_ushort(__float2half_rn(vr[i]));
+        row.v[off + i] = __half_as_ushort(__float2half_rn(vv));
     }
 }
 
@@ -349,8 +352,21 @@ void mk_qk_rope_store(cudaStream_t st, const float *q, int sq, const float *k, i
                       float *qout, const mk_row *rows, const float *qn, const float *kn, const float *inv_freq, int M,
                       int nh, int nkv, int hd, int interleaved, float eps, int layer)
 {
-    k_qk_rope_store<<<dim3(M, nh + nkv), 64, 0, st>>>(q, sq, k, sk, v, sv, qout, rows, qn, kn, inv_freq, nh, nkv, hd,
-                                                      interleaved, eps, layer);
+    k_qk_rope_store<<<dim3(M, nh + nkv), 64, 0, st>>>(q, sq, k, sk, v, sv, tcq_cuda_pend{}, qout, rows, qn, kn,
+                                                      inv_freq, nh, nkv, hd, interleaved, eps, layer);
+}
+
+void mk_qk_rope_store_pend(cudaStream_t st, const tcq_cuda_pend &qkv, float *qout, const mk_row *rows, const float *qn,
+                           const float *kn, const float *inv_freq, int M, int nh, int nkv, int hd, int interleaved,
+                           float eps, int layer)
+{
+    /* a single-chunk call left finished values in qkv.y: the plain kernel over them */
+    const int w = (nh + 2 * nkv) * hd;
+    const float *y = qkv.part ? NULL : qkv.y;
+    /* a thread a dimension: each adds its partials (tcq_pend_sum), all loads in flight */
+    k_qk_rope_store<<<dim3(M, nh + nkv), hd, 0, st>>>(y, w, y ? y + nh * hd : NULL, w, y ? y + (nh + nkv) * hd : NULL, w,
+                                                      qkv, qout, rows, qn, kn, inv_freq, nh, nkv, hd, interleaved, eps,
+                                                      layer);
 }
 
 void mk_attention(cudaStream_t st, const float *q, float *att, const mk_row *rows, float *part, int S, int M, int nh,

@@ -168,7 +168,18 @@ struct Case {
 };
 
 /* tcq_cuda_linear_im's host side (its plan from im_plan), the kernel chosen as im_launch_nt does */
-static std::vector<float> run_im(const Case &c, const tcq_trellis &t, const tcq_trellis &tu, const std::vector<float> &x)
+/* fz (tcq_cuda_linear_io's fusions): the prep's source, the residual add (y starts as fz->y0), or
+ * the partials kept (fz->part, no finish) */
+struct Fuse {
+    XSrc src = {};
+    int acc = 0;
+    std::vector<float> y0;
+    std::vector<float> *part = nullptr;
+    int *S = nullptr;
+};
+
+static std::vector<float> run_im(const Case &c, const tcq_trellis &t, const tcq_trellis &tu, const std::vector<float> &x,
+                                 Fuse *fz = nullptr)
 {
     const int K = c.k, M = (int)c.M;
     const int64_t in = c.in, out = c.out, ch = c.chunk;
@@ -183,6 +194,7 @@ static std::vector<float> run_im(const Case &c, const tcq_trellis &t, const tcq_
     std::vector<uint4> xf(n_xf, uint4{0xdeadbeefu, 0xdeadbeefu, 0xdeadbeefu, 0xdeadbeefu});
     std::vector<double> xs((size_t)n_ch * M, NAN);
     std::vector<float> xe((size_t)n_ch * M, NAN), y((size_t)(M * out), NAN);
+    if (fz && fz->acc) y = fz->y0;
     const bool parts = o.nmat == 2 || o.S > 1;
     std::vector<float> part(parts ? (size_t)o.nmat * o.S * M * out : 1, NAN);
     int work[2] = {0, 0};
@@ -197,7 +209,7 @@ static std::vector<float> run_im(const Case &c, const tcq_trellis &t, const tcq_
     const uint16_t *cs = c.axis ? NULL : t.scales;
     const int axis = c.axis, T = t.p.T, limbs = c.limbs;
     launch({(unsigned)n_ch, (unsigned)M, 1}, (unsigned)ch,
-           [&] { k_im_xprep(xp, M, in, cs, axis, T, NT, limbs, xf.data(), xs.data(), xe.data()); });
+           [&] { k_im_xprep(xp, fz ? fz->src : XSrc{}, M, in, cs, axis, T, NT, limbs, xf.data(), xs.data(), xe.data()); });
     const unsigned grid = (unsigned)std::min<int64_t>(2, (o.n_items + 7) / 8);   /* 16 warps at most */
     auto go = [&](auto kern) { launch({grid, 1, 1}, kThreads, [&] { kern(g, gu, o); }); };
 #define EMU_NT(NTV)                                                                                   \
@@ -219,16 +231,20 @@ static std::vector<float> run_im(const Case &c, const tcq_trellis &t, const tcq_
     if (NT == 1) EMU_NT(1);
     else EMU_NT(2);
 #undef EMU_NT
-    if (parts) {
+    if (parts && fz && fz->part) {
+        *fz->part = part;
+        *fz->S = o.S;
+    } else if (parts) {
+        const int acc = fz ? fz->acc : 0;
         const int64_t n = (int64_t)M * out;
         const uint16_t *sg = c.axis ? t.scales : NULL, *su = c.sw ? tu.scales : NULL;
         const float *pt = part.data();
         const int S = o.S;
         float *yp = y.data();
         if (o.S <= kFinRowS && M >= 2)
-            launch({(unsigned)((n + 255) / 256), 1, 1}, 256, [&] { k_im_finish_row(pt, S, M, out, sg, su, yp); });
+            launch({(unsigned)((n + 255) / 256), 1, 1}, 256, [&] { k_im_finish_row(pt, S, M, out, sg, su, yp, acc); });
         else
-            launch({(unsigned)((n + 31) / 32), 1, 1}, 32 * kFinWarps, [&] { k_im_finish(pt, S, M, out, sg, su, yp); });
+            launch({(unsigned)((n + 31) / 32), 1, 1}, 32 * kFinWarps, [&] { k_im_finish(pt, S, M, out, sg, su, yp, acc); });
     }
     if (work[0] || work[1]) printf("  queue counters not zero after the call: %d %d\n", work[0], work[1]);
     return y;
@@ -281,6 +297,82 @@ static int run_case(const Case &c)
     printf("L=%d k=%d T=%d axis=%d sw=%d out=%lld in=%lld M=%lld limbs=%d chunk=%d: rel err %.3g (tol %g), %lld non-finite%s\n",
            c.L, c.k, c.T, c.axis, c.sw, (long long)c.out, (long long)c.in, (long long)c.M, c.limbs, c.chunk, e, tol,
            (long long)nonfin, ok ? "" : "  FAILED");
+    return !ok;
+}
+
+static void make_weight(tcq_trellis &t, int k, int T, int axis, int64_t out, int64_t in, std::vector<uint32_t> &codes,
+                        std::vector<uint16_t> &sc)
+{
+    memset(&t, 0, sizeof t);
+    t.p = (tcq_block_params){12, k, T};
+    t.axis = axis;
+    t.rows = axis ? out : in;
+    t.cols = axis ? in : out;
+    codes.resize(t.rows * t.cols * k / 32);
+    sc.resize(t.rows);
+    for (auto &v : codes) v = rnd();
+    for (auto &s : sc) s = tcq_f32_to_f16((float)(0.01 + (rnd() & 0xffff) / 65536.0));
+    t.codes = codes.data();
+    t.scales = sc.data();
+}
+
+/* The device model's fused layer (linear_io.h): rmsnorm(x) * nw formed in the gate/up prep, its
+ * partials left for the down projection's prep (silu(gate) up there), the down's chunk sums added
+ * to the residual r.  Against float64 of r + Wd (silu(Wg a) * Wu a), a = rmsnorm(x) * nw. */
+static int run_fused(int k, int M)
+{
+    const int64_t d = 1024, h = 768;
+    tcq_trellis tg, tu, td;
+    std::vector<uint32_t> cg, cu, cd;
+    std::vector<uint16_t> sg, su, sd;
+    make_weight(tg, k, 256, 1, h, d, cg, sg);
+    make_weight(tu, k, 256, 1, h, d, cu, su);
+    make_weight(td, k, 256, 0, d, h, cd, sd);
+    std::vector<float> x((size_t)(M * d)), nw(d), r((size_t)(M * d));
+    for (auto &v : x) v = (float)gauss() * 3.0f;
+    for (auto &v : nw) v = (float)(0.5 + (rnd() & 0xffff) / 65536.0);
+    for (auto &v : r) v = (float)gauss();
+    std::vector<float> part;
+    int S = 0;
+    Fuse f1;
+    f1.src.norm = nw.data();
+    f1.src.eps = 1e-6f;
+    f1.part = &part;
+    f1.S = &S;
+    run_im({k, 256, 1, 1, h, d, M, 3, 512}, tg, tu, x, &f1);
+    Fuse f2;
+    f2.src.pend = tcq_cuda_pend{part.data(), NULL, S, (int64_t)M * h, h, sg.data(), su.data()};
+    f2.acc = 1;
+    f2.y0 = r;
+    const std::vector<float> y = run_im({k, 256, 0, 0, d, h, M, 3, 128}, td, td, std::vector<float>((size_t)(M * h)), &f2);
+    std::vector<float> Wg((size_t)(h * d)), Wu(Wg.size()), Wd((size_t)(d * h));
+    tcq_trellis_decode(&tg, Wg.data());
+    tcq_trellis_decode(&tu, Wu.data());
+    tcq_trellis_decode(&td, Wd.data());
+    double num = 0, den = 0;
+    for (int m = 0; m < M; m++) {
+        double ss = 0;
+        for (int64_t i = 0; i < d; i++) ss += (double)x[m * d + i] * x[m * d + i];
+        const double inv = 1.0 / sqrt(ss / d + 1e-6);
+        std::vector<double> a(d), g(h);
+        for (int64_t i = 0; i < d; i++) a[i] = nw[i] * x[m * d + i] * inv;
+        for (int64_t o = 0; o < h; o++) {
+            double sgv = 0, suv = 0;
+            for (int64_t i = 0; i < d; i++) sgv += Wg[o * d + i] * a[i], suv += Wu[o * d + i] * a[i];
+            g[o] = sgv / (1 + exp(-sgv)) * suv;
+        }
+        for (int64_t o = 0; o < d; o++) {
+            double v = 0;
+            for (int64_t i = 0; i < h; i++) v += Wd[o * h + i] * g[i];
+            const double e = y[m * d + o] - r[m * d + o] - v;   /* the added part alone */
+            num += e * e;
+            den += v * v;
+        }
+    }
+    const double e = sqrt(num / den);
+    const bool ok = std::isfinite(e) && e <= 1e-5;
+    printf("fused norm -> SwiGLU partials -> down + residual, k=%d M=%d: rel err %.3g (tol 1e-05)%s\n", k, M, e,
+           ok ? "" : "  FAILED");
     return !ok;
 }
 
@@ -338,6 +430,7 @@ int main(int argc, char **argv)
     f += run_case({2, 256, 1, 0, 40, 512, 2, 3, 512, 8});   /* L = 8 and 16 */
     f += run_case({4, 128, 0, 0, 256, 200, 3, 1, 128, 16});
     f += run_tiny(2, 1) + run_tiny(4, 0);
+    f += run_fused(2, 1) + (quick ? 0 : run_fused(4, 3));
     printf("%s\n", f ? "FAILED" : "all ok");
     return f;
 }

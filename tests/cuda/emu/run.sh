@@ -15,7 +15,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 enc=$root/src/encode/encode_cuda.cu
 {
-  awk '/^constexpr int kMaxL = 12;/{on=1} /^\/\* tcq.h: inputs finite/{on=0} on' "$enc"
+  awk '/^constexpr int kMaxL = 12;/{on=1} /^\/\* tcq_kernels.h: inputs finite/{on=0} on' "$enc"
   awk '/^size_t enc_smem\(int L, int K, int T\)/{on=1} on{print} on&&/^}/{exit}' "$enc"
 } | sed -e 's/extern __shared__ __align__(16) uint8_t smem\[\];/uint8_t *smem = g_smem;/' \
         -e 's/__shared__ float tile\[32\]\[65\];/float (\&tile)[32][65] = *reinterpret_cast<float(*)[32][65]>(g_smem);/' \
