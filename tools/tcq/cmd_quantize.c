@@ -13,7 +13,7 @@ static void quantize_usage(FILE *f)
                "                    [--lm-head-bits 0|2|3|4]\n"
                "                    [--device cpu|cuda]\n"
                "                    [--method rtn|ldlq] [--calib FILE [--calib-tokens N] [--calib-ctx C]]\n"
-               "                    [--hessians DIR] [--save-hessians DIR] [--damp X] [--bpw B]\n"
+               "                    [--hessians DIR] [--save-hessians DIR] [--damp X] [--bpw B] [--ldlq-passes N]\n"
                "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
                "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
                "  transform, codes every attention and MLP projection with the bitshift trellis\n"
@@ -33,7 +33,9 @@ static void quantize_usage(FILE *f)
                "  --calib-ctx, default 512) and take every projection's input Hessian H = sum x x^T;\n"
                "  each tensor's proxy loss tr((W-W^) H (W-W^)^T) is printed.  --save-hessians DIR keeps\n"
                "  them, --hessians DIR reuses them (same --seed).  --method ldlq (needs them): BlockLDLQ\n"
-               "  on H + damp * mean(diag H) I (--damp, default 0.01).  --bpw B in [2, 4]: k in {2,3,4}\n"
+               "  on H + damp * mean(diag H) I (--damp, default 0.1), then --ldlq-passes (default 1)\n"
+               "  block coordinate descent passes; with --refit-scales the row scales minimise the\n"
+               "  proxy loss.  --bpw B in [2, 4]: k in {2,3,4}\n"
                "  per projection chosen by proxy loss so that the mean k is at most B (--bits stays the\n"
                "  k of anything without a Hessian).\n");
 }
@@ -91,7 +93,7 @@ int cmd_quantize(int argc, char **argv)
     long long bits = 0, L = 12, seed = 1, threads = 0, seams = 0, lm_bits = 0;
     tcq_search search = TCQ_SEARCH_TWO_PASS;
     int rotate_only = 0, interleave = 0, refit = 0, cuda = 0, method = TCQ_QMETHOD_RTN;
-    long long calib_tokens = 0, calib_ctx = 0;
+    long long calib_tokens = 0, calib_ctx = 0, passes = 1;
     double damp = 0, bpw = 0;
     const char *calib = NULL, *hin = NULL, *hout = NULL;
     for (int i = 1; i < argc; i++) {
@@ -167,6 +169,7 @@ int cmd_quantize(int argc, char **argv)
         else if (!strcmp(argv[i], "--lm-head-bits")) dst = &lm_bits;
         else if (!strcmp(argv[i], "--L")) dst = &L;
         else if (!strcmp(argv[i], "--calib-tokens")) dst = &calib_tokens;
+        else if (!strcmp(argv[i], "--ldlq-passes")) dst = &passes;
         else if (!strcmp(argv[i], "--calib-ctx")) dst = &calib_ctx;
         else if (!strcmp(argv[i], "--seed")) dst = &seed;
         else if (!strcmp(argv[i], "--threads")) dst = &threads;
@@ -212,9 +215,11 @@ int cmd_quantize(int argc, char **argv)
                            .enc = {.search = search, .seams = (int)seams}, .interleave = interleave,
                            .refit_scales = refit, .cuda = cuda, .lm_head_bits = (int)lm_bits, .method = method,
                            .calib = calib, .calib_tokens = calib_tokens, .calib_ctx = (int)calib_ctx, .damp = damp,
-                           .hessians_in = hin, .hessians_out = hout, .bpw = bpw};
-    if (calib_tokens < 0 || calib_ctx < 0 || calib_ctx > 1 << 20 || damp < 0) {
-        fprintf(stderr, "tcq quantize: --calib-tokens, --calib-ctx and --damp must not be negative\n");
+                           .hessians_in = hin, .hessians_out = hout, .bpw = bpw,
+                           .ldlq_passes = passes ? (int)passes : -1};
+    if (calib_tokens < 0 || calib_ctx < 0 || calib_ctx > 1 << 20 || damp < 0 || passes < 0 || passes > 16) {
+        fprintf(stderr, "tcq quantize: --calib-tokens, --calib-ctx and --damp must not be negative, "
+                        "--ldlq-passes in [0, 16]\n");
         return 2;
     }
     bar b = {cli_now(), 0, isatty(2), {0}};
