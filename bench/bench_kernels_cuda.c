@@ -4,6 +4,7 @@
  * copies to exceed the L2 several times.  Weights are random codes (every bit pattern is a
  * valid block, and the kernels' speed does not depend on the values). */
 #include "cli.h"
+#include "kernels/cuda/timers.h"
 
 #include <stdlib.h>
 #include <string.h>

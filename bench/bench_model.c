@@ -2,6 +2,7 @@
  * built-in synthetic model with Qwen3-14B's geometry (few layers, random weights). */
 #include "bench.h"
 #include "cli_model.h"
+#include "kernels/cuda/timers.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* libFuzzer target: config.json quantization parsing.  What parses must serialise, re-parse to
  * the same object, and survive tcq_qconfig_apply; lookups under both prefixes must agree. */
-#include "tcq.h"
+#include "tcq_kernels.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* libFuzzer target: the safetensors parser, then every accessor on what it accepted, and trellis
  * views over the tensors it finds (decoding a row reads through the view, so a view that does
  * not fit its tensor is caught by AddressSanitizer). */
-#include "tcq.h"
+#include "tcq_kernels.h"
 
 #include <stdint.h>
 #include <stdlib.h>

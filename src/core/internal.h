@@ -2,7 +2,7 @@
 #ifndef TCQ_INTERNAL_H
 #define TCQ_INTERNAL_H
 
-#include "tcq.h"
+#include "tcq_kernels.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

@@ -12,6 +12,7 @@
  * memory: T * 2^(L-k) * k bits, 64 KB at L=12, which is why L <= 12 here. */
 #include "../kernels/cuda/cuda_internal.h"
 #include "../kernels/cuda/tc_common.cuh"
+#include "../kernels/cuda/timers.h"
 
 #include <math.h>
 #include <string.h>

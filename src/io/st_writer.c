@@ -22,6 +22,8 @@ typedef struct wtensor {
     const void *data;
     size_t nbytes;
     void *owned;                 /* tcq_st_writer_add_copy's buffer */
+    FILE *src;                   /* tcq_st_writer_add_file: the bytes at src_off of src */
+    int64_t src_off;
 } wtensor;
 
 struct tcq_st_writer {
@@ -104,6 +106,36 @@ tcq_status tcq_st_writer_add_copy(tcq_st_writer *w, const char *name, tcq_dtype 
     }
     w->t[w->n - 1].owned = copy;
     return TCQ_OK;
+}
+
+tcq_status tcq_st_writer_add_file(tcq_st_writer *w, const char *name, tcq_dtype dtype, int ndim, const int64_t *shape,
+                                  FILE *src, int64_t off, size_t nbytes)
+{
+    static const char placeholder;
+    if (!src || off < 0) return tcq_fail(TCQ_ERR_INVALID_ARG, "safetensors writer: tensor '%s': no source file", name);
+    TCQ_TRY(tcq_st_writer_add(w, name, dtype, ndim, shape, &placeholder, nbytes));
+    w->t[w->n - 1].data = NULL;
+    w->t[w->n - 1].src = src;
+    w->t[w->n - 1].src_off = off;
+    return TCQ_OK;
+}
+
+/* A tensor's bytes from its source file, through a bounded buffer. */
+static tcq_status copy_from(FILE *fp, const wtensor *t, const char *tmp)
+{
+    enum { CHUNK = 1 << 20 };
+    char *buf = malloc(CHUNK);
+    if (!buf) return tcq_fail(TCQ_ERR_NOMEM, "%s: copy buffer", tmp);
+    tcq_status s = fseeko(t->src, (off_t)t->src_off, SEEK_SET) ? tcq_fail(TCQ_ERR_IO, "tensor '%s': seek in its source: %s",
+                                                                         t->name, strerror(errno))
+                                                               : TCQ_OK;
+    for (size_t done = 0; s == TCQ_OK && done < t->nbytes; done += CHUNK) {
+        const size_t n = t->nbytes - done < CHUNK ? t->nbytes - done : CHUNK;
+        if (fread(buf, 1, n, t->src) != n) s = tcq_fail(TCQ_ERR_IO, "tensor '%s': short read from its source", t->name);
+        else if (fwrite(buf, 1, n, fp) != n) s = tcq_fail(TCQ_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    }
+    free(buf);
+    return s;
 }
 
 tcq_status tcq_st_writer_metadata(tcq_st_writer *w, const char *key, const char *value)
@@ -200,7 +232,10 @@ static tcq_status write_body(const tcq_st_writer *w, const int64_t *order, FILE 
     TCQ_TRY(write_all(fp, lenb, 8, tmp));
     TCQ_TRY(write_all(fp, hdr, hl, tmp));
     TCQ_TRY(write_all(fp, spaces, padded - hl, tmp));
-    for (int64_t i = 0; i < w->n; i++) TCQ_TRY(write_all(fp, w->t[order[i]].data, w->t[order[i]].nbytes, tmp));
+    for (int64_t i = 0; i < w->n; i++) {
+        const wtensor *t = &w->t[order[i]];
+        TCQ_TRY(t->src ? copy_from(fp, t, tmp) : write_all(fp, t->data, t->nbytes, tmp));
+    }
     return TCQ_OK;
 }
 

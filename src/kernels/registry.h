@@ -5,7 +5,7 @@
 #ifndef TCQ_KERNELS_REGISTRY_H
 #define TCQ_KERNELS_REGISTRY_H
 
-#include "tcq.h"
+#include "tcq_kernels.h"
 
 #include <stddef.h>
 #include <stdint.h>

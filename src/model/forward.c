@@ -92,12 +92,50 @@ static tcq_status ensure_att_scratch(tcq_model *m, int ctx)
     return m->att_scores ? TCQ_OK : tcq_fail(TCQ_ERR_NOMEM, "model: attention scratch of %d positions", ctx);
 }
 
+/* One decoder layer on x [M, d] in place: L's weights, cache layer `cl` of the sessions, taps
+ * report layer `tl`. */
+static tcq_status layer_rows(tcq_model *m, const tcq_layer *L, int cl, int tl, tcq_session *const *sess,
+                             const int *pos, int M, int one_seq, float *x)
+{
+    const tcq_model_config *c = &m->cfg;
+    const int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_ATTN, x, M);
+    for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, x + (size_t)r * d, L->attn_norm, d, c->norm_eps);
+    TCQ_TRY(tcq_linear(&L->wq, m->xb, m->q, M, m->kctx));   /* q [M, qd] */
+    TCQ_TRY(tcq_linear(&L->wk, m->xb, m->k, M, m->kctx));   /* k [M, kvd] */
+    TCQ_TRY(tcq_linear(&L->wv, m->xb, m->v, M, m->kctx));   /* v [M, kvd] */
+    for (int r = 0; r < M; r++) {
+        float *q = m->q + (size_t)r * qd, *k = m->k + (size_t)r * kvd;
+        if (L->q_norm) {
+            for (int h = 0; h < c->n_heads; h++) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, c->norm_eps);
+            for (int h = 0; h < c->n_kv_heads; h++) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, c->norm_eps);
+        }
+        rope(m, q, c->n_heads, pos[r]);
+        rope(m, k, c->n_kv_heads, pos[r]);
+        kv_store(sess[r], cl, pos[r], k, m->v + (size_t)r * kvd);
+    }
+    if (!one_seq || tcq_attn_block(m, sess[0], pos[0], M, cl)) {
+        att_job J = {m, sess, pos, cl};
+        tcq_pool_run(m->pool, (int64_t)M * c->n_kv_heads, att_item, &J);    /* att [M, qd] */
+    }
+    if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_O, m->att, M);
+    TCQ_TRY(tcq_linear(&L->wo, m->att, m->xb2, M, m->kctx));          /* xb2 [M, d] */
+    for (size_t i = 0; i < (size_t)M * d; i++) x[i] += m->xb2[i];
+    if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_FFN, x, M);
+    for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, x + (size_t)r * d, L->ffn_norm, d, c->norm_eps);
+    TCQ_TRY(tcq_linear_swiglu(&L->gate, &L->up, m->xb, m->hb, M, m->kctx));   /* hb [M, hidden] */
+    if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_DOWN, m->hb, M);
+    TCQ_TRY(tcq_linear(&L->down, m->hb, m->xb2, M, m->kctx));                /* xb2 [M, d] */
+    for (size_t i = 0; i < (size_t)M * d; i++) x[i] += m->xb2[i];
+    return TCQ_OK;
+}
+
 /* M rows (M <= TCQ_PREFILL_CHUNK).  Rows [out_from, M) get logits into logits [M-out_from, vocab]. */
 static tcq_status forward_rows(tcq_model *m, tcq_session *const *sess, const int *pos, const int32_t *tok, int M,
                                int out_from, float *logits)
 {
     const tcq_model_config *c = &m->cfg;
-    const int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    const int d = c->dim;
     int max_ctx = 0;
     for (int r = 0; r < M; r++) max_ctx = TCQ_MAX(max_ctx, sess[r]->ctx);
     TCQ_TRY(ensure_att_scratch(m, max_ctx));
@@ -105,37 +143,7 @@ static tcq_status forward_rows(tcq_model *m, tcq_session *const *sess, const int
     for (int r = 1; r < M; r++) one_seq &= sess[r] == sess[0] && pos[r] == pos[0] + r;
 
     for (int r = 0; r < M; r++) tcq_model_embed(m, tok[r], m->x + (size_t)r * d);   /* x [M, d] */
-    for (int l = 0; l < c->n_layers; l++) {
-        const tcq_layer *L = &m->layers[l];
-        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_ATTN, m->x, M);
-        for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, m->x + (size_t)r * d, L->attn_norm, d, c->norm_eps);
-        TCQ_TRY(tcq_linear(&L->wq, m->xb, m->q, M, m->kctx));   /* q [M, qd] */
-        TCQ_TRY(tcq_linear(&L->wk, m->xb, m->k, M, m->kctx));   /* k [M, kvd] */
-        TCQ_TRY(tcq_linear(&L->wv, m->xb, m->v, M, m->kctx));   /* v [M, kvd] */
-        for (int r = 0; r < M; r++) {
-            float *q = m->q + (size_t)r * qd, *k = m->k + (size_t)r * kvd;
-            if (L->q_norm) {
-                for (int h = 0; h < c->n_heads; h++) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, c->norm_eps);
-                for (int h = 0; h < c->n_kv_heads; h++) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, c->norm_eps);
-            }
-            rope(m, q, c->n_heads, pos[r]);
-            rope(m, k, c->n_kv_heads, pos[r]);
-            kv_store(sess[r], l, pos[r], k, m->v + (size_t)r * kvd);
-        }
-        if (!one_seq || tcq_attn_block(m, sess[0], pos[0], M, l)) {
-            att_job J = {m, sess, pos, l};
-            tcq_pool_run(m->pool, (int64_t)M * c->n_kv_heads, att_item, &J);    /* att [M, qd] */
-        }
-        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_O, m->att, M);
-        TCQ_TRY(tcq_linear(&L->wo, m->att, m->xb2, M, m->kctx));          /* xb2 [M, d] */
-        for (size_t i = 0; i < (size_t)M * d; i++) m->x[i] += m->xb2[i];
-        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_FFN, m->x, M);
-        for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, m->x + (size_t)r * d, L->ffn_norm, d, c->norm_eps);
-        TCQ_TRY(tcq_linear_swiglu(&L->gate, &L->up, m->xb, m->hb, M, m->kctx));   /* hb [M, hidden] */
-        if (m->tap) m->tap(m->tap_user, l, TCQ_TAP_DOWN, m->hb, M);
-        TCQ_TRY(tcq_linear(&L->down, m->hb, m->xb2, M, m->kctx));                /* xb2 [M, d] */
-        for (size_t i = 0; i < (size_t)M * d; i++) m->x[i] += m->xb2[i];
-    }
+    for (int l = 0; l < c->n_layers; l++) TCQ_TRY(layer_rows(m, &m->layers[l], l, l, sess, pos, M, one_seq, m->x));
     if (out_from >= M) return TCQ_OK;
     for (int r = out_from; r < M; r++)
         rmsnorm(m->xb + (size_t)(r - out_from) * d, m->x + (size_t)r * d, m->final_norm, d, c->norm_eps);
@@ -207,5 +215,21 @@ tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *sess, const
     TCQ_TRY(check_tokens(m, tokens, nb));
     TCQ_TRY(m->cu ? tcq_model_cuda_rows(m, sess, pos, tokens, nb, 0, logits) : forward_rows(m, sess, pos, tokens, nb, 0, logits));
     for (int b = 0; b < nb; b++) sess[b]->pos++;
+    return TCQ_OK;
+}
+
+tcq_status tcq_model_layer_forward(tcq_model *m, tcq_session *s, const tcq_layer *L, int tap_layer, float *x, int n)
+{
+    if (!m || !s || !L || !x || n < 0 || n > s->ctx - s->pos)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "layer forward: bad arguments (%d rows at position %d)", n, s ? s->pos : 0);
+    TCQ_TRY(ensure_att_scratch(m, s->ctx));
+    tcq_session *rs[TCQ_PREFILL_CHUNK];
+    int pos[TCQ_PREFILL_CHUNK];
+    for (int i = 0; i < n; i += TCQ_PREFILL_CHUNK) {
+        const int M = TCQ_MIN(TCQ_PREFILL_CHUNK, n - i);
+        for (int r = 0; r < M; r++) rs[r] = s, pos[r] = s->pos + r;
+        TCQ_TRY(layer_rows(m, L, 0, tap_layer, rs, pos, M, 1, x + (size_t)i * m->cfg.dim));
+        s->pos += M;
+    }
     return TCQ_OK;
 }

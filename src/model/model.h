@@ -141,6 +141,12 @@ int tcq_model_cuda_present(int index);
  * serve it (small M, scratch too large). */
 int tcq_attn_block(tcq_model *m, const tcq_session *s, int p0, int M, int layer);
 
+/* The quantizer's layer-by-layer calibration: one decoder layer with the weights of L (any
+ * formats) on x [n, dim] in place, n rows of one sequence at the session's positions (advanced by
+ * n), kept in the session's layer-0 cache; m's taps see tap_layer.  m gives the config, rope,
+ * scratch and pool; its own layers are not read. */
+tcq_status tcq_model_layer_forward(tcq_model *m, tcq_session *s, const tcq_layer *L, int tap_layer, float *x, int n);
+
 /* Register memory the model frees. */
 tcq_status tcq_model_own(tcq_model *m, void *p);
 /* Load an HF directory / a llama2.c checkpoint into a zeroed model (cfg filled by them). */

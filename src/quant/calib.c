@@ -1,9 +1,13 @@
-/* Calibration: the input model runs over windows of the calibration text and every linear
- * layer's input x adds x x^T to its Hessian (double; q/k/v share one, gate/up share one).  The
- * readers' inputs are taken in the quantizer's rotated basis: the tap gets the residual stream
- * before the RMSNorm, which is normalised without its gain (the fold moves the gain into the
- * weights) and rotated (x R, the embedding rows' transform), so H matches the weights the
- * quantizer codes.  o/down inputs are not rotated by the fold. */
+/* Calibration, one decoder layer at a time.  The calibration windows' residual stream X
+ * [tokens, dim] (f32, in the quantizer's rotated basis: embedding rows times R, as the artifact's
+ * embedding) is the only state kept across layers.  For layer i the driver hands in i's weights
+ * (rotated, gains folded, norms 1); running them over every window with taps gives i's Hessians
+ * H = sum x x^T (double; q/k/v share one, gate/up share one, o and down their own), and running
+ * them again in place moves X to layer i+1's input.  With the quantized reconstruction as i's
+ * weights, i+1's Hessians are taken with 0..i already quantized (sequential, as GPTQ/QTIP do).
+ * So the memory is X, one layer's weights and one layer's four Hessians, never the model's.
+ * The readers' taps see the residual stream before the RMSNorm: normalised without a gain (the
+ * fold moved it into the weights), already rotated. */
 #include "quant.h"
 #include "../model/model.h"
 
@@ -14,56 +18,97 @@
 #include <string.h>
 #include <sys/stat.h>
 
-typedef struct tap_ctx {
-    tcq_quant_hess *hs;
-    const tcq_hadamard *h;
-    tcq_pool *pool;
-    float eps;
-    float *fbuf;      /* [chunk, max dim] */
-    double *dbuf;     /* [chunk, max dim] */
-    tcq_status s;
-} tap_ctx;
+/* Hessian matrices alive (the memory bound's test reads it). */
+static int hess_live, hess_peak;
 
-static void tap(void *user, int layer, int site, const float *x, int M)
+void tcq_quant_hess_count(int *live, int *peak)
 {
-    tap_ctx *c = user;
-    if (c->s != TCQ_OK) return;
-    const int64_t d = c->hs->dim[site];
-    const float *src = x;
-    if (site == TCQ_TAP_ATTN || site == TCQ_TAP_FFN) {
-        for (int r = 0; r < M; r++) {
-            const float *xr = x + (size_t)r * d;
-            double ss = 0;
-            for (int64_t i = 0; i < d; i++) ss += (double)xr[i] * xr[i];
-            const float inv = (float)(1.0 / sqrt((double)(float)(ss / (double)d) + (double)c->eps));
-            for (int64_t i = 0; i < d; i++) c->fbuf[r * d + i] = xr[i] * inv;
-        }
-        c->s = tcq_hadamard_rows(c->h, c->fbuf, M, 0, c->pool);
-        src = c->fbuf;
-    }
-    for (int64_t i = 0; i < (int64_t)M * d; i++) c->dbuf[i] = src[i];
-    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, M, 1.0, c->dbuf, (int)d, 1.0,
-                c->hs->H[layer * TCQ_TAP_SITES + site], (int)d);
+    if (live) *live = __atomic_load_n(&hess_live, __ATOMIC_RELAXED);
+    if (peak) *peak = __atomic_load_n(&hess_peak, __ATOMIC_RELAXED);
 }
 
-static tcq_status hess_alloc(tcq_quant_hess *hs)
+void tcq_quant_hess_count_reset(void) { __atomic_store_n(&hess_peak, __atomic_load_n(&hess_live, __ATOMIC_RELAXED), __ATOMIC_RELAXED); }
+
+tcq_status tcq_quant_lhess_alloc(tcq_quant_lhess *lh)
 {
-    hs->H = calloc((size_t)hs->n_layers * TCQ_TAP_SITES, sizeof *hs->H);
-    if (!hs->H) return tcq_fail(TCQ_ERR_NOMEM, "Hessians of %d layers", hs->n_layers);
-    for (int i = 0; i < hs->n_layers * TCQ_TAP_SITES; i++) {
-        const int64_t d = hs->dim[i % TCQ_TAP_SITES];
-        if (!(hs->H[i] = calloc((size_t)(d * d), sizeof(double))))
-            return tcq_fail(TCQ_ERR_NOMEM, "Hessian %d of %lld x %lld", i, (long long)d, (long long)d);
+    for (int s = 0; s < TCQ_TAP_SITES; s++) {
+        if (lh->H[s]) continue;
+        const int64_t d = lh->dim[s];
+        if (d <= 0 || !(lh->H[s] = calloc((size_t)(d * d), sizeof(double)))) {
+            tcq_quant_lhess_free(lh);
+            return tcq_fail(TCQ_ERR_NOMEM, "Hessian of %lld x %lld", (long long)d, (long long)d);
+        }
+        const int n = __atomic_add_fetch(&hess_live, 1, __ATOMIC_RELAXED);
+        int p = __atomic_load_n(&hess_peak, __ATOMIC_RELAXED);
+        while (n > p && !__atomic_compare_exchange_n(&hess_peak, &p, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
     }
     return TCQ_OK;
 }
 
-void tcq_quant_hess_free(tcq_quant_hess *hs)
+void tcq_quant_lhess_free(tcq_quant_lhess *lh)
 {
-    if (!hs || !hs->H) return;
-    for (int i = 0; i < hs->n_layers * TCQ_TAP_SITES; i++) free(hs->H[i]);
-    free(hs->H);
-    hs->H = NULL;
+    for (int s = 0; s < TCQ_TAP_SITES; s++)
+        if (lh->H[s]) {
+            free(lh->H[s]);
+            lh->H[s] = NULL;
+            __atomic_sub_fetch(&hess_live, 1, __ATOMIC_RELAXED);
+        }
+}
+
+const double *tcq_quant_lhess_for(const tcq_quant_lhess *lh, const char *name, int64_t *dim)
+{
+    const char *rest = strstr(name, ".self_attn.");
+    int site = -1;
+    if (rest) {
+        rest += 11;
+        if (!strncmp(rest, "q_proj.", 7) || !strncmp(rest, "k_proj.", 7) || !strncmp(rest, "v_proj.", 7))
+            site = TCQ_TAP_ATTN;
+        else if (!strncmp(rest, "o_proj.", 7)) site = TCQ_TAP_O;
+    } else if ((rest = strstr(name, ".mlp."))) {
+        rest += 5;
+        if (!strncmp(rest, "gate_proj.", 10) || !strncmp(rest, "up_proj.", 8)) site = TCQ_TAP_FFN;
+        else if (!strncmp(rest, "down_proj.", 10)) site = TCQ_TAP_DOWN;
+    }
+    if (!lh || site < 0 || !lh->H[site] || strncmp(name, "model.layers.", 13)) return NULL;
+    *dim = lh->dim[site];
+    return lh->H[site];
+}
+
+struct tcq_quant_cal {
+    tcq_model *m;
+    tcq_session *sess;
+    tcq_pool *pool;
+    int ctx;
+    int64_t windows, dim;
+    float *X;                 /* [windows * ctx, dim] */
+    float *win;               /* [ctx, dim]: a window's copy when X stays */
+    /* the taps */
+    tcq_quant_lhess *lh;
+    float *fbuf;              /* [chunk, dim] */
+    double *dbuf;             /* [chunk, max dim] */
+    tcq_status s;
+};
+
+static void tap(void *user, int layer, int site, const float *x, int M)
+{
+    (void)layer;
+    tcq_quant_cal *c = user;
+    if (c->s != TCQ_OK || !c->lh) return;
+    const int64_t d = c->lh->dim[site];
+    const float *src = x;
+    if (site == TCQ_TAP_ATTN || site == TCQ_TAP_FFN) {   /* the RMSNorm without its (folded) gain */
+        const float eps = c->m->cfg.norm_eps;
+        for (int r = 0; r < M; r++) {
+            const float *xr = x + (size_t)r * d;
+            double ss = 0;
+            for (int64_t i = 0; i < d; i++) ss += (double)xr[i] * xr[i];
+            const float inv = (float)(1.0 / sqrt((double)(float)(ss / (double)d) + (double)eps));
+            for (int64_t i = 0; i < d; i++) c->fbuf[r * d + i] = xr[i] * inv;
+        }
+        src = c->fbuf;
+    }
+    for (int64_t i = 0; i < (int64_t)M * d; i++) c->dbuf[i] = src[i];
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, M, 1.0, c->dbuf, (int)d, 1.0, c->lh->H[site], (int)d);
 }
 
 static tcq_status read_text(const char *path, char **text, size_t *len)
@@ -95,10 +140,22 @@ static tcq_status read_text(const char *path, char **text, size_t *len)
     return TCQ_OK;
 }
 
-tcq_status tcq_quant_calibrate(const char *in_dir, const tcq_hadamard *h, const tcq_quant_calib *o, tcq_pool *pool,
-                               tcq_quant_hess *hs)
+void tcq_quant_cal_free(tcq_quant_cal *c)
 {
-    memset(hs, 0, sizeof *hs);
+    if (!c) return;
+    tcq_session_free(c->sess);
+    tcq_model_free(c->m);
+    free(c->X);
+    free(c->win);
+    free(c->fbuf);
+    free(c->dbuf);
+    free(c);
+}
+
+tcq_status tcq_quant_cal_open(const char *in_dir, const tcq_hadamard *h, const tcq_quant_calib *o, tcq_pool *pool,
+                              tcq_quant_cal **out)
+{
+    *out = NULL;
     if (o->ctx < 2) return tcq_fail(TCQ_ERR_INVALID_ARG, "calibration context %d: at least 2", o->ctx);
     if (o->tokens < o->ctx)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "calibration tokens %lld: fewer than one window of %d",
@@ -118,108 +175,142 @@ tcq_status tcq_quant_calibrate(const char *in_dir, const tcq_hadamard *h, const 
     if (s == TCQ_OK && n_ids < (size_t)o->ctx)
         s = tcq_fail(TCQ_ERR_INVALID_ARG, "calibration file %s: %zu tokens, shorter than one window of %d "
                      "(--calib-ctx)", o->path, n_ids, o->ctx);
-    tcq_model *m = NULL;
-    tcq_session *sess = NULL;
+    tcq_quant_cal *c = calloc(1, sizeof *c);
+    if (s == TCQ_OK && !c) s = tcq_fail(TCQ_ERR_NOMEM, "calibration state");
+    /* The input model gives the config, rope tables, q/k norms, embedding rows and the forward's
+     * scratch; its weights stay mapped, untouched (the driver hands each layer's in). */
     const tcq_model_opts mo = {.n_threads = o->threads};
-    if (s == TCQ_OK) s = tcq_model_load(in_dir, &mo, &m);
-    if (s == TCQ_OK) s = tcq_session_create(m, o->ctx, TCQ_KV_F32, &sess);
-    tap_ctx tc = {hs, h, pool, 0, NULL, NULL, TCQ_OK};
+    if (s == TCQ_OK) s = tcq_model_load(in_dir, &mo, &c->m);
     if (s == TCQ_OK) {
-        const tcq_model_config *cfg = &m->cfg;
-        hs->n_layers = cfg->n_layers;
-        hs->dim[TCQ_TAP_ATTN] = hs->dim[TCQ_TAP_FFN] = cfg->dim;
-        hs->dim[TCQ_TAP_O] = (int64_t)cfg->n_heads * cfg->head_dim;
-        hs->dim[TCQ_TAP_DOWN] = cfg->hidden_dim;
-        hs->seed = o->seed;
+        /* the session's cache: one layer (tcq_model_layer_forward keeps every layer in layer 0) */
+        const int keep = c->m->cfg.n_layers;
+        c->m->cfg.n_layers = 1;
+        s = tcq_session_create(c->m, o->ctx, TCQ_KV_F32, &c->sess);
+        c->m->cfg.n_layers = keep;
+    }
+    if (s == TCQ_OK) {
+        const tcq_model_config *cfg = &c->m->cfg;
+        c->pool = pool;
+        c->ctx = o->ctx;
+        c->dim = cfg->dim;
+        c->windows = TCQ_MIN((int64_t)(n_ids / (size_t)o->ctx), (o->tokens + o->ctx - 1) / o->ctx);
+        const int64_t dmax = TCQ_MAX(TCQ_MAX((int64_t)cfg->dim, (int64_t)cfg->n_heads * cfg->head_dim), cfg->hidden_dim);
         if (tcq_hadamard_size(h) != cfg->dim)
             s = tcq_fail(TCQ_ERR_FORMAT, "%s: hidden size %d differs from the config's", in_dir, cfg->dim);
-        int64_t dmax = 0;
-        for (int i = 0; i < TCQ_TAP_SITES; i++) dmax = TCQ_MAX(dmax, hs->dim[i]);
-        tc.eps = cfg->norm_eps;
-        tc.fbuf = malloc((size_t)(TCQ_PREFILL_CHUNK * dmax) * sizeof *tc.fbuf);
-        tc.dbuf = malloc((size_t)(TCQ_PREFILL_CHUNK * dmax) * sizeof *tc.dbuf);
-        if (s == TCQ_OK && (!tc.fbuf || !tc.dbuf)) s = tcq_fail(TCQ_ERR_NOMEM, "calibration buffers");
-        if (s == TCQ_OK) s = hess_alloc(hs);
+        c->X = malloc((size_t)(c->windows * o->ctx * c->dim) * sizeof *c->X);
+        c->win = malloc((size_t)(o->ctx * c->dim) * sizeof *c->win);
+        c->fbuf = malloc((size_t)(TCQ_PREFILL_CHUNK * c->dim) * sizeof *c->fbuf);
+        c->dbuf = malloc((size_t)(TCQ_PREFILL_CHUNK * dmax) * sizeof *c->dbuf);
+        if (s == TCQ_OK && (!c->X || !c->win || !c->fbuf || !c->dbuf))
+            s = tcq_fail(TCQ_ERR_NOMEM, "calibration activations of %lld tokens", (long long)(c->windows * o->ctx));
     }
-    if (s == TCQ_OK) {
-        m->tap = tap;
-        m->tap_user = &tc;
-        const int64_t windows = TCQ_MIN((int64_t)(n_ids / (size_t)o->ctx), (o->tokens + o->ctx - 1) / o->ctx);
-        for (int64_t w = 0; s == TCQ_OK && w < windows; w++) {
-            s = tcq_session_rewind(sess, 0);
-            if (s == TCQ_OK) s = tcq_model_forward(m, sess, ids + w * o->ctx, o->ctx, NULL);
-            if (s == TCQ_OK) s = tc.s;
-            hs->tokens += o->ctx;
-            if (o->progress) o->progress(o->progress_user, (double)(w + 1) / (double)windows);
-        }
-        m->tap = NULL;
+    const int64_t N = s == TCQ_OK ? c->windows * o->ctx : 0;
+    for (int64_t t = 0; s == TCQ_OK && t < N; t++) {
+        if (ids[t] < 0 || ids[t] >= c->m->cfg.vocab_size)
+            s = tcq_fail(TCQ_ERR_FORMAT, "calibration token %d outside the vocabulary of %d", ids[t], c->m->cfg.vocab_size);
+        else tcq_model_embed(c->m, ids[t], c->X + t * c->dim);
     }
-    for (int i = 0; s == TCQ_OK && i < hs->n_layers * TCQ_TAP_SITES; i++) {   /* dsyrk filled the upper half */
-        const int64_t d = hs->dim[i % TCQ_TAP_SITES];
-        double *H = hs->H[i];
-        for (int64_t r = 0; r < d; r++)
-            for (int64_t c = r + 1; c < d; c++) H[c * d + r] = H[r * d + c];
-    }
-    free(tc.fbuf);
-    free(tc.dbuf);
+    /* the artifact's embedding: rotated, then rounded to bf16 */
+    if (s == TCQ_OK) s = tcq_hadamard_rows(h, c->X, N, 0, pool);
+    for (int64_t i = 0; s == TCQ_OK && i < N * c->dim; i++) c->X[i] = tcq_bf16_to_f32(tcq_f32_to_bf16(c->X[i]));
     free(ids);
-    tcq_session_free(sess);
-    tcq_model_free(m);
-    if (s != TCQ_OK) tcq_quant_hess_free(hs);
+    if (s != TCQ_OK) {
+        tcq_quant_cal_free(c);
+        return s;
+    }
+    *out = c;
+    return TCQ_OK;
+}
+
+int64_t tcq_quant_cal_tokens(const tcq_quant_cal *c) { return c->windows * c->ctx; }
+tcq_model *tcq_quant_cal_model(tcq_quant_cal *c) { return c->m; }
+
+tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const tcq_layer *L, tcq_quant_lhess *lh, int advance)
+{
+    tcq_model *m = c->m;
+    if (lh) {
+        const tcq_model_config *cfg = &m->cfg;
+        lh->dim[TCQ_TAP_ATTN] = lh->dim[TCQ_TAP_FFN] = cfg->dim;
+        lh->dim[TCQ_TAP_O] = (int64_t)cfg->n_heads * cfg->head_dim;
+        lh->dim[TCQ_TAP_DOWN] = cfg->hidden_dim;
+        TCQ_TRY(tcq_quant_lhess_alloc(lh));
+    }
+    c->lh = lh;
+    c->s = TCQ_OK;
+    m->tap = lh ? tap : NULL;
+    m->tap_user = c;
+    tcq_status s = TCQ_OK;
+    for (int64_t w = 0; s == TCQ_OK && w < c->windows; w++) {
+        float *x = c->X + w * c->ctx * c->dim;
+        if (!advance) x = memcpy(c->win, x, (size_t)(c->ctx * c->dim) * sizeof *x);
+        s = tcq_session_rewind(c->sess, 0);
+        if (s == TCQ_OK) s = tcq_model_layer_forward(m, c->sess, L, layer, x, c->ctx);
+        if (s == TCQ_OK) s = c->s;
+    }
+    m->tap = NULL;
+    c->lh = NULL;
+    for (int i = 0; s == TCQ_OK && lh && i < TCQ_TAP_SITES; i++) {   /* dsyrk filled the upper half */
+        const int64_t d = lh->dim[i];
+        double *H = lh->H[i];
+        for (int64_t r = 0; r < d; r++)
+            for (int64_t k = r + 1; k < d; k++) H[k * d + r] = H[r * d + k];
+    }
+    if (s != TCQ_OK && lh) tcq_quant_lhess_free(lh);
     return s;
 }
 
-const double *tcq_quant_hess_for(const tcq_quant_hess *hs, const char *name, int64_t *dim)
+/* DIR/hessians.bin: "TCQHESS2", int64 n_layers, dims[4], tokens, seed, flags (bit 0: sequential),
+ * then every (layer, site) Hessian as dim^2 little-endian doubles, layer-major, so one layer is
+ * written or read at its offset.  "TCQHESS1" files (no flags: non-sequential) still load. */
+static const char magic1[8] = {'T', 'C', 'Q', 'H', 'E', 'S', 'S', '1'}, magic2[8] = {'T', 'C', 'Q', 'H', 'E', 'S', 'S', '2'};
+
+static int64_t layer_bytes(const tcq_quant_hfile *hf)
 {
-    int layer = -1, n = 0;
-    if (!hs || !hs->H || sscanf(name, "model.layers.%d.%n", &layer, &n) != 1 || n == 0 || layer < 0 ||
-        layer >= hs->n_layers)
-        return NULL;
-    const char *rest = name + n;
-    int site = -1;
-    if (!strncmp(rest, "self_attn.q_proj.", 17) || !strncmp(rest, "self_attn.k_proj.", 17) ||
-        !strncmp(rest, "self_attn.v_proj.", 17))
-        site = TCQ_TAP_ATTN;
-    else if (!strncmp(rest, "self_attn.o_proj.", 17)) site = TCQ_TAP_O;
-    else if (!strncmp(rest, "mlp.gate_proj.", 14) || !strncmp(rest, "mlp.up_proj.", 12)) site = TCQ_TAP_FFN;
-    else if (!strncmp(rest, "mlp.down_proj.", 14)) site = TCQ_TAP_DOWN;
-    if (site < 0) return NULL;
-    *dim = hs->dim[site];
-    return hs->H[layer * TCQ_TAP_SITES + site];
+    int64_t n = 0;
+    for (int i = 0; i < TCQ_TAP_SITES; i++) n += hf->dim[i] * hf->dim[i] * (int64_t)sizeof(double);
+    return n;
 }
 
-/* DIR/hessians.bin: "TCQHESS1", int64 n_layers, dims[4], tokens, seed, then every (layer, site)
- * Hessian as dim^2 little-endian doubles. */
-static const char magic[8] = {'T', 'C', 'Q', 'H', 'E', 'S', 'S', '1'};
-
-tcq_status tcq_quant_hess_save(const tcq_quant_hess *hs, const char *dir)
+tcq_status tcq_quant_hfile_create(const char *dir, tcq_quant_hfile *hf)
 {
     char path[4096];
     if (mkdir(dir, 0777) && errno != EEXIST) return tcq_fail(TCQ_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
     snprintf(path, sizeof path, "%s/hessians.bin", dir);
-    FILE *f = fopen(path, "wb");
-    if (!f) return tcq_fail(TCQ_ERR_IO, "%s: %s", path, strerror(errno));
-    int64_t hdr[7] = {hs->n_layers, hs->dim[0], hs->dim[1], hs->dim[2], hs->dim[3], hs->tokens, (int64_t)hs->seed};
-    int ok = fwrite(magic, 8, 1, f) == 1 && fwrite(hdr, sizeof hdr, 1, f) == 1;
-    for (int i = 0; ok && i < hs->n_layers * TCQ_TAP_SITES; i++) {
-        const int64_t d = hs->dim[i % TCQ_TAP_SITES];
-        ok = fwrite(hs->H[i], sizeof(double), (size_t)(d * d), f) == (size_t)(d * d);
+    hf->f = fopen(path, "wb");
+    if (!hf->f) return tcq_fail(TCQ_ERR_IO, "%s: %s", path, strerror(errno));
+    const int64_t hdr[8] = {hf->n_layers, hf->dim[0], hf->dim[1], hf->dim[2], hf->dim[3], hf->tokens,
+                            (int64_t)hf->seed, hf->sequential ? 1 : 0};
+    hf->hdr_bytes = 8 + sizeof hdr;
+    if (fwrite(magic2, 8, 1, hf->f) != 1 || fwrite(hdr, sizeof hdr, 1, hf->f) != 1) {
+        fclose(hf->f);
+        hf->f = NULL;
+        return tcq_fail(TCQ_ERR_IO, "%s: write failed", path);
     }
-    if (fclose(f) || !ok) return tcq_fail(TCQ_ERR_IO, "%s: write failed", path);
     return TCQ_OK;
 }
 
-tcq_status tcq_quant_hess_load(const char *dir, uint64_t seed, tcq_quant_hess *hs)
+tcq_status tcq_quant_hfile_put(tcq_quant_hfile *hf, int layer, const tcq_quant_lhess *lh)
 {
-    memset(hs, 0, sizeof *hs);
+    int ok = fseeko(hf->f, (off_t)(hf->hdr_bytes + layer * layer_bytes(hf)), SEEK_SET) == 0;
+    for (int i = 0; ok && i < TCQ_TAP_SITES; i++) {
+        const size_t n = (size_t)(hf->dim[i] * hf->dim[i]);
+        ok = lh->dim[i] == hf->dim[i] && fwrite(lh->H[i], sizeof(double), n, hf->f) == n;
+    }
+    return ok ? TCQ_OK : tcq_fail(TCQ_ERR_IO, "Hessian file: writing layer %d failed", layer);
+}
+
+tcq_status tcq_quant_hfile_open(const char *dir, uint64_t seed, tcq_quant_hfile *hf)
+{
+    memset(hf, 0, sizeof *hf);
     char path[4096];
     snprintf(path, sizeof path, "%s/hessians.bin", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return tcq_fail(TCQ_ERR_IO, "%s: %s", path, strerror(errno));
+    hf->f = fopen(path, "rb");
+    if (!hf->f) return tcq_fail(TCQ_ERR_IO, "%s: %s", path, strerror(errno));
     char mg[8];
-    int64_t hdr[7];
+    int64_t hdr[8] = {0};
     tcq_status s = TCQ_OK;
-    if (fread(mg, 8, 1, f) != 1 || memcmp(mg, magic, 8) || fread(hdr, sizeof hdr, 1, f) != 1)
+    const int v2 = fread(mg, 8, 1, hf->f) == 1 && !memcmp(mg, magic2, 8);
+    if ((!v2 && memcmp(mg, magic1, 8)) || fread(hdr, sizeof(int64_t), v2 ? 8 : 7, hf->f) != (v2 ? 8u : 7u))
         s = tcq_fail(TCQ_ERR_FORMAT, "%s: not a tcq Hessian file", path);
     else if (hdr[0] <= 0 || hdr[0] > 4096 || hdr[1] <= 0 || hdr[2] <= 0 || hdr[3] <= 0 || hdr[4] <= 0 ||
              hdr[1] > 65536 || hdr[2] > 65536 || hdr[3] > 65536 || hdr[4] > 262144)
@@ -228,18 +319,40 @@ tcq_status tcq_quant_hess_load(const char *dir, uint64_t seed, tcq_quant_hess *h
         s = tcq_fail(TCQ_ERR_INVALID_ARG, "%s: taken with Hadamard seed %lld, not %llu (--seed)", path,
                      (long long)hdr[6], (unsigned long long)seed);
     if (s == TCQ_OK) {
-        hs->n_layers = (int)hdr[0];
-        for (int i = 0; i < 4; i++) hs->dim[i] = hdr[1 + i];
-        hs->tokens = hdr[5];
-        hs->seed = seed;
-        s = hess_alloc(hs);
+        hf->n_layers = (int)hdr[0];
+        for (int i = 0; i < 4; i++) hf->dim[i] = hdr[1 + i];
+        hf->tokens = hdr[5];
+        hf->seed = seed;
+        hf->sequential = (int)(hdr[7] & 1);
+        hf->hdr_bytes = 8 + (v2 ? 8 : 7) * (int64_t)sizeof(int64_t);
+        struct stat st;
+        if (fstat(fileno(hf->f), &st) || st.st_size < hf->hdr_bytes + hf->n_layers * layer_bytes(hf))
+            s = tcq_fail(TCQ_ERR_FORMAT, "%s: truncated (%d layers of Hessians announced)", path, hf->n_layers);
     }
-    for (int i = 0; s == TCQ_OK && i < hs->n_layers * TCQ_TAP_SITES; i++) {
-        const int64_t d = hs->dim[i % TCQ_TAP_SITES];
-        if (fread(hs->H[i], sizeof(double), (size_t)(d * d), f) != (size_t)(d * d))
-            s = tcq_fail(TCQ_ERR_FORMAT, "%s: truncated (Hessian %d)", path, i);
-    }
-    fclose(f);
-    if (s != TCQ_OK) tcq_quant_hess_free(hs);
+    if (s != TCQ_OK) tcq_quant_hfile_close(hf);
     return s;
+}
+
+tcq_status tcq_quant_hfile_get(tcq_quant_hfile *hf, int layer, tcq_quant_lhess *lh)
+{
+    if (layer >= hf->n_layers)
+        return tcq_fail(TCQ_ERR_FORMAT, "Hessian file: layer %d of %d", layer, hf->n_layers);
+    for (int i = 0; i < TCQ_TAP_SITES; i++) lh->dim[i] = hf->dim[i];
+    TCQ_TRY(tcq_quant_lhess_alloc(lh));
+    int ok = fseeko(hf->f, (off_t)(hf->hdr_bytes + layer * layer_bytes(hf)), SEEK_SET) == 0;
+    for (int i = 0; ok && i < TCQ_TAP_SITES; i++) {
+        const size_t n = (size_t)(hf->dim[i] * hf->dim[i]);
+        ok = fread(lh->H[i], sizeof(double), n, hf->f) == n;
+    }
+    if (ok) return TCQ_OK;
+    tcq_quant_lhess_free(lh);
+    return tcq_fail(TCQ_ERR_FORMAT, "Hessian file: truncated (layer %d)", layer);
+}
+
+tcq_status tcq_quant_hfile_close(tcq_quant_hfile *hf)
+{
+    if (!hf->f) return TCQ_OK;
+    const int bad = fclose(hf->f);
+    hf->f = NULL;
+    return bad ? tcq_fail(TCQ_ERR_IO, "Hessian file: close failed") : TCQ_OK;
 }

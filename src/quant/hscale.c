@@ -29,13 +29,14 @@ static int decode_unit(tcq_block_params p, const uint32_t *codes, int64_t R, int
     return 1;
 }
 
-static tcq_status hscale_axis1(const double *H, const float *W, int64_t R, int64_t C, const double *V,
-                               uint16_t *scales)
+static tcq_status hscale_axis1(const double *H, double lambda, const float *W, int64_t R, int64_t C,
+                               const double *V, uint16_t *scales)
 {
     double *VH = malloc((size_t)(R * C) * sizeof *VH);
     if (!VH) return tcq_fail(TCQ_ERR_NOMEM, "H-weighted scales of [%lld, %lld]", (long long)R, (long long)C);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)C, 1.0, V, (int)C, H, (int)C, 0.0,
                 VH, (int)C);
+    for (int64_t i = 0; i < R * C; i++) VH[i] += lambda * V[i];
     for (int64_t r = 0; r < R; r++) {
         double num = 0, den = 0;
         for (int64_t t = 0; t < C; t++) num += VH[r * C + t] * W[r * C + t], den += VH[r * C + t] * V[r * C + t];
@@ -61,26 +62,31 @@ static double quad(const double *A, const double *b, const double *s, int64_t R)
     return q;
 }
 
-static tcq_status hscale_axis0(const double *H, const float *W, int64_t R, int64_t C, const double *V,
-                               uint16_t *scales)
+static tcq_status hscale_axis0(const double *H, double lambda, const float *W, int64_t R, int64_t C,
+                               const double *V, uint16_t *scales)
 {
     double *A = malloc((size_t)(R * R) * sizeof *A), *P = malloc((size_t)(R * R) * sizeof *P);
     double *Wd = malloc((size_t)(R * C) * sizeof *Wd), *b = malloc((size_t)R * sizeof *b);
     double *s = malloc((size_t)R * sizeof *s), *s0 = malloc((size_t)R * sizeof *s0);
-    double *Af = malloc((size_t)(R * R) * sizeof *Af);
+    double *Af = malloc((size_t)(R * R) * sizeof *Af), *Gd = malloc((size_t)R * sizeof *Gd);
     uint16_t *cand = malloc((size_t)R * sizeof *cand);
-    tcq_status st = A && P && Wd && b && s && s0 && Af && cand
+    tcq_status st = A && P && Wd && b && s && s0 && Af && Gd && cand
                         ? TCQ_OK
                         : tcq_fail(TCQ_ERR_NOMEM, "H-weighted scales of [%lld, %lld]", (long long)R, (long long)C);
     if (st == TCQ_OK) {
         for (int64_t i = 0; i < R * C; i++) Wd[i] = W[i];
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)R, (int)R, (int)C, 1.0, V, (int)C, V, (int)C, 0.0, A,
                     (int)R);
+        for (int64_t i = 0; i < R; i++) Gd[i] = A[i * R + i];
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)R, (int)R, (int)C, 1.0, V, (int)C, Wd, (int)C, 0.0,
                     P, (int)R);
         for (int64_t i = 0; i < R; i++) {
             b[i] = 0;
             for (int64_t j = 0; j < R; j++) A[i * R + j] *= H[i * R + j], b[i] += H[i * R + j] * P[i * R + j];
+        }
+        for (int64_t i = 0; i < R; i++) {   /* the damping: lambda I o V V^T, lambda diag(V W^T) */
+            b[i] += lambda * P[i * R + i];
+            A[i * R + i] += lambda * Gd[i];
         }
         memcpy(Af, A, (size_t)(R * R) * sizeof *Af);
         /* a singular system (an all-zero code row cannot happen: the 1MAD code has no zero run
@@ -108,19 +114,20 @@ static tcq_status hscale_axis0(const double *H, const float *W, int64_t R, int64
     free(s);
     free(s0);
     free(Af);
+    free(Gd);
     free(cand);
     return st;
 }
 
 tcq_status tcq_quant_hscale(tcq_block_params p, const float *W, int64_t R, int64_t C, int axis, const double *H,
-                            const uint32_t *codes, uint16_t *scales)
+                            double lambda, const uint32_t *codes, uint16_t *scales)
 {
     double *V = malloc((size_t)(R * C) * sizeof *V);
     if (!V || !decode_unit(p, codes, R, C, V)) {
         free(V);
         return tcq_fail(TCQ_ERR_NOMEM, "H-weighted scales of [%lld, %lld]", (long long)R, (long long)C);
     }
-    const tcq_status s = axis ? hscale_axis1(H, W, R, C, V, scales) : hscale_axis0(H, W, R, C, V, scales);
+    const tcq_status s = axis ? hscale_axis1(H, lambda, W, R, C, V, scales) : hscale_axis0(H, lambda, W, R, C, V, scales);
     free(V);
     return s;
 }

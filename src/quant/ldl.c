@@ -33,7 +33,7 @@ tcq_status tcq_quant_block_ldl(const double *H, int64_t m, int b, double *L, dou
 {
     if (!H || !L || !D || m <= 0 || b <= 0 || m % b)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "block LDL: size %lld, block %d", (long long)m, b);
-    memcpy(L, H, (size_t)(m * m) * sizeof *L);
+    if (L != H) memcpy(L, H, (size_t)(m * m) * sizeof *L);   /* L == H: in place */
     TCQ_TRY(tcq_quant_cholesky(L, m));
     /* per block: D_b = C_bb C_bb^T, then L's column block = C's column block times C_bb^-1 */
     double *cbb = malloc((size_t)b * b * sizeof *cbb);

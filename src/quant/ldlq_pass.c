@@ -4,7 +4,8 @@
  * errors in hand.  With e the errors of the other blocks fixed, a block's part of the loss is
  *     (t_b - w^_b) H_bb (t_b - w^_b)^T + const,   t_b = w_b + (e_rest H_rest,b) H_bb^-1,
  * so the block's new Viterbi target is t_b (weights diag(H_bb), the trellis' reach), and the new
- * codes are kept only where they lower the exact loss: the pass never makes it worse.
+ * codes are kept only where they lower the exact loss: the pass never makes it worse.  H is the
+ * undamped Hessian and lambda the damping (H + lambda I is the loss), as no damped copy is kept.
  *   axis 1 (rows = outputs, H over the C columns): the rows are independent; blocks of T.
  *   axis 0 (stored rows = inputs, H over the R rows): blocks of one stored row, whose scale is
  *     taken from its new target (as in BlockLDLQ); G = H E is kept up to date row by row
@@ -15,7 +16,7 @@
 #include <math.h>
 #include <string.h>
 
-static tcq_status pass_axis1(const tcq_ldlq_args *a, const double *H)
+static tcq_status pass_axis1(const tcq_ldlq_args *a, const double *H, double lambda)
 {
     const tcq_block_params p = a->p;
     const int64_t R = a->R, C = a->C, T = p.T, nb = C / T, rw = C * p.k / 32, bw = tcq_block_words(p);
@@ -38,9 +39,11 @@ static tcq_status pass_axis1(const tcq_ldlq_args *a, const double *H)
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)T, (int)T, 1.0, E + c0, (int)C, Hb,
                     (int)T, 0.0, Eo, (int)T);
         for (int64_t i = 0; i < R * T; i++) G[i] -= Eo[i];
+        for (int64_t t = 0; t < T; t++) Hb[t * T + t] += lambda;
         double mean = 0;
         for (int64_t t = 0; t < T; t++) mean += Hb[t * T + t];
         mean /= (double)T;
+        for (int64_t t = 0; t < T; t++) wh[t] = (float)(Hb[t * T + t] / mean);   /* the Viterbi's weights */
         /* Z = G H_bb^-1 (H_bb = U U^T, U lower: Z U U^T = G) */
         memcpy(Z, G, (size_t)(R * T) * sizeof *Z);
         s = tcq_quant_cholesky(Hb, T);
@@ -53,12 +56,13 @@ static tcq_status pass_axis1(const tcq_ldlq_args *a, const double *H)
             const float sc = tcq_f16_to_f32(a->scales[r]);
             for (int64_t t = 0; t < T; t++) {
                 x[r * T + t] = (float)(((double)a->W[r * C + c0 + t] + Z[r * T + t]) / sc);
-                wt[r * T + t] = (float)(H[(c0 + t) * C + c0 + t] / mean);
+                wt[r * T + t] = wh[t];
             }
         }
         s = tcq_encode_blocks(p, a->enc, x, wt, R, words, a->pool, NULL);
         /* Hb now holds H_bb's Cholesky factor; the loss change uses H_bb itself */
         for (int64_t r = 0; r < T; r++) memcpy(Hb + r * T, H + (c0 + r) * C + c0, (size_t)T * sizeof *Hb);
+        for (int64_t t = 0; t < T; t++) Hb[t * T + t] += lambda;
         for (int64_t r = 0; s == TCQ_OK && r < R; r++) {
             tcq_block_decode_f32(p, words + r * bw, tcq_f16_to_f32(a->scales[r]), wh);
             /* d = e' - e = w^ - w^';  loss change = e' H e'^T - e H e^T + 2 d g^T
@@ -92,7 +96,7 @@ static tcq_status pass_axis1(const tcq_ldlq_args *a, const double *H)
     return s;
 }
 
-static tcq_status pass_axis0(const tcq_ldlq_args *a, const double *H)
+static tcq_status pass_axis0(const tcq_ldlq_args *a, const double *H, double lambda)
 {
     const tcq_block_params p = a->p;
     const int64_t R = a->R, C = a->C, rw = C * p.k / 32;
@@ -107,9 +111,10 @@ static tcq_status pass_axis0(const tcq_ldlq_args *a, const double *H)
         for (int64_t i = 0; i < R * C; i++) E[i] = (double)a->W[i] - (double)a->What[i];
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)R, 1.0, H, (int)R, E, (int)C, 0.0,
                     G, (int)C);
+        for (int64_t i = 0; i < R * C; i++) G[i] += lambda * E[i];
     }
     for (int64_t i = R - 1; s == TCQ_OK && i >= 0; i--) {
-        const double hii = H[i * R + i];
+        const double hii = H[i * R + i] + lambda;
         const float *w = a->W + i * C;
         double *e = E + i * C, *gi = G + i * C;
         /* g = G_i - H_ii e_i: the other rows' pull; target w + g / H_ii */
@@ -137,8 +142,8 @@ static tcq_status pass_axis0(const tcq_ldlq_args *a, const double *H)
             a->What[i * C + t] = wh[t];
             e[t] += d[t];
         }
-        for (int64_t j = 0; j < R; j++) {   /* G += H[:, i] d */
-            const double h = H[j * R + i];
+        for (int64_t j = 0; j < R; j++) {   /* G += (H + lambda I)[:, i] d */
+            const double h = H[j * R + i] + (j == i ? lambda : 0);
             double *gj = G + j * C;
             for (int64_t t = 0; t < C; t++) gj[t] += h * d[t];
         }
@@ -153,7 +158,7 @@ static tcq_status pass_axis0(const tcq_ldlq_args *a, const double *H)
     return s;
 }
 
-tcq_status tcq_quant_ldlq_pass(const tcq_ldlq_args *a, const double *H)
+tcq_status tcq_quant_ldlq_pass(const tcq_ldlq_args *a, const double *H, double lambda)
 {
-    return a->axis ? pass_axis1(a, H) : pass_axis0(a, H);
+    return a->axis ? pass_axis1(a, H, lambda) : pass_axis0(a, H, lambda);
 }

@@ -5,6 +5,7 @@
 #include "../core/internal.h"
 
 #include <jansson.h>
+#include <stdio.h>
 
 /* What the fold does with a tensor of a Llama / Qwen3 checkpoint. */
 typedef enum qrole {
@@ -45,7 +46,8 @@ void tcq_quant_decode_rows(tcq_block_params p, const uint32_t *codes, const uint
 
 /* In-place Cholesky A = C C^T of a symmetric positive definite A [m, m] (lower C, upper zeroed). */
 tcq_status tcq_quant_cholesky(double *A, int64_t m);
-/* H [m, m] = L D L^T with L [m, m] unit lower block triangular (blocks of b) and D [m/b][b][b]. */
+/* H [m, m] = L D L^T with L [m, m] unit lower block triangular (blocks of b) and D [m/b][b][b].
+ * L may be H (factored in place). */
 tcq_status tcq_quant_block_ldl(const double *H, int64_t m, int b, double *L, double *D);
 /* out = H + damp * mean(diag H) I; fails when the diagonal carries nothing. */
 tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out);
@@ -55,37 +57,64 @@ tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out);
 tcq_status tcq_quant_proxy(const float *W, const float *What, int64_t R, int64_t C, int axis, const double *H,
                            double *loss, double *ref);
 
-/* Calibration Hessians (calib.c): per layer, one per input site in the order of model.h's
- * TCQ_TAP_* (q/k/v input, o input, gate/up input, down input), readers' ones in the rotated
- * basis of the Hadamard seed. */
-typedef struct tcq_quant_hess {
-    int n_layers;
+/* Calibration (calib.c), one decoder layer at a time.  A layer's Hessians, one per input site
+ * in the order of model.h's TCQ_TAP_* (q/k/v input, o input, gate/up input, down input), the
+ * readers' in the rotated basis of the Hadamard seed. */
+typedef struct tcq_quant_lhess {
     int64_t dim[4];
-    int64_t tokens;
-    uint64_t seed;
-    double **H;               /* [n_layers * 4] of dim^2, full symmetric */
-} tcq_quant_hess;
+    double *H[4];             /* dim^2 each, full symmetric (NULL: not allocated) */
+} tcq_quant_lhess;
+/* Allocate (zeroed) the missing ones of dim[]; free them. */
+tcq_status tcq_quant_lhess_alloc(tcq_quant_lhess *lh);
+void tcq_quant_lhess_free(tcq_quant_lhess *lh);
+/* The Hessian of a projection's tensor name of lh's layer (NULL: none, e.g. a norm); *dim its size. */
+const double *tcq_quant_lhess_for(const tcq_quant_lhess *lh, const char *name, int64_t *dim);
+/* Hessian matrices alive now and at most since the last reset (the memory bound's test). */
+void tcq_quant_hess_count(int *live, int *peak);
+void tcq_quant_hess_count_reset(void);
+
 typedef struct tcq_quant_calib {
     const char *path;
     int64_t tokens;
     int ctx;
     int threads;
-    uint64_t seed;
-    void (*progress)(void *user, double frac);
-    void *progress_user;
 } tcq_quant_calib;
-tcq_status tcq_quant_calibrate(const char *in_dir, const tcq_hadamard *h, const tcq_quant_calib *o, tcq_pool *pool,
-                               tcq_quant_hess *hs);
-void tcq_quant_hess_free(tcq_quant_hess *hs);
-/* The Hessian of a projection's tensor name (NULL: none, e.g. lm_head); *dim its size. */
-const double *tcq_quant_hess_for(const tcq_quant_hess *hs, const char *name, int64_t *dim);
-tcq_status tcq_quant_hess_save(const tcq_quant_hess *hs, const char *dir);
-tcq_status tcq_quant_hess_load(const char *dir, uint64_t seed, tcq_quant_hess *hs);
+/* The calibration windows' residual stream (rotated, [tokens, dim] f32) and what moves it. */
+typedef struct tcq_quant_cal tcq_quant_cal;
+tcq_status tcq_quant_cal_open(const char *in_dir, const tcq_hadamard *h, const tcq_quant_calib *o, tcq_pool *pool,
+                              tcq_quant_cal **out);
+void tcq_quant_cal_free(tcq_quant_cal *c);
+int64_t tcq_quant_cal_tokens(const tcq_quant_cal *c);
+/* The input model (mapped, its projection weights never read): config, q/k norms. */
+struct tcq_model *tcq_quant_cal_model(tcq_quant_cal *c);
+/* Layer `layer` with weights L (rotated, gains folded, attn/ffn norms 1) over every window:
+ * lh (NULL: none) gets its Hessians (dims set, allocated, accumulated); advance: the stream becomes
+ * the layer's output (else it stays). */
+struct tcq_layer;
+tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const struct tcq_layer *L, tcq_quant_lhess *lh,
+                               int advance);
 
-/* Row scales minimising tr(E H E^T) for fixed codes (hscale.c; H [m, m] as tcq_quant_proxy's),
- * kept where they lower it against the scales in hand. */
+/* DIR/hessians.bin, written and read one layer at a time. */
+typedef struct tcq_quant_hfile {
+    FILE *f;
+    int n_layers;
+    int64_t dim[4];
+    int64_t tokens;
+    uint64_t seed;
+    int sequential;           /* taken with the earlier layers quantized (depends on their k) */
+    int64_t hdr_bytes;
+} tcq_quant_hfile;
+/* create: from n_layers, dim, tokens, seed, sequential set by the caller. */
+tcq_status tcq_quant_hfile_create(const char *dir, tcq_quant_hfile *hf);
+tcq_status tcq_quant_hfile_put(tcq_quant_hfile *hf, int layer, const tcq_quant_lhess *lh);
+tcq_status tcq_quant_hfile_open(const char *dir, uint64_t seed, tcq_quant_hfile *hf);
+tcq_status tcq_quant_hfile_get(tcq_quant_hfile *hf, int layer, tcq_quant_lhess *lh);
+tcq_status tcq_quant_hfile_close(tcq_quant_hfile *hf);
+
+/* Row scales minimising tr(E (H + lambda I) E^T) for fixed codes (hscale.c; H [m, m] as
+ * tcq_quant_proxy's), kept where they lower it against the scales in hand. */
 tcq_status tcq_quant_hscale(tcq_block_params p, const float *W, int64_t R, int64_t C, int axis, const double *H,
-                            const uint32_t *codes, uint16_t *scales);
+                            double lambda, const uint32_t *codes, uint16_t *scales);
 
 /* One matrix through BlockLDLQ (ldlq.c). */
 typedef struct tcq_ldlq_args {
@@ -105,8 +134,8 @@ typedef struct tcq_ldlq_args {
     int passes;               /* tcq_quant_ldlq_pass runs after BlockLDLQ */
 } tcq_ldlq_args;
 tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a);
-/* One block coordinate descent pass over a BlockLDLQ result (ldlq_pass.c) on H (damped): codes,
- * scales (axis 0) and What updated where the proxy loss drops. */
-tcq_status tcq_quant_ldlq_pass(const tcq_ldlq_args *a, const double *H);
+/* One block coordinate descent pass over a BlockLDLQ result (ldlq_pass.c) on H + lambda I: codes,
+ * scales (axis 0) and What updated where that loss drops. */
+tcq_status tcq_quant_ldlq_pass(const tcq_ldlq_args *a, const double *H, double lambda);
 
 #endif

@@ -1,21 +1,29 @@
-/* tcq_quantize_model: fold, rotate, code, write.  Tensors are processed one at a time in name
- * order (f32 only while in flight); the outputs, k bits per coded weight and bf16 for the rest,
- * are held until the one model.safetensors is written. */
+/* tcq_quantize_model: fold, rotate, code, write.  The tensors outside the decoder layers come
+ * first, then the layers in order, one at a time (f32 only while in flight).  With a calibration
+ * a layer's seven projections are rotated together, its Hessians taken (calib.c) or read, its
+ * tensors coded, and (sequential) the calibration stream moved through the coded layer; then
+ * all of it is freed.  The outputs go to a spill file beside the artifact as they are made and
+ * are copied into the one model.safetensors at the end, so nothing model-sized is resident. */
 #include "quant.h"
+#include "../io/io.h"
+#include "../model/model.h"
 
 #include <errno.h>
 #include <math.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 typedef struct out_tensor {
     char *name;
     tcq_dtype dt;
     int ndim;
     int64_t shape[3];
-    void *data;
+    int64_t off;                /* in the spill file */
     size_t nbytes;
 } out_tensor;
 
@@ -33,7 +41,17 @@ typedef struct qctx {
     out_tensor *outs;
     int n_out, cap_out;
     json_t *qobj;
-    tcq_quant_hess hs;          /* calibration Hessians (H NULL: none) */
+    int n_layers;               /* decoder layers written (the input's, or opts->layers) */
+    int *lay;                   /* per sorted tensor: its decoder layer, -1 outside them */
+    tcq_quant_calib calib;      /* the calibration's options (reopened after the allocation pass) */
+    tcq_quant_cal *cal;         /* the calibration stream (NULL: Hessians from a file, or none) */
+    tcq_quant_hfile hin, hout;  /* --hessians / --save-hessians (f NULL: none) */
+    tcq_quant_lhess lh;         /* the current layer's Hessians (H NULL: none) */
+    float *recon;               /* code_rows leaves the reconstruction here when set */
+    FILE *spill;                /* the outputs' bytes until the final write */
+    int64_t spill_off;
+    char spill_path[4200];
+    double t_step;              /* clock at the start of the step being timed */
     const char *cur;            /* the tensor being processed */
     int dry;                    /* the allocation pass: code, record the proxy loss, keep nothing */
     double dry_proxy, dry_ref;  /* its proxy loss (< 0: none) and tr(W H W^T) */
@@ -61,16 +79,17 @@ static tcq_status add_out(qctx *c, const char *name, tcq_dtype dt, int ndim, con
         c->cap_out = cap;
     }
     out_tensor *t = &c->outs[c->n_out];
+    const int ok = !nbytes || fwrite(data, 1, nbytes, c->spill) == nbytes;
+    free(data);
+    if (!ok) return tcq_fail(TCQ_ERR_IO, "%s: write failed (tensor %s): %s", c->spill_path, name, strerror(errno));
     t->name = strdup(name);
-    if (!t->name) {
-        free(data);
-        return tcq_fail(TCQ_ERR_NOMEM, "output tensor %s", name);
-    }
+    if (!t->name) return tcq_fail(TCQ_ERR_NOMEM, "output tensor %s", name);
     t->dt = dt;
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
-    t->data = data;
+    t->off = c->spill_off;
     t->nbytes = nbytes;
+    c->spill_off += (int64_t)nbytes;
     c->n_out++;
     return TCQ_OK;
 }
@@ -146,14 +165,14 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
     }
     double err = 0, ref = 0;
     int64_t hm = 0;
-    const double *H = tcq_quant_hess_for(&c->hs, c->cur, &hm);
+    const double *H = tcq_quant_lhess_for(&c->lh, c->cur, &hm);
     if (H && hm != (axis ? C : R)) {
         free(codes);
         free(scales);
         return tcq_fail(TCQ_ERR_FORMAT, "module %s: Hessian of size %lld for an input of %lld", mod, (long long)hm,
                         (long long)(axis ? C : R));
     }
-    float *What = H ? malloc((size_t)(R * C) * sizeof *What) : NULL;
+    float *What = c->recon ? c->recon : H ? malloc((size_t)(R * C) * sizeof *What) : NULL;
     tcq_status s = H && !What ? tcq_fail(TCQ_ERR_NOMEM, "reconstruction") : TCQ_OK;
     if (s == TCQ_OK && H && c->o->method == TCQ_QMETHOD_LDLQ) {
         const tcq_ldlq_args a = {c->p, &c->o->enc, c->pool, rows, R, C, axis, H, c->o->damp > 0 ? c->o->damp : 0.1,
@@ -165,11 +184,11 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
         s = c->gpu ? tcq_cuda_encode_rows(c->gpu, c->p, &c->o->enc, rows, NULL, R, C, codes, scales, &err)
                    : tcq_encode_rows(c->p, &c->o->enc, rows, NULL, R, C, codes, scales, c->pool, &err);
         if (s == TCQ_OK && c->o->refit_scales) s = tcq_quant_refit_scales(c->p, rows, R, C, codes, scales, &err);
-        if (s == TCQ_OK && H) tcq_quant_decode_rows(c->p, codes, scales, R, C, What);
+        if (s == TCQ_OK && What) tcq_quant_decode_rows(c->p, codes, scales, R, C, What);
     }
     c->pr.proxy = c->pr.proxy_ref = -1;
     if (s == TCQ_OK && H) s = tcq_quant_proxy(rows, What, R, C, axis, H, &c->pr.proxy, &c->pr.proxy_ref);
-    free(What);
+    if (What != c->recon) free(What);
     if (s != TCQ_OK || c->dry) {
         free(codes);
         free(scales);
@@ -231,15 +250,10 @@ static tcq_status check_2d(const qctx *c, const tcq_tensor_info *t, int dim, con
     return TCQ_OK;
 }
 
-/* W [out, n] with norm `gain` folded (NULL name: none) -> coded axis 1 at k (the projections' k,
- * or lm_head_bits for the lm_head) or, k = 0, dense bf16 as `name`. */
-static tcq_status do_reader(qctx *c, const char *name, float *W, int64_t out, const char *gain_name, int k)
+/* Reader W [out, n], gain folded and rotated -> coded axis 1 at k (the projections' k, or
+ * lm_head_bits for the lm_head) or, k = 0, dense bf16 as `name`. */
+static tcq_status emit_reader(qctx *c, const char *name, const float *W, int64_t out, int k)
 {
-    float *g = NULL;
-    if (gain_name) TCQ_TRY(load_vector(c, gain_name, c->n, &g));
-    tcq_status s = tcq_rotate_reader(c->h, W, out, g, c->pool);
-    free(g);
-    TCQ_TRY(s);
     char mod[512];
     module_of(name, mod, sizeof mod);
     const int64_t shape[2] = {out, c->n};
@@ -258,33 +272,76 @@ static tcq_status do_reader(qctx *c, const char *name, float *W, int64_t out, co
     return add_dense(c, name, W, 2, shape);
 }
 
-static tcq_status do_writer(qctx *c, const tcq_tensor_info *t, const float *W)
+/* Fold the norm `gain_name` (NULL: none) into W [out, n] and rotate it, in place. */
+static tcq_status prep_reader(qctx *c, float *W, int64_t out, const char *gain_name)
 {
-    const int64_t in = t->shape[1];
-    float *Wt = malloc((size_t)(in * c->n) * sizeof *Wt);
-    if (!Wt) return tcq_fail(TCQ_ERR_NOMEM, "tensor %s: rotation buffer", t->name);
-    tcq_status s = tcq_rotate_writer(c->h, W, in, Wt, c->pool);
-    char mod[512];
-    module_of(t->name, mod, sizeof mod);
-    if (s == TCQ_OK && !c->rotate_only && c->n % c->p.T == 0) {
-        s = code_rows(c, mod, Wt, in, c->n, 0);
-    } else if (s == TCQ_OK) {
-        if (!c->rotate_only) {
-            snprintf(c->note, sizeof c->note, "%s kept dense bf16: row length %lld is not a multiple of %d",
-                     t->name, (long long)c->n, c->p.T);
-            json_object_set_new(c->qobj, mod, json_false());
-        }
-        float *R = malloc((size_t)(in * c->n) * sizeof *R);   /* back to [n, in] */
-        if (!R) s = tcq_fail(TCQ_ERR_NOMEM, "tensor %s: transpose", t->name);
-        for (int64_t i = 0; R && i < in; i++)
-            for (int64_t r = 0; r < c->n; r++) R[r * in + i] = Wt[i * c->n + r];
-        if (R) s = add_dense(c, t->name, R, 2, t->shape);
-        free(R);
-    }
-    free(Wt);
+    float *g = NULL;
+    if (gain_name) TCQ_TRY(load_vector(c, gain_name, c->n, &g));
+    tcq_status s = tcq_rotate_reader(c->h, W, out, g, c->pool);
+    free(g);
     return s;
 }
 
+static tcq_status do_reader(qctx *c, const char *name, float *W, int64_t out, const char *gain_name, int k)
+{
+    TCQ_TRY(prep_reader(c, W, out, gain_name));
+    return emit_reader(c, name, W, out, k);
+}
+
+/* Writer t rotated and transposed, Wt [in, n] -> coded axis 0, or dense bf16 as [n, in]. */
+static tcq_status emit_writer(qctx *c, const tcq_tensor_info *t, const float *Wt)
+{
+    const int64_t in = t->shape[1];
+    char mod[512];
+    module_of(t->name, mod, sizeof mod);
+    if (!c->rotate_only && c->n % c->p.T == 0) return code_rows(c, mod, Wt, in, c->n, 0);
+    if (!c->rotate_only) {
+        snprintf(c->note, sizeof c->note, "%s kept dense bf16: row length %lld is not a multiple of %d", t->name,
+                 (long long)c->n, c->p.T);
+        json_object_set_new(c->qobj, mod, json_false());
+    }
+    float *R = malloc((size_t)(in * c->n) * sizeof *R);   /* back to [n, in] */
+    if (!R) return tcq_fail(TCQ_ERR_NOMEM, "tensor %s: transpose", t->name);
+    for (int64_t i = 0; i < in; i++)
+        for (int64_t r = 0; r < c->n; r++) R[r * in + i] = Wt[i * c->n + r];
+    tcq_status s = add_dense(c, t->name, R, 2, t->shape);
+    free(R);
+    return s;
+}
+
+/* Load t as f32; a projection comes back folded and rotated in its stored layout (reader
+ * [out, n], writer [in, n]).  The input's pages are dropped after the conversion (the mapping is
+ * read-only and private: they come back from the file if read again), so the resident input is
+ * the tensor in flight, not every tensor read so far. */
+static tcq_status load_prepped(qctx *c, const tcq_tensor_info *t, qrole role, const char *gain, float **out)
+{
+    *out = NULL;
+    float *x = NULL;
+    TCQ_TRY(tcq_quant_load_f32(t, &x));
+    const long pg = sysconf(_SC_PAGESIZE);
+    const uintptr_t a = (uintptr_t)t->data & ~(uintptr_t)(pg - 1), e = (uintptr_t)t->data + t->nbytes;
+    if (t->nbytes >= (size_t)(1 << 20)) madvise((void *)a, (size_t)(e - a), MADV_DONTNEED);
+    tcq_status s = TCQ_OK;
+    if (role == QR_READER) {
+        s = check_2d(c, t, 1, "projection");
+        if (s == TCQ_OK) s = prep_reader(c, x, t->shape[0], gain);
+    } else if (role == QR_WRITER) {
+        s = check_2d(c, t, 0, "output projection");
+        float *Wt = s == TCQ_OK ? malloc((size_t)t->numel * sizeof *Wt) : NULL;
+        if (s == TCQ_OK && !Wt) s = tcq_fail(TCQ_ERR_NOMEM, "tensor %s: rotation buffer", t->name);
+        if (s == TCQ_OK) s = tcq_rotate_writer(c->h, x, t->shape[1], Wt, c->pool);
+        free(x);
+        x = Wt;
+    }
+    if (s != TCQ_OK) {
+        free(x);
+        return s;
+    }
+    *out = x;
+    return TCQ_OK;
+}
+
+/* One tensor, any role; k: the projections' k (0: c->p.k). */
 static tcq_status process(qctx *c, const tcq_tensor_info *t)
 {
     char gain[512];
@@ -294,7 +351,7 @@ static tcq_status process(qctx *c, const tcq_tensor_info *t)
         return tcq_fail(TCQ_ERR_UNSUPPORTED, "%s: tensor %s: not part of a llama/qwen3 dense model, cannot "
                         "rotate it", t->file, t->name);
     float *x = NULL;
-    TCQ_TRY(tcq_quant_load_f32(t, &x));
+    TCQ_TRY(load_prepped(c, t, role, gain, &x));
     tcq_status s = TCQ_OK;
     switch (role) {
     case QR_EMBED:
@@ -337,12 +394,10 @@ static tcq_status process(qctx *c, const tcq_tensor_info *t)
         if (s == TCQ_OK) s = add_dense(c, t->name, x, 1, t->shape);
         break;
     case QR_READER:
-        s = check_2d(c, t, 1, "projection");
-        if (s == TCQ_OK) s = do_reader(c, t->name, x, t->shape[0], gain, c->p.k);
+        s = emit_reader(c, t->name, x, t->shape[0], c->p.k);
         break;
     case QR_WRITER:
-        s = check_2d(c, t, 0, "output projection");
-        if (s == TCQ_OK) s = do_writer(c, t, x);
+        s = emit_writer(c, t, x);
         break;
     default:
         s = tcq_fail(TCQ_ERR_INTERNAL, "tensor %s: role %d", t->name, (int)role);
@@ -351,11 +406,179 @@ static tcq_status process(qctx *c, const tcq_tensor_info *t)
     return s;
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The seven projections of a decoder layer, by name. */
+enum { P_Q, P_K, P_V, P_O, P_GATE, P_UP, P_DOWN, P_COUNT };
+static const char *const proj_names[P_COUNT] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                                "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                                                "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"};
+
+static int proj_slot(const char *name)
+{
+    const char *rest = strchr(name + 13, '.');   /* after "model.layers.N" */
+    for (int j = 0; rest && j < P_COUNT; j++)
+        if (!strcmp(rest + 1, proj_names[j])) return j;
+    return -1;
+}
+
+/* The layer's weights for the forward, dense f32 [out, in] views: readers their rotated rows,
+ * writers fw (R^T W, [n, in]); the attn / ffn norms are 1 (folded), q/k norms the input's. */
+static void layer_view(qctx *c, int l, float *const *rows, float *const *fw, const int64_t (*shape)[2],
+                       const float *ones, tcq_layer *L)
+{
+    const tcq_model *m = tcq_quant_cal_model(c->cal);
+    *L = m->layers[l];
+    L->attn_norm = L->ffn_norm = ones;
+    tcq_weight *w[P_COUNT] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+    for (int j = 0; j < P_COUNT; j++) {
+        const int writer = j == P_O || j == P_DOWN;
+        *w[j] = (tcq_weight){.fmt = TCQ_WF_F32, .out = shape[j][0], .in = shape[j][1], .dense = writer ? fw[j] : rows[j]};
+    }
+}
+
+static void transpose(const float *a, int64_t R, int64_t C, float *out)   /* a [R, C] -> out [C, R] */
+{
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t k = 0; k < C; k++) out[k * R + r] = a[r * C + k];
+}
+
+/* Decoder layer l: its tensors ts[i] with lay[i] == l, projections at plan[i] (0: c->p.k).  In
+ * the allocation pass (c->dry) each projection is coded at k = 2, 3, 4 into px[i] (relative proxy
+ * losses) and nothing is kept. */
+static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t count, const int *plan,
+                           double (*px)[3])
+{
+    const int hessians = c->cal || c->hin.f;
+    const int sequential = c->cal && !c->o->calib_original && !c->dry;
+    float *rows[P_COUNT] = {0}, *fw[P_COUNT] = {0}, *ones = NULL;
+    int64_t idx[P_COUNT], shape[P_COUNT][2];
+    for (int j = 0; j < P_COUNT; j++) idx[j] = -1;
+    tcq_status s = TCQ_OK;
+    for (int64_t i = 0; i < count; i++) {
+        const int j = c->lay[i] == l ? proj_slot(ts[i]->name) : -1;
+        if (j >= 0) idx[j] = i;
+    }
+    if (hessians) {
+        /* the layer's projections, rotated, before anything is coded */
+        for (int j = 0; s == TCQ_OK && j < P_COUNT; j++) {
+            if (idx[j] < 0) {
+                if (c->cal) s = tcq_fail(TCQ_ERR_NOT_FOUND, "%s: tensor model.layers.%d.%s is missing", c->in_dir, l,
+                                         proj_names[j]);
+                continue;
+            }
+            const tcq_tensor_info *t = ts[idx[j]];
+            char gain[512];
+            const qrole role = tcq_quant_role(t->name, gain, sizeof gain);
+            s = load_prepped(c, t, role, gain, &rows[j]);
+            const int writer = role == QR_WRITER;
+            shape[j][0] = writer ? c->n : t->shape[0];
+            shape[j][1] = writer ? t->shape[1] : c->n;
+            if (s == TCQ_OK && c->cal && writer) {
+                fw[j] = malloc((size_t)t->numel * sizeof *fw[j]);
+                if (!fw[j]) s = tcq_fail(TCQ_ERR_NOMEM, "tensor %s: forward copy", t->name);
+                else transpose(rows[j], t->shape[1], c->n, fw[j]);
+            }
+        }
+        const double t0 = now_s();
+        if (s == TCQ_OK && c->hin.f) s = tcq_quant_hfile_get(&c->hin, l, &c->lh);
+        else if (s == TCQ_OK) {
+            tcq_layer L;
+            ones = malloc((size_t)c->n * sizeof *ones);
+            if (!ones) s = tcq_fail(TCQ_ERR_NOMEM, "norm of ones");
+            for (int64_t i = 0; ones && i < c->n; i++) ones[i] = 1.0f;
+            layer_view(c, l, rows, fw, shape, ones, &L);
+            /* non-sequential: the unquantized layer moves the stream in the same pass */
+            if (s == TCQ_OK) s = tcq_quant_cal_layer(c->cal, l, &L, &c->lh, !sequential);
+        }
+        if (s == TCQ_OK && c->hout.f && !c->dry) s = tcq_quant_hfile_put(&c->hout, l, &c->lh);
+        if (s == TCQ_OK && c->cb && !c->dry) {
+            c->pr.phase = "hessians";
+            c->pr.seconds = now_s() - t0;
+            c->pr.layer = l;
+            c->cb(&c->pr, c->user);
+            c->pr.phase = NULL;
+        }
+    }
+    for (int64_t i = 0; s == TCQ_OK && i < count; i++) {
+        if (c->lay[i] != l) continue;
+        const int j = proj_slot(ts[i]->name);
+        if (c->dry) {
+            if (j < 0 || !plan[i]) continue;
+            for (int k = 2; s == TCQ_OK && k <= 4; k++) {
+                c->p.k = k;
+                c->cur = ts[i]->name;
+                c->dry_proxy = -1;
+                s = j == P_O || j == P_DOWN ? emit_writer(c, ts[i], rows[j]) : emit_reader(c, ts[i]->name, rows[j], ts[i]->shape[0], k);
+                /* relative to the tensor's own tr(W H W^T): scale-free (raw proxy losses are in each
+                 * output's units, and Qwen3's q/k norms make q/k's scale meaningless) */
+                px[i][k - 2] = c->dry_ref > 0 ? c->dry_proxy / c->dry_ref : c->dry_proxy;
+                c->pr.done += ts[i]->numel;
+            }
+            c->pr.tensor = ts[i]->name;
+            if (s == TCQ_OK && c->cb) c->cb(&c->pr, c->user);
+            continue;
+        }
+        c->note[0] = 0;
+        c->pr.tensor = c->cur = ts[i]->name;
+        c->pr.k = 0;
+        c->pr.proxy = c->pr.proxy_ref = -1;
+        c->t_step = now_s();
+        const tcq_block_params keep = c->p;
+        if (plan[i]) c->p.k = plan[i];
+        if (j >= 0 && rows[j]) {
+            const int writer = j == P_O || j == P_DOWN;
+            if (sequential && !(c->recon = malloc((size_t)ts[i]->numel * sizeof *c->recon)))
+                s = tcq_fail(TCQ_ERR_NOMEM, "tensor %s: reconstruction", ts[i]->name);
+            if (s == TCQ_OK) s = writer ? emit_writer(c, ts[i], rows[j]) : emit_reader(c, ts[i]->name, rows[j], ts[i]->shape[0], c->p.k);
+            if (s == TCQ_OK && sequential) {   /* the coded weights are the layer's from now on */
+                if (writer) transpose(c->recon, ts[i]->shape[1], c->n, fw[j]);
+                else memcpy(rows[j], c->recon, (size_t)ts[i]->numel * sizeof *c->recon);
+            }
+            free(c->recon);
+            c->recon = NULL;
+            if (!sequential) {
+                free(rows[j]);
+                free(fw[j]);
+                rows[j] = fw[j] = NULL;
+            }
+        } else {
+            s = process(c, ts[i]);
+        }
+        c->p = keep;
+        c->pr.tensor_index++;
+        c->pr.seconds = now_s() - c->t_step;
+        c->pr.note = c->note[0] ? c->note : NULL;
+        if (s == TCQ_OK && c->cb) c->cb(&c->pr, c->user);
+        c->pr.note = NULL;
+    }
+    if (s == TCQ_OK && sequential) {
+        tcq_layer L;
+        layer_view(c, l, rows, fw, shape, ones, &L);
+        s = tcq_quant_cal_layer(c->cal, l, &L, NULL, 1);
+    }
+    for (int j = 0; j < P_COUNT; j++) {
+        free(rows[j]);
+        free(fw[j]);
+    }
+    free(ones);
+    tcq_quant_lhess_free(&c->lh);
+    return s;
+}
+
 /* The allocation pass of bpw: every projection with a Hessian coded at k = 2, 3, 4 (nothing
  * kept), then k raised greedily where the relative proxy loss tr(E H E^T) / tr(W H W^T) drops
  * most per added bit (raw proxy losses gave tinyqwen ppl ratio 1.156 at 2.5 bpw and 1.046 at 3.5,
  * relative ones 1.113 and 1.019: docs/PERFORMANCE.md, "Quantizer"), while the mean k
- * stays within the budget.  plan[i]: the k of ts[i] (0: not a projection). */
+ * stays within the budget.  The pass goes layer by layer like the coding pass, with
+ * non-sequential Hessians (the input model's stream: the k are not chosen yet), each layer's
+ * freed before the next, so the sensitivities need no more memory than the coding.
+ * plan[i]: the k of ts[i] (0: not a projection). */
 static tcq_status allocate(qctx *c, const tcq_tensor_info **ts, int64_t count, int *plan)
 {
     double (*px)[3] = calloc((size_t)(count ? count : 1), sizeof *px);
@@ -363,35 +586,19 @@ static tcq_status allocate(qctx *c, const tcq_tensor_info **ts, int64_t count, i
     const tcq_quantize_progress keep = c->pr;
     const tcq_block_params kp = c->p;
     tcq_status s = TCQ_OK;
-    int64_t n_all = 0, todo = 0;
+    int64_t n_all = 0;
     for (int64_t i = 0; i < count; i++) {
         const qrole r = tcq_quant_role(ts[i]->name, NULL, 0);
-        int64_t hm;
-        if ((r == QR_READER || r == QR_WRITER) && tcq_quant_hess_for(&c->hs, ts[i]->name, &hm) && c->n % c->p.T == 0)
-            plan[i] = 2, n_all += ts[i]->numel, todo++;
+        if ((r == QR_READER || r == QR_WRITER) && c->lay[i] >= 0 && proj_slot(ts[i]->name) >= 0 && c->n % c->p.T == 0)
+            plan[i] = 2, n_all += ts[i]->numel;
     }
     c->dry = 1;
     c->pr.phase = "allocation";
-    c->pr.done = 0;
-    c->pr.total = 3 * n_all;
-    for (int64_t i = 0; s == TCQ_OK && i < count; i++) {
-        if (!plan[i]) continue;
-        for (int k = 2; s == TCQ_OK && k <= 4; k++) {
-            c->p.k = k;
-            c->cur = ts[i]->name;
-            c->dry_proxy = -1;
-            s = process(c, ts[i]);
-            /* relative to the tensor's own tr(W H W^T): scale-free (raw proxy losses are in each
-             * output's units, and Qwen3's q/k norms make q/k's scale meaningless) */
-            px[i][k - 2] = c->dry_ref > 0 ? c->dry_proxy / c->dry_ref : c->dry_proxy;
-            c->pr.done += ts[i]->numel;
-        }
-        c->pr.tensor = ts[i]->name;
-        if (s == TCQ_OK && c->cb) c->cb(&c->pr, c->user);
-    }
+    for (int l = 0; s == TCQ_OK && l < c->n_layers; l++) s = do_layer(c, l, ts, count, plan, px);
     c->dry = 0;
     c->p = kp;
     c->pr = keep;
+    c->pr.done = 3 * n_all;   /* the bar runs over both passes */
     double used = 2.0 * (double)n_all;
     const double budget = c->o->bpw * (double)n_all;
     for (;;) {
@@ -457,45 +664,119 @@ static tcq_status make_dir(const char *in_dir, const char *out_dir)
     return TCQ_OK;
 }
 
+/* The decoder layer of a tensor name ("model.layers.N."), -1 for the rest. */
+static int layer_of(const char *name)
+{
+    int l = -1, n = 0;
+    if (sscanf(name, "model.layers.%d.%n", &l, &n) != 1 || n == 0 || l < 0) return -1;
+    return l;
+}
+
+/* Open the calibration stream or the saved Hessians (and the file to save them to). */
+static tcq_status open_hessians(qctx *c, int save)
+{
+    const tcq_quantize_opts *o = c->o;
+    if (o->hessians_in) {
+        TCQ_TRY(tcq_quant_hfile_open(o->hessians_in, o->seed, &c->hin));
+        if (c->hin.n_layers < c->n_layers)
+            return tcq_fail(TCQ_ERR_FORMAT, "%s: Hessians of %d layers, the model has %d", o->hessians_in,
+                            c->hin.n_layers, c->n_layers);
+    } else if (o->calib) {
+        TCQ_TRY(tcq_quant_cal_open(c->in_dir, c->h, &c->calib, c->pool, &c->cal));
+        const tcq_model_config *mc = &tcq_quant_cal_model(c->cal)->cfg;
+        if (mc->n_layers < c->n_layers)
+            return tcq_fail(TCQ_ERR_FORMAT, "%s: config has %d layers, the tensors %d", c->in_dir, mc->n_layers,
+                            c->n_layers);
+        if (save && o->hessians_out) {
+            c->hout = (tcq_quant_hfile){.n_layers = c->n_layers, .dim = {mc->dim, (int64_t)mc->n_heads * mc->head_dim,
+                                                                         mc->dim, mc->hidden_dim},
+                                        .tokens = tcq_quant_cal_tokens(c->cal), .seed = o->seed,
+                                        .sequential = !o->calib_original};
+            TCQ_TRY(tcq_quant_hfile_create(o->hessians_out, &c->hout));
+        }
+    }
+    return TCQ_OK;
+}
+
+static void close_hessians(qctx *c)
+{
+    tcq_quant_cal_free(c->cal);
+    c->cal = NULL;
+    tcq_quant_hfile_close(&c->hin);
+}
+
 static tcq_status run(qctx *c, const char *out_dir, json_t *cfg)
 {
     const int64_t count = tcq_st_set_count(c->set);
     const tcq_tensor_info **ts = malloc((size_t)(count ? count : 1) * sizeof *ts);
-    if (!ts) return tcq_fail(TCQ_ERR_NOMEM, "tensor list");
-    int has_lm = 0;
+    c->lay = malloc((size_t)(count ? count : 1) * sizeof *c->lay);
+    if (!ts || !c->lay) {
+        free(ts);
+        return tcq_fail(TCQ_ERR_NOMEM, "tensor list");
+    }
+    for (int64_t i = 0; i < count; i++) ts[i] = tcq_st_set_tensor(c->set, i);
+    qsort(ts, (size_t)count, sizeof *ts, cmp_info);
+    int has_lm = 0, in_layers = 0;
+    for (int64_t i = 0; i < count; i++) in_layers = TCQ_MAX(in_layers, layer_of(ts[i]->name) + 1);
+    c->n_layers = c->o->layers > 0 ? TCQ_MIN(c->o->layers, in_layers) : in_layers;
+    int64_t n_proj = 0;
     for (int64_t i = 0; i < count; i++) {
-        ts[i] = tcq_st_set_tensor(c->set, i);
+        c->lay[i] = layer_of(ts[i]->name);
+        if (c->lay[i] >= c->n_layers) c->lay[i] = -2;   /* beyond --layers: not written */
         const qrole r = tcq_quant_role(ts[i]->name, NULL, 0);
         if (r == QR_LM_HEAD) has_lm = 1;
         const int lm = r == QR_LM_HEAD || (r == QR_EMBED && c->tied);   /* the (untied) lm_head */
-        if ((r == QR_READER || r == QR_WRITER || (lm && c->o->lm_head_bits)) && !c->rotate_only && c->n % c->p.T == 0)
+        if ((((r == QR_READER || r == QR_WRITER) && c->lay[i] != -2) || (lm && c->o->lm_head_bits)) && !c->rotate_only &&
+            c->n % c->p.T == 0) {
             c->pr.total += ts[i]->numel;
+            if (c->lay[i] >= 0 && (r == QR_READER || r == QR_WRITER)) n_proj += ts[i]->numel;
+        }
+        if (c->lay[i] != -2) c->pr.tensor_count++;
     }
-    qsort(ts, (size_t)count, sizeof *ts, cmp_info);
+    if (c->o->bpw > 0) c->pr.total += 3 * n_proj;   /* the allocation pass codes each at k = 2, 3, 4 */
+    c->pr.layer_count = c->n_layers;
     tcq_status s = TCQ_OK;
     if (!has_lm && !c->tied) s = tcq_fail(TCQ_ERR_NOT_FOUND, "%s: lm_head.weight is missing and "
                                           "tie_word_embeddings is not true", c->in_dir);
     if (!tcq_st_set_find(c->set, "model.embed_tokens.weight"))
         s = tcq_fail(TCQ_ERR_NOT_FOUND, "%s: tensor model.embed_tokens.weight is missing", c->in_dir);
+    if (s == TCQ_OK && (c->o->calib || c->o->hessians_in) && c->n % c->p.T)
+        s = tcq_fail(TCQ_ERR_UNSUPPORTED, "%s: hidden_size %lld is not a multiple of %d: nothing to code with a "
+                     "calibration", c->in_dir, (long long)c->n, c->p.T);
     c->tied = !has_lm;
-    c->pr.tensor_count = (int)count;
     c->pr.proxy = c->pr.proxy_ref = -1;
     int *plan = calloc((size_t)(count ? count : 1), sizeof *plan);
     if (!plan) s = tcq_fail(TCQ_ERR_NOMEM, "tensor plan");
-    if (s == TCQ_OK && c->o->bpw > 0) s = allocate(c, ts, count, plan);
+    if (s == TCQ_OK && c->o->bpw > 0) {
+        s = open_hessians(c, 0);
+        if (s == TCQ_OK) s = allocate(c, ts, count, plan);
+        close_hessians(c);   /* the stream is at the end: the coding pass starts it again */
+    }
+    if (s == TCQ_OK) s = open_hessians(c, 1);
     if (s == TCQ_OK && c->cb) c->cb(&c->pr, c->user);
+    /* outside the layers first (embedding, lm_head, final norm), then layer by layer */
     for (int64_t i = 0; s == TCQ_OK && i < count; i++) {
+        if (c->lay[i] != -1) continue;
         c->note[0] = 0;
         c->pr.tensor = c->cur = ts[i]->name;
         c->pr.k = 0;
         c->pr.proxy = c->pr.proxy_ref = -1;
-        const tcq_block_params keep = c->p;
-        if (plan[i]) c->p.k = plan[i];
+        c->t_step = now_s();
         s = process(c, ts[i]);
-        c->p = keep;
-        c->pr.tensor_index = (int)i + 1;
+        c->pr.tensor_index++;
+        c->pr.seconds = now_s() - c->t_step;
         c->pr.note = c->note[0] ? c->note : NULL;
         if (s == TCQ_OK && c->cb) c->cb(&c->pr, c->user);
+        c->pr.note = NULL;
+    }
+    for (int l = 0; s == TCQ_OK && l < c->n_layers; l++) {
+        c->pr.layer = l;
+        s = do_layer(c, l, ts, count, plan, NULL);
+    }
+    close_hessians(c);
+    if (c->hout.f) {
+        const tcq_status hs = tcq_quant_hfile_close(&c->hout);
+        if (s == TCQ_OK) s = hs;
     }
     free(ts);
     free(plan);
@@ -508,9 +789,10 @@ static tcq_status run(qctx *c, const char *out_dir, json_t *cfg)
     snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
     TCQ_TRY(tcq_st_writer_create(&w));
     s = tcq_st_writer_metadata(w, "format", "pt");
+    if (s == TCQ_OK && fflush(c->spill)) s = tcq_fail(TCQ_ERR_IO, "%s: write failed: %s", c->spill_path, strerror(errno));
     for (int i = 0; s == TCQ_OK && i < c->n_out; i++) {
         const out_tensor *t = &c->outs[i];
-        s = tcq_st_writer_add(w, t->name, t->dt, t->ndim, t->shape, t->data, t->nbytes);
+        s = tcq_st_writer_add_file(w, t->name, t->dt, t->ndim, t->shape, c->spill, t->off, t->nbytes);
     }
     if (s == TCQ_OK) s = tcq_st_writer_write(w, path);
     tcq_st_writer_free(w);
@@ -521,34 +803,15 @@ static tcq_status run(qctx *c, const char *out_dir, json_t *cfg)
     for (int i = 0; i < 2; i++)
         if (json_is_string(json_object_get(cfg, dtype_keys[i])))
             json_object_set_new(cfg, dtype_keys[i], json_string(c->rotate_only ? "float32" : "bfloat16"));
+    if (c->o->layers > 0 && c->n_layers < in_layers) {
+        /* a truncated model: the first n_layers layers, then the final norm and the lm_head */
+        json_object_set_new(cfg, "num_hidden_layers", json_integer(c->n_layers));
+        json_t *lt = json_object_get(cfg, "layer_types");
+        while (json_is_array(lt) && json_array_size(lt) > (size_t)c->n_layers) json_array_remove(lt, json_array_size(lt) - 1);
+    }
     snprintf(path, sizeof path, "%s/config.json", out_dir);
     TCQ_TRY(tcq_quant_write_config(cfg, c->rotate_only ? NULL : c->qobj, path));
     return tcq_quant_copy_tokenizer(c->in_dir, out_dir);
-}
-
-static void calib_progress(void *user, double frac)
-{
-    qctx *c = user;
-    c->pr.phase = "calibration";
-    c->pr.done = (int64_t)(frac * 1000);
-    c->pr.total = 1000;
-    if (c->cb) c->cb(&c->pr, c->user);
-    c->pr.phase = NULL;
-    c->pr.done = c->pr.total = 0;
-}
-
-/* The Hessians: loaded (hessians_in) or measured (calib), then saved (hessians_out). */
-static tcq_status hessians(qctx *c)
-{
-    const tcq_quantize_opts *o = c->o;
-    if (o->hessians_in) TCQ_TRY(tcq_quant_hess_load(o->hessians_in, o->seed, &c->hs));
-    else if (o->calib) {
-        const tcq_quant_calib q = {o->calib, o->calib_tokens > 0 ? o->calib_tokens : 32768,
-                                   o->calib_ctx > 0 ? o->calib_ctx : 512, o->threads, o->seed, calib_progress, c};
-        TCQ_TRY(tcq_quant_calibrate(c->in_dir, c->h, &q, c->pool, &c->hs));
-    }
-    if (o->hessians_out && c->hs.H) TCQ_TRY(tcq_quant_hess_save(&c->hs, o->hessians_out));
-    return TCQ_OK;
 }
 
 tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq_quantize_opts *opts,
@@ -598,17 +861,29 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
     if (s == TCQ_OK) s = tcq_hadamard_create(c.n, 1, opts->seed, &c.h);
     if (s != TCQ_OK && c.set && !c.h) tcq_error_prefix("%s: hidden_size", in_dir);
     if (s == TCQ_OK) s = tcq_pool_create(opts->threads, &c.pool);
-    if (s == TCQ_OK) s = hessians(&c);
     if (s == TCQ_OK && !(c.qobj = json_object())) s = tcq_fail(TCQ_ERR_NOMEM, "quantization object");
-    if (s == TCQ_OK) s = run(&c, out_dir, cfg);
-    for (int i = 0; i < c.n_out; i++) {
-        free(c.outs[i].name);
-        free(c.outs[i].data);
+    if (s == TCQ_OK) {
+        /* unlinked at once: the bytes live as long as the descriptor, even after a crash */
+        snprintf(c.spill_path, sizeof c.spill_path, "%s/.tcq-quantize-spill.XXXXXX", out_dir);
+        const int fd = mkstemp(c.spill_path);
+        if (fd >= 0) unlink(c.spill_path);
+        if (fd < 0 || !(c.spill = fdopen(fd, "w+b"))) {
+            if (fd >= 0) close(fd);
+            s = tcq_fail(TCQ_ERR_IO, "%s: cannot create a spill file: %s", out_dir, strerror(errno));
+        }
     }
+    c.calib = (tcq_quant_calib){opts->calib, opts->calib_tokens > 0 ? opts->calib_tokens : 32768,
+                                opts->calib_ctx > 0 ? opts->calib_ctx : 512, opts->threads};
+    if (s == TCQ_OK) s = run(&c, out_dir, cfg);
+    for (int i = 0; i < c.n_out; i++) free(c.outs[i].name);
     free(c.outs);
+    free(c.lay);
+    if (c.spill) fclose(c.spill);
+    close_hessians(&c);
+    tcq_quant_hfile_close(&c.hout);
     json_decref(c.qobj);
     json_decref(cfg);
-    tcq_quant_hess_free(&c.hs);
+    tcq_quant_lhess_free(&c.lh);
     tcq_pool_free(c.pool);
     tcq_cuda_ctx_free(c.gpu);
     tcq_hadamard_free(c.h);

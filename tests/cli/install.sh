@@ -1,8 +1,10 @@
 #!/bin/bash
-# cmake --install into a temporary prefix: libtcq (static and shared), tcq.h, the tcq binary and a
-# pkg-config file.  A small C program builds with `pkg-config --cflags --libs tcq` against it and
-# runs (shared, and static with --static); libtcq.so exports exactly the functions tcq.h
-# declares, each declared with TCQ_API.
+# cmake --install into a temporary prefix: libtcq (static and shared), tcq.h and tcq_kernels.h,
+# the tcq binary and a pkg-config file.  A small kernel-level C program builds with `pkg-config
+# --cflags --libs tcq` against it and runs (shared, and static with --static); tcq.h's quick start
+# builds against tcq.h alone (an application that runs models needs no other header) and
+# generates text with the installed demo model; libtcq.so exports exactly the functions the two
+# headers declare, each declared with TCQ_API.
 set -u
 source "$(dirname "$0")/common.bash"
 BUILD=$(dirname "$TCQ")
@@ -10,7 +12,7 @@ fail=0
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 cmake --install "$BUILD" --prefix "$t/p" >"$t/log" 2>&1 || { echo "FAIL: cmake --install:"; cat "$t/log"; exit 1; }
-for f in bin/tcq include/tcq.h share/tcq/models/tinyqwen-k2/model.safetensors; do
+for f in bin/tcq include/tcq.h include/tcq_kernels.h share/tcq/models/tinyqwen-k2/model.safetensors; do
     [ -e "$t/p/$f" ] || { echo "FAIL: not installed: $f"; fail=1; }
 done
 pc=$(find "$t/p" -name tcq.pc)
@@ -20,7 +22,7 @@ for f in libtcq.a libtcq.so; do [ -e "$libdir/$f" ] || { echo "FAIL: not install
 export PKG_CONFIG_PATH=$(dirname "$pc")
 
 cat >"$t/hello.c" <<'C'
-#include <tcq.h>
+#include <tcq_kernels.h>
 #include <stdio.h>
 #include <string.h>
 /* Codes one block of 256 weights at k = 2 and decodes it: the library, through its public API. */
@@ -55,14 +57,34 @@ cc -std=c11 "$t/hello.c" -o "$t/hello_static" $(pkg-config --cflags tcq) "$libdi
     { echo "FAIL: building against libtcq.a with pkg-config --static:"; cat "$t/cc"; fail=1; }
 [ -x "$t/hello_static" ] && { "$t/hello_static" >/dev/null || { echo "FAIL: hello_static exited $?"; fail=1; }; }
 
-# Exported symbols = the functions tcq.h declares, and every declaration carries TCQ_API.
-h=$t/p/include/tcq.h
+# tcq.h's quick start, cut from its preamble (the indented lines between "Quick start" and
+# "Build:"), built with only tcq.h on the include path, run on the installed demo model: it must
+# print text.
+sed -n '/^ \* Quick start/,/^ \* Build:/p' "$t/p/include/tcq.h" | sed -n 's/^ \*     //p' >"$t/quick.c"
+mkdir -p "$t/only"; cp "$t/p/include/tcq.h" "$t/only/"
+grep -q 'tcq_generate' "$t/quick.c" || { echo "FAIL: no quick start found in tcq.h"; fail=1; }
+cc -std=c11 -Wall -Werror -I"$t/only" "$t/quick.c" -o "$t/quick" $(pkg-config --libs tcq) 2>"$t/cc" ||
+    { echo "FAIL: tcq.h's quick start does not build against tcq.h alone:"; cat "$t/cc"; fail=1; }
+if [ -x "$t/quick" ]; then
+    out=$(LD_LIBRARY_PATH=$libdir "$t/quick" "$t/p/share/tcq/models/tinyqwen-k2" 2>&1) ||
+        { echo "FAIL: the quick start exited $?: $out"; fail=1; }
+    [ "$(printf %s "$out" | tr -d '[:space:]' | wc -c)" -ge 20 ] ||
+        { echo "FAIL: the quick start printed too little: '$out'"; fail=1; }
+fi
+
+# Exported symbols = the functions the public headers declare, and every declaration carries
+# TCQ_API.
 nm -D --defined-only "$libdir/libtcq.so" | awk '$2 ~ /^[TtWwDdBbRrVvi]$/ {print $3}' | grep -Ev '^(_init|_fini)$' | sort >"$t/exported"
-grep -E '^TCQ_API ' "$h" | sed -E 's/\(.*//; s/.*[ *]([a-z_0-9]+)$/\1/' | sort >"$t/declared"
-[ -s "$t/declared" ] || { echo "FAIL: no TCQ_API declarations in tcq.h"; fail=1; }
+: >"$t/declared"
+for h in "$t/p/include/tcq.h" "$t/p/include/tcq_kernels.h"; do
+    n0=$(wc -l <"$t/declared")
+    grep -E '^TCQ_API ' "$h" | sed -E 's/\(.*//; s/.*[ *]([a-z_0-9]+)$/\1/' >>"$t/declared"
+    [ "$(wc -l <"$t/declared")" -gt "$n0" ] || { echo "FAIL: no TCQ_API declarations in $(basename "$h")"; fail=1; }
+    grep -nE '^[a-z_].*\(' "$h" | grep -Ev '^[0-9]+:(TCQ_API|typedef|static|extern|enum|struct)' >"$t/bare" &&
+        { echo "FAIL: declarations without TCQ_API in $(basename "$h"):"; head "$t/bare"; fail=1; }
+done
+sort -o "$t/declared" "$t/declared"
 diff "$t/declared" "$t/exported" >"$t/diff" || { echo "FAIL: exported symbols != declared (< declared only, > exported only):"; head -20 "$t/diff"; fail=1; }
-grep -nE '^[a-z_].*\(' "$h" | grep -Ev '^[0-9]+:(TCQ_API|typedef|static|extern|enum|struct)' >"$t/bare" &&
-    { echo "FAIL: declarations without TCQ_API:"; head "$t/bare"; fail=1; }
 echo "$(wc -l <"$t/exported") exported symbols, $(wc -l <"$t/declared") declared"
 [ $fail = 0 ] && echo "install.sh: ok"
 exit $fail

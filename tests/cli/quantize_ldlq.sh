@@ -2,7 +2,8 @@
 # tcq quantize with a calibration (issue 23): clear errors for a missing / empty / too short
 # calibration file, a --bpw outside [2, 4], LDLQ without Hessians; an LDLQ artifact and a mixed
 # (--bpw) artifact of tests/data/tiny_llama (given a character tokenizer) load and run, the
-# saved Hessians are reused, and inspect shows the k mix.
+# saved Hessians are reused, inspect shows the k mix, and --layers 1 (with --calib-mode original)
+# writes a one-layer model that runs.
 set -u
 TCQ=$1
 fail=0
@@ -37,6 +38,7 @@ printf 'short text' >"$tmp/short.txt"
 
 check 2 "method rtn|ldlq" "$model" "$tmp/o" --bits 2 --method gptq
 check 2 "needs a number" "$model" "$tmp/o" --bits 2 --bpw x
+check 2 "calib-mode sequential|original" "$model" "$tmp/o" --bits 2 --calib-mode gptq
 check 1 "needs a calibration" "$model" "$tmp/o" --bits 2 --method ldlq
 check 1 "bits per weight 5 outside \[2, 4\]" "$model" "$tmp/o" --bits 2 --bpw 5 --calib "$tmp/calib.txt"
 check 1 "bits per weight 1.5 outside \[2, 4\]" "$model" "$tmp/o" --bits 2 --bpw 1.5 --calib "$tmp/calib.txt"
@@ -56,7 +58,12 @@ bpw=$(sed -n 's/.*method ldlq, \([0-9.]*\) bits per coded weight.*/\1/p' "$tmp/e
 awk -v b="$bpw" 'BEGIN { exit !(b > 2.5 && b <= 3.07) }' || { echo "FAIL: --bpw 3 gave $bpw bits per weight"; fail=1; }
 "$TCQ" inspect "$tmp/qm" >"$tmp/ins" 2>&1 || { echo "FAIL: inspect"; fail=1; }
 grep -q "trellis k mix:.*k=2.*k=[34]" "$tmp/ins" || { echo "FAIL: inspect shows no k mix"; cat "$tmp/ins"; fail=1; }
-for q in q2 qm; do
+# --layers 1: a one-layer model; original (non-sequential) Hessians saved with their mode
+check 0 "layer 1/1: Hessians ready" "$model" "$tmp/q1" --bits 2 --method ldlq --calib "$tmp/calib.txt" \
+    --calib-tokens 1024 --calib-ctx 128 --calib-mode original --layers 1 --threads 2
+grep -q '"num_hidden_layers": *1' "$tmp/q1/config.json" || { echo "FAIL: --layers 1 config"; cat "$tmp/q1/config.json"; fail=1; }
+grep -Eq "model.layers.0.mlp.down_proj.weight +k=2 proxy .* [0-9.]+ s$" "$tmp/err" || { echo "FAIL: tensor line"; cat "$tmp/err"; fail=1; }
+for q in q1 q2 qm; do
     "$TCQ" run "$tmp/$q" -p "the quick" -n 4 --temp 0 >"$tmp/run" 2>&1 || { echo "FAIL: run $q"; cat "$tmp/run"; fail=1; }
 done
 exit $fail

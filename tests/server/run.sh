@@ -40,6 +40,38 @@ start main --parallel 16 --api-key test-key --alias tiny --body-limit 65536 || e
 TCQ_URL="$url" TCQ_KEY=test-key node "$here/test.mjs" || rc=1
 stop main || rc=1
 grep -c '^POST' "$log/main.err" | sed 's/^/server: request lines logged: /'
+# Listening before the model has loaded (--load-delay stands for a slow load): /health and the
+# completion routes answer 503 until it is ready, then 200.  The model is the tiny one with a
+# tokenizer cut to its first 384 ids, so that replies hold ids without text (tests/server/vocab.mjs).
+mkdir -p "$log/tok384"
+node -e '
+const fs = require("fs"), [src, dst] = process.argv.slice(1), n = 384;
+const t = JSON.parse(fs.readFileSync(src + "/tokenizer.json", "utf8")), m = t.model;
+m.vocab = Object.fromEntries(Object.entries(m.vocab).filter(([, id]) => id < n));
+m.merges = m.merges.filter(p => (Array.isArray(p) ? p.join("") : p.replace(" ", "")) in m.vocab);
+fs.writeFileSync(dst + "/tokenizer.json", JSON.stringify(t));
+fs.copyFileSync(src + "/tokenizer_config.json", dst + "/tokenizer_config.json");
+' "$root/tests/data/tiny_chat_tok" "$log/tok384"
+"$tcq" serve "$root/tests/data/tiny_qwen3" --tokenizer "$log/tok384" --port 0 --parallel 4 --load-delay 1500 \
+    >"$log/slow.out" 2>"$log/slow.err" &
+pid=$!
+url=""
+for _ in $(seq 1 100); do
+    url=$(sed -n 's|^tcq serve: listening on \(http://.*\)$|\1|p' "$log/slow.out" 2>/dev/null)
+    [ -n "$url" ] && break
+    sleep 0.05
+done
+code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+h=$(code "$url/health") c=$(code -X POST -d '{"prompt":"x"}' "$url/v1/completions")
+if [ "$h" = 503 ] && [ "$c" = 503 ] && curl -s "$url/health" | grep -q '"loading"'; then
+    echo "ok   while loading: /health 503, /v1/completions 503"
+else
+    echo "FAIL while loading: /health $h, /v1/completions $c (want 503, 503)"; rc=1
+fi
+for _ in $(seq 1 300); do [ "$(code "$url/health")" = 200 ] && break; sleep 0.1; done
+if [ "$(code "$url/health")" = 200 ]; then echo "ok   loaded: /health 200"; else echo "FAIL /health never 200"; rc=1; fi
+TCQ_URL="$url" node "$here/vocab.mjs" || rc=1
+stop slow || rc=1
 # The chat page in a real browser, where chromium is installed (tests/server/page.mjs).
 if command -v chromium >/dev/null 2>&1 && [ -d "$here/node_modules/playwright-core" ]; then
     start page --parallel 2 --ctx 2048 || exit 1

@@ -2,7 +2,7 @@
 #ifndef TCQ_TEST_H
 #define TCQ_TEST_H
 
-#include "tcq.h"
+#include "tcq_kernels.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
 #ifndef TCQ_CLI_H
 #define TCQ_CLI_H
 
-#include "tcq.h"
+#include "tcq_kernels.h"
 
 #include <stdio.h>
 

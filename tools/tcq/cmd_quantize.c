@@ -13,7 +13,8 @@ static void quantize_usage(FILE *f)
                "                    [--lm-head-bits 0|2|3|4]\n"
                "                    [--device cpu|cuda]\n"
                "                    [--method rtn|ldlq] [--calib FILE [--calib-tokens N] [--calib-ctx C]]\n"
-               "                    [--hessians DIR] [--save-hessians DIR] [--damp X] [--bpw B] [--ldlq-passes N]\n"
+               "                    [--calib-mode sequential|original] [--hessians DIR] [--save-hessians DIR]\n"
+               "                    [--damp X] [--bpw B] [--layers N] [--ldlq-passes N]\n"
                "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
                "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
                "  transform, codes every attention and MLP projection with the bitshift trellis\n"
@@ -30,14 +31,21 @@ static void quantize_usage(FILE *f)
                "  --device cuda: code on the GPU (same codes, the same artifact byte for byte; needs a\n"
                "  CUDA build and device, the default search and L <= 12).\n"
                "  --calib FILE: run the model over FILE (--calib-tokens, default 32768, in windows of\n"
-               "  --calib-ctx, default 512) and take every projection's input Hessian H = sum x x^T;\n"
-               "  each tensor's proxy loss tr((W-W^) H (W-W^)^T) is printed.  --save-hessians DIR keeps\n"
-               "  them, --hessians DIR reuses them (same --seed).  --method ldlq (needs them): BlockLDLQ\n"
+               "  --calib-ctx, default 512) layer by layer and take every projection's input Hessian\n"
+               "  H = sum x x^T; each tensor's proxy loss tr((W-W^) H (W-W^)^T) is printed.  Memory: the\n"
+               "  calibration activations, one layer's weights (f32) and its Hessians, not the model.\n"
+               "  --calib-mode sequential (default): layer i's Hessians are taken with layers 0..i-1\n"
+               "  already coded, so they depend on the k chosen; original: from the input model\n"
+               "  (reusable with any --bits / --bpw).  --save-hessians DIR keeps them (with their mode),\n"
+               "  --hessians DIR reuses them (same --seed).  --method ldlq (needs them): BlockLDLQ\n"
                "  on H + damp * mean(diag H) I (--damp, default 0.1), then --ldlq-passes (default 1)\n"
                "  block coordinate descent passes; with --refit-scales the row scales minimise the\n"
                "  proxy loss.  --bpw B in [2, 4]: k in {2,3,4}\n"
                "  per projection chosen by proxy loss so that the mean k is at most B (--bits stays the\n"
-               "  k of anything without a Hessian).\n");
+               "  k of anything without a Hessian); the choice measures every projection at k = 2, 3, 4\n"
+               "  in a first pass, layer by layer with original Hessians, then codes sequentially.\n"
+               "  --layers N: only decoder layers 0..N-1, written as a truncated N-layer model (checks\n"
+               "  of time and memory on large models).\n");
 }
 
 typedef struct bar {
@@ -60,19 +68,21 @@ static void progress(const tcq_quantize_progress *p, void *user)
     const double now = cli_now();
     b->final = *p;
     b->final.tensor = b->final.note = NULL;
-    if (p->k && p->proxy >= 0 && !p->phase)
-        fprintf(stderr, "%s  %-44s k=%d proxy %.4e (relative %.5f)  %.1f s\n", b->tty ? "\r\033[K" : "", p->tensor, p->k,
-                p->proxy, p->proxy_ref > 0 ? p->proxy / p->proxy_ref : 0.0, now - b->t0);
-    if (p->note) fprintf(stderr, "%stcq quantize: warning: %s\n", b->tty ? "\r\033[K" : "", p->note);
-    const int last = p->tensor_index == p->tensor_count;
-    if (!b->tty && !last && now - b->last < 10) return;   /* logs: a line every 10 s */
-    b->last = now;
-    if (p->phase) {
-        /* (rate limited above, like the bar) */
-        fprintf(stderr, "%s%s %5.1f%%%s", b->tty ? "\r\033[K" : "", p->phase,
-                p->total ? 100.0 * (double)p->done / (double)p->total : 0.0, b->tty ? "" : "\n");
+    const char *cr = b->tty ? "\r\033[K" : "";
+    if (p->phase && !strcmp(p->phase, "hessians")) {
+        fprintf(stderr, "%slayer %d/%d: Hessians ready, %.1f s\n", cr, p->layer + 1, p->layer_count, p->seconds);
         return;
     }
+    if (p->k && !p->phase) {
+        char px[80] = "";
+        if (p->proxy >= 0)
+            snprintf(px, sizeof px, " proxy %.4e (relative %.5f)", p->proxy, p->proxy_ref > 0 ? p->proxy / p->proxy_ref : 0.0);
+        fprintf(stderr, "%s  %-44s k=%d%s  %.1f s\n", cr, p->tensor, p->k, px, p->seconds);
+    }
+    if (p->note) fprintf(stderr, "%stcq quantize: warning: %s\n", cr, p->note);
+    const int last = p->tensor_index == p->tensor_count && !p->phase;
+    if (!b->tty && !last && now - b->last < 10) return;   /* logs: a line every 10 s */
+    b->last = now;
     const double frac = p->total ? (double)p->done / (double)p->total : (double)p->tensor_index / (p->tensor_count ? p->tensor_count : 1);
     const double el = now - b->t0;
     char eta[32], elapsed[32];
@@ -82,9 +92,15 @@ static void progress(const tcq_quantize_progress *p, void *user)
     const int w = 30, fill = (int)(frac * w);
     for (int i = 0; i < w; i++) line[i] = i < fill ? '#' : '-';
     line[w] = 0;
-    fprintf(stderr, "%s[%s] %5.1f%% %d/%d tensors %s elapsed, ETA %s  %.60s%s", b->tty ? "\r\033[K" : "", line,
-            100 * frac, p->tensor_index, p->tensor_count, elapsed, eta, p->tensor ? p->tensor : "",
-            b->tty && !last ? "" : "\n");
+    char where[96];
+    if (p->layer_count) snprintf(where, sizeof where, "%s layer %d/%d", p->phase ? p->phase : "", p->layer + 1, p->layer_count);
+    else snprintf(where, sizeof where, "%s", p->phase ? p->phase : "");
+    if (b->tty)
+        fprintf(stderr, "%s[%s] %5.1f%% %d/%d tensors %s elapsed, ETA %s %s%s", cr, line, 100 * frac, p->tensor_index,
+                p->tensor_count, elapsed, eta, where, last ? "\n" : "");
+    else
+        fprintf(stderr, "progress %5.1f%% %d/%d tensors, %s elapsed, ETA %s %s\n", 100 * frac, p->tensor_index,
+                p->tensor_count, elapsed, eta, where);
 }
 
 int cmd_quantize(int argc, char **argv)
@@ -92,8 +108,8 @@ int cmd_quantize(int argc, char **argv)
     const char *in = NULL, *out = NULL;
     long long bits = 0, L = 12, seed = 1, threads = 0, seams = 0, lm_bits = 0;
     tcq_search search = TCQ_SEARCH_TWO_PASS;
-    int rotate_only = 0, interleave = 0, refit = 0, cuda = 0, method = TCQ_QMETHOD_RTN;
-    long long calib_tokens = 0, calib_ctx = 0, passes = 1;
+    int rotate_only = 0, interleave = 0, refit = 0, cuda = 0, method = TCQ_QMETHOD_RTN, calib_original = 0;
+    long long calib_tokens = 0, calib_ctx = 0, layers = 0, passes = 1;
     double damp = 0, bpw = 0;
     const char *calib = NULL, *hin = NULL, *hout = NULL;
     for (int i = 1; i < argc; i++) {
@@ -140,6 +156,15 @@ int cmd_quantize(int argc, char **argv)
             }
             continue;
         }
+        if (!strcmp(argv[i], "--calib-mode") && i + 1 < argc) {
+            i++;
+            if (!strcmp(argv[i], "original")) calib_original = 1;
+            else if (strcmp(argv[i], "sequential")) {
+                fprintf(stderr, "tcq quantize: --calib-mode sequential|original, got '%s'\n", argv[i]);
+                return 2;
+            }
+            continue;
+        }
         if ((!strcmp(argv[i], "--calib") || !strcmp(argv[i], "--hessians") || !strcmp(argv[i], "--save-hessians")) &&
             i + 1 < argc) {
             const char **d = !strcmp(argv[i], "--calib") ? &calib : !strcmp(argv[i], "--hessians") ? &hin : &hout;
@@ -171,6 +196,7 @@ int cmd_quantize(int argc, char **argv)
         else if (!strcmp(argv[i], "--calib-tokens")) dst = &calib_tokens;
         else if (!strcmp(argv[i], "--ldlq-passes")) dst = &passes;
         else if (!strcmp(argv[i], "--calib-ctx")) dst = &calib_ctx;
+        else if (!strcmp(argv[i], "--layers")) dst = &layers;
         else if (!strcmp(argv[i], "--seed")) dst = &seed;
         else if (!strcmp(argv[i], "--threads")) dst = &threads;
         if (!dst || i + 1 >= argc) {
@@ -215,10 +241,11 @@ int cmd_quantize(int argc, char **argv)
                            .enc = {.search = search, .seams = (int)seams}, .interleave = interleave,
                            .refit_scales = refit, .cuda = cuda, .lm_head_bits = (int)lm_bits, .method = method,
                            .calib = calib, .calib_tokens = calib_tokens, .calib_ctx = (int)calib_ctx, .damp = damp,
-                           .hessians_in = hin, .hessians_out = hout, .bpw = bpw,
-                           .ldlq_passes = passes ? (int)passes : -1};
-    if (calib_tokens < 0 || calib_ctx < 0 || calib_ctx > 1 << 20 || damp < 0 || passes < 0 || passes > 16) {
-        fprintf(stderr, "tcq quantize: --calib-tokens, --calib-ctx and --damp must not be negative, "
+                           .hessians_in = hin, .hessians_out = hout, .bpw = bpw, .calib_original = calib_original,
+                           .layers = (int)layers, .ldlq_passes = passes ? (int)passes : -1};
+    if (calib_tokens < 0 || calib_ctx < 0 || calib_ctx > 1 << 20 || damp < 0 || layers < 0 || layers > 1 << 16 ||
+        passes < 0 || passes > 16) {
+        fprintf(stderr, "tcq quantize: --calib-tokens, --calib-ctx, --layers and --damp must not be negative, "
                         "--ldlq-passes in [0, 16]\n");
         return 2;
     }

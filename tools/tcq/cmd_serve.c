@@ -2,9 +2,11 @@
 #include "cli_text.h"
 #include "serve.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void help(FILE *f)
 {
@@ -27,6 +29,8 @@ static void help(FILE *f)
             "  --synthetic LAYERS,BITS  no MODEL: a random Qwen3-14B-geometry model (as tcq bench model; vocab\n"
             "                         151936, BITS 0 = bf16 or 1..4 trellis) for benchmarks; needs --tokenizer\n"
             "  --quiet                no line per request\n"
+            "  --load-delay MS        wait MS milliseconds before loading the model (tests: /health answers 503\n"
+            "                         meanwhile)\n"
             "Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n"
             "GET /metrics (Prometheus), GET / (a chat page).  Stops on SIGINT / SIGTERM.\n",
             TCQ_MAX_BATCH, TCQ_PREFILL_CHUNK);
@@ -35,7 +39,8 @@ static void help(FILE *f)
 int cmd_serve(int argc, char **argv)
 {
     const char *model = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL, *device = "cpu";
-    long long port = 8080, parallel = 4, max_batch = TCQ_MAX_BATCH, chunk = TCQ_PREFILL_CHUNK, body = 4 << 20;
+    long long port = 8080, parallel = 4, max_batch = TCQ_MAX_BATCH, chunk = TCQ_PREFILL_CHUNK, body = 4 << 20,
+              load_delay = 0;
     int quiet = 0, synth[2] = {0, 0};
     cli_gen_flags g = {.think = -1, .kv = TCQ_KV_F32};
     for (int i = 1; i < argc; i++) {
@@ -69,6 +74,7 @@ int cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--max-batch")) li = &max_batch;
         else if (!strcmp(a, "--prefill-chunk")) li = &chunk;
         else if (!strcmp(a, "--body-limit")) li = &body;
+        else if (!strcmp(a, "--load-delay")) li = &load_delay;
         else if (a[0] != '-' && !model) model = a;
         else {
             fprintf(stderr, "tcq serve: unexpected argument '%s'\n", a);
@@ -89,9 +95,9 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
     if (port < 0 || port > 65535 || parallel < 1 || parallel > 1024 || max_batch < 1 || max_batch > TCQ_MAX_BATCH ||
-        chunk < 1 || chunk > TCQ_PREFILL_CHUNK || body < 1) {
+        chunk < 1 || chunk > TCQ_PREFILL_CHUNK || body < 1 || load_delay < 0 || load_delay > 600000) {
         fprintf(stderr, "tcq serve: --port 0..65535, --parallel 1..1024, --max-batch 1..%d, --prefill-chunk 1..%d, "
-                        "--body-limit >= 1\n",
+                        "--body-limit >= 1, --load-delay 0..600000\n",
                 TCQ_MAX_BATCH, TCQ_PREFILL_CHUNK);
         return 2;
     }
@@ -126,6 +132,10 @@ int cmd_serve(int argc, char **argv)
     tcq_tokenizer *tok = NULL;
     srv_sched *sched = NULL;
     int rc = 0;
+    if (load_delay > 0) {   /* a slow load, as a big model's: the tests see /health answer 503 meanwhile */
+        struct timespec ts = {(time_t)(load_delay / 1000), (long)(load_delay % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    }
     if (synth[0]) {
         tcq_model_config c = {.arch = TCQ_ARCH_QWEN3, .dim = 5120, .hidden_dim = 17408, .n_layers = synth[0],
                               .n_heads = 40, .n_kv_heads = 8, .head_dim = 128, .vocab_size = 151936,

@@ -8,7 +8,7 @@
 #ifndef TCQ_SERVE_H
 #define TCQ_SERVE_H
 
-#include "tcq.h"
+#include "tcq_kernels.h"
 
 #include <pthread.h>
 #include <stddef.h>

@@ -209,15 +209,12 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max)
         if (piece) sse_add(k, chunk_json(k, k->kind == SRV_CHAT ? json_pack("{s:o}", "content", piece) : piece, NULL));
         if (!done) continue;
         if (err) sse_add(k, error_json(err, "server_error", NULL, NULL));
-        else {
-            sse_add(k, chunk_json(k, k->kind == SRV_CHAT ? json_object() : json_string(""), finish));
-            if (k->include_usage) {
-                json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", k->id, "object",
-                                      k->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion", "created",
-                                      k->created, "model", k->h->cfg.alias, "choices", "usage",
-                                      usage_json(n_prompt, n_gen));
-                sse_add(k, u);
-            }
+        else sse_add(k, chunk_json(k, k->kind == SRV_CHAT ? json_object() : json_string(""), finish));
+        if (k->include_usage) {   /* after a failure too: the tokens it did generate */
+            json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", k->id, "object",
+                                  k->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+                                  k->created, "model", k->h->cfg.alias, "choices", "usage", usage_json(n_prompt, n_gen));
+            sse_add(k, u);
         }
         if (k->blen + 16 <= k->bcap) k->blen += (size_t)sprintf(k->buf + k->blen, "data: [DONE]\n\n");
         k->phase = 2;

@@ -201,7 +201,13 @@ static int slot_token(srv_sched *s, slot *sl, int32_t tok)
         slot_release(s, sl, "length", NULL, 0);
         return 1;
     }
-    if (tcq_detok_push(sl->detok, tok, &t, &n) != TCQ_OK) {
+    /* A model's vocabulary is often padded past its tokenizer's (Qwen3: 151936 rows, 151669
+     * tokens); an id without a piece is a token with no text, not a failed request (a random or
+     * undertrained model samples them; failing there cost the stream its usage chunk). */
+    if (!tcq_tokenizer_piece(s->tok, tok)) {
+        t = "";
+        n = 0;
+    } else if (tcq_detok_push(sl->detok, tok, &t, &n) != TCQ_OK) {
         slot_release(s, sl, NULL, "detokenizer failed", 0);
         return 1;
     }

@@ -1,5 +1,6 @@
 /* The CUDA API in a build without CUDA: every call says so. */
 #include "../../core/internal.h"
+#include "timers.h"
 
 #ifndef TCQ_HAVE_CUDA
 

@@ -3,7 +3,7 @@
 #ifndef TCQ_TC_COMMON_CUH
 #define TCQ_TC_COMMON_CUH
 
-#include "tcq.h"
+#include "tcq_kernels.h"
 
 #ifndef TCQ_EMU   /* tests/cuda/emu/imma.cpp compiles the integer kernels on the host */
 #include <cuda_fp16.h>

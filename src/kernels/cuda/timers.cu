@@ -1,6 +1,7 @@
 /* Benchmark timers (tcq cuda-bench): CUDA graphs of back-to-back calls, replayed and timed by
  * events; the copy bandwidth and cuBLAS bf16 baselines. */
 #include "cuda_internal.h"
+#include "timers.h"
 
 #include <cuda_bf16.h>
 

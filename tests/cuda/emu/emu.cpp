@@ -10,7 +10,7 @@
 #include <vector>
 #include <mutex>
 extern "C" {
-#include "tcq.h"
+#include "tcq_kernels.h"
 }
 #define __device__
 #define __forceinline__ inline

@@ -18,7 +18,7 @@
 #include <vector>
 extern "C" {
 #include "kernels/kernels.h"
-#include "tcq.h"
+#include "tcq_kernels.h"
 }
 
 #define TCQ_FAST_EMU 1

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 extern "C" {
-#include "tcq.h"
+#include "tcq_kernels.h"
 }
 
 /* ---- the CUDA dialect, on the host --------------------------------------------------------- */
