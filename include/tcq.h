@@ -578,7 +578,7 @@ typedef struct tcq_quantize_opts {
     const char *calib;        /* calibration text (NULL: none) */
     int64_t calib_tokens;     /* 0: 32768 */
     int calib_ctx;            /* 0: 512 */
-    double damp;              /* 0: 0.01 */
+    double damp;              /* 0: 0.1 */
     const char *hessians_in;  /* a directory saved by hessians_out: its Hessians instead of calib */
     const char *hessians_out; /* write the Hessians to DIR/hessians.bin */
     double bpw;               /* 0: every projection at bits; else k in {2, 3, 4} per projection
@@ -590,6 +590,8 @@ typedef struct tcq_quantize_opts {
                                  0.0734 / 0.0202 sequential (docs/PERFORMANCE.md) */
     int layers;               /* 0: all; N: only decoder layers 0..N-1, written as a truncated
                                  model (num_hidden_layers N), for checks of time and memory */
+    int ldlq_passes;          /* LDLQ: block coordinate descent passes after BlockLDLQ, each block
+                                 recoded with every other block's error in hand (0: 1, < 0: none) */
 } tcq_quantize_opts;
 enum { TCQ_QMETHOD_RTN = 0, TCQ_QMETHOD_LDLQ = 1 };
 

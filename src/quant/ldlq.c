@@ -222,6 +222,16 @@ tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a)
     if (s == TCQ_OK) s = tcq_quant_damp(a->H, m, a->damp, Lm);
     if (s == TCQ_OK) s = tcq_quant_block_ldl(Lm, m, b, Lm, D);
     if (s == TCQ_OK) s = a->axis ? ldlq_axis1(a, Lm, D) : ldlq_axis0(a, Lm);
+    /* tinyqwen k = 2, eval KL 8 windows: BlockLDLQ 0.2800, + H-weighted scales 0.2748, + one
+     * coordinate descent pass 0.2586, three passes 0.2557 (docs/PERFORMANCE.md, "Quantizer") */
+    double mean = 0;   /* the damped H is H + lambda I, without another m x m copy */
+    for (int64_t i = 0; i < m; i++) mean += a->H[i * m + i];
+    const double lambda = a->damp * mean / (double)m;
+    for (int i = 0; s == TCQ_OK && i < a->passes; i++) s = tcq_quant_ldlq_pass(a, a->H, lambda);
+    if (s == TCQ_OK && a->refit) {
+        s = tcq_quant_hscale(a->p, a->W, a->R, a->C, a->axis, a->H, lambda, a->codes, a->scales);
+        if (s == TCQ_OK) tcq_quant_decode_rows(a->p, a->codes, a->scales, a->R, a->C, a->What);
+    }
     free(Lm);
     free(D);
     return s;

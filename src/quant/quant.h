@@ -111,6 +111,11 @@ tcq_status tcq_quant_hfile_open(const char *dir, uint64_t seed, tcq_quant_hfile 
 tcq_status tcq_quant_hfile_get(tcq_quant_hfile *hf, int layer, tcq_quant_lhess *lh);
 tcq_status tcq_quant_hfile_close(tcq_quant_hfile *hf);
 
+/* Row scales minimising tr(E (H + lambda I) E^T) for fixed codes (hscale.c; H [m, m] as
+ * tcq_quant_proxy's), kept where they lower it against the scales in hand. */
+tcq_status tcq_quant_hscale(tcq_block_params p, const float *W, int64_t R, int64_t C, int axis, const double *H,
+                            double lambda, const uint32_t *codes, uint16_t *scales);
+
 /* One matrix through BlockLDLQ (ldlq.c). */
 typedef struct tcq_ldlq_args {
     tcq_block_params p;
@@ -121,11 +126,16 @@ typedef struct tcq_ldlq_args {
     int axis;                 /* 1: H over the C columns (blocks of T); 0: H over the R rows */
     const double *H;          /* undamped Hessian [m, m] */
     double damp;              /* relative to the mean diagonal */
-    int refit;                /* least-squares scales against each row's target */
+    int refit;                /* least-squares scales against each row's target, then the
+                                 scales minimising the proxy loss (hscale.c) */
     uint32_t *codes;          /* out [R, C*k/32] */
     uint16_t *scales;         /* out [R] */
     float *What;              /* out [R, C]: the reconstruction */
+    int passes;               /* tcq_quant_ldlq_pass runs after BlockLDLQ */
 } tcq_ldlq_args;
 tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a);
+/* One block coordinate descent pass over a BlockLDLQ result (ldlq_pass.c) on H + lambda I: codes,
+ * scales (axis 0) and What updated where that loss drops. */
+tcq_status tcq_quant_ldlq_pass(const tcq_ldlq_args *a, const double *H, double lambda);
 
 #endif

@@ -175,8 +175,9 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
     float *What = c->recon ? c->recon : H ? malloc((size_t)(R * C) * sizeof *What) : NULL;
     tcq_status s = H && !What ? tcq_fail(TCQ_ERR_NOMEM, "reconstruction") : TCQ_OK;
     if (s == TCQ_OK && H && c->o->method == TCQ_QMETHOD_LDLQ) {
-        const tcq_ldlq_args a = {c->p, &c->o->enc, c->pool, rows, R, C, axis, H, c->o->damp > 0 ? c->o->damp : 0.01,
-                                 c->o->refit_scales, codes, scales, What};
+        const tcq_ldlq_args a = {c->p, &c->o->enc, c->pool, rows, R, C, axis, H, c->o->damp > 0 ? c->o->damp : 0.1,
+                                 c->o->refit_scales, codes, scales, What,
+                                 c->o->ldlq_passes ? TCQ_MAX(c->o->ldlq_passes, 0) : 1};
         s = tcq_quant_ldlq(&a);
         for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) err += ((double)rows[i] - What[i]) * ((double)rows[i] - What[i]);
     } else if (s == TCQ_OK) {

@@ -14,7 +14,7 @@ static void quantize_usage(FILE *f)
                "                    [--device cpu|cuda]\n"
                "                    [--method rtn|ldlq] [--calib FILE [--calib-tokens N] [--calib-ctx C]]\n"
                "                    [--calib-mode sequential|original] [--hessians DIR] [--save-hessians DIR]\n"
-               "                    [--damp X] [--bpw B] [--layers N]\n"
+               "                    [--damp X] [--bpw B] [--layers N] [--ldlq-passes N]\n"
                "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
                "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
                "  transform, codes every attention and MLP projection with the bitshift trellis\n"
@@ -38,7 +38,9 @@ static void quantize_usage(FILE *f)
                "  --bits / --bpw); sequential: layer i's taken with layers 0..i-1 already coded, so\n"
                "  they depend on the k chosen.  --save-hessians DIR keeps them (with their mode),\n"
                "  --hessians DIR reuses them (same --seed).  --method ldlq (needs them): BlockLDLQ\n"
-               "  on H + damp * mean(diag H) I (--damp, default 0.01).  --bpw B in [2, 4]: k in {2,3,4}\n"
+               "  on H + damp * mean(diag H) I (--damp, default 0.1), then --ldlq-passes (default 1)\n"
+               "  block coordinate descent passes; with --refit-scales the row scales minimise the\n"
+               "  proxy loss.  --bpw B in [2, 4]: k in {2,3,4}\n"
                "  per projection chosen by proxy loss so that the mean k is at most B (--bits stays the\n"
                "  k of anything without a Hessian); the choice measures every projection at k = 2, 3, 4\n"
                "  in a first pass, layer by layer with original Hessians, then codes.\n"
@@ -108,7 +110,7 @@ int cmd_quantize(int argc, char **argv)
     long long bits = 0, L = 12, seed = 1, threads = 0, seams = 0, lm_bits = 0;
     tcq_search search = TCQ_SEARCH_TWO_PASS;
     int rotate_only = 0, interleave = 0, refit = 0, cuda = 0, method = TCQ_QMETHOD_RTN, calib_sequential = 0;
-    long long calib_tokens = 0, calib_ctx = 0, layers = 0;
+    long long calib_tokens = 0, calib_ctx = 0, layers = 0, passes = 1;
     double damp = 0, bpw = 0;
     const char *calib = NULL, *hin = NULL, *hout = NULL;
     for (int i = 1; i < argc; i++) {
@@ -193,6 +195,7 @@ int cmd_quantize(int argc, char **argv)
         else if (!strcmp(argv[i], "--lm-head-bits")) dst = &lm_bits;
         else if (!strcmp(argv[i], "--L")) dst = &L;
         else if (!strcmp(argv[i], "--calib-tokens")) dst = &calib_tokens;
+        else if (!strcmp(argv[i], "--ldlq-passes")) dst = &passes;
         else if (!strcmp(argv[i], "--calib-ctx")) dst = &calib_ctx;
         else if (!strcmp(argv[i], "--layers")) dst = &layers;
         else if (!strcmp(argv[i], "--seed")) dst = &seed;
@@ -240,9 +243,11 @@ int cmd_quantize(int argc, char **argv)
                            .refit_scales = refit, .cuda = cuda, .lm_head_bits = (int)lm_bits, .method = method,
                            .calib = calib, .calib_tokens = calib_tokens, .calib_ctx = (int)calib_ctx, .damp = damp,
                            .hessians_in = hin, .hessians_out = hout, .bpw = bpw, .calib_sequential = calib_sequential,
-                           .layers = (int)layers};
-    if (calib_tokens < 0 || calib_ctx < 0 || calib_ctx > 1 << 20 || damp < 0 || layers < 0 || layers > 1 << 16) {
-        fprintf(stderr, "tcq quantize: --calib-tokens, --calib-ctx, --layers and --damp must not be negative\n");
+                           .layers = (int)layers, .ldlq_passes = passes ? (int)passes : -1};
+    if (calib_tokens < 0 || calib_ctx < 0 || calib_ctx > 1 << 20 || damp < 0 || layers < 0 || layers > 1 << 16 ||
+        passes < 0 || passes > 16) {
+        fprintf(stderr, "tcq quantize: --calib-tokens, --calib-ctx, --layers and --damp must not be negative, "
+                        "--ldlq-passes in [0, 16]\n");
         return 2;
     }
     bar b = {cli_now(), 0, isatty(2), {0}};

@@ -1,0 +1,133 @@
+/* Row scales under the Hessian: with the codes fixed, the proxy loss tr(E H E^T) is a quadratic
+ * in the row scales, so the best ones solve a linear system.  The unweighted least-squares refit
+ * (tcq_quant_refit_scales) fits each row to its own target and ignores which input directions
+ * matter; this one minimises the loss BlockLDLQ minimises.
+ *   axis 1 (rows = outputs, H over the C columns): rows are independent,
+ *       s_r = (v_r H w_r^T) / (v_r H v_r^T).
+ *   axis 0 (stored rows = inputs, H over the R rows): E = W - diag(s) V couples the rows,
+ *       tr(E^T H E) = s^T (H o V V^T) s - 2 s^T diag(H V W^T) + const,
+ *   a Schur product of two PSD matrices (positive definite for a damped H), solved by Cholesky.
+ * fp16 rounding of the solution can lose against the scales in hand, so the new set is kept only
+ * where the loss (with the rounded scales) is lower: per row on axis 1, as a whole on axis 0. */
+#include "quant.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+static int decode_unit(tcq_block_params p, const uint32_t *codes, int64_t R, int64_t C, double *V)
+{
+    float *v = malloc((size_t)C * sizeof *v);
+    const int64_t rw = C * p.k / 32;
+    if (!v) return 0;
+    for (int64_t r = 0; r < R; r++) {
+        for (int64_t b = 0; b < C / p.T; b++)
+            tcq_block_decode_f32(p, codes + r * rw + b * tcq_block_words(p), 1.0f, v + b * p.T);
+        for (int64_t t = 0; t < C; t++) V[r * C + t] = v[t];
+    }
+    free(v);
+    return 1;
+}
+
+static tcq_status hscale_axis1(const double *H, double lambda, const float *W, int64_t R, int64_t C,
+                               const double *V, uint16_t *scales)
+{
+    double *VH = malloc((size_t)(R * C) * sizeof *VH);
+    if (!VH) return tcq_fail(TCQ_ERR_NOMEM, "H-weighted scales of [%lld, %lld]", (long long)R, (long long)C);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)C, 1.0, V, (int)C, H, (int)C, 0.0,
+                VH, (int)C);
+    for (int64_t i = 0; i < R * C; i++) VH[i] += lambda * V[i];
+    for (int64_t r = 0; r < R; r++) {
+        double num = 0, den = 0;
+        for (int64_t t = 0; t < C; t++) num += VH[r * C + t] * W[r * C + t], den += VH[r * C + t] * V[r * C + t];
+        if (!(den > 0) || !(num > 0)) continue;
+        const uint16_t cand = tcq_f32_to_f16((float)(num / den));
+        const double s0 = tcq_f16_to_f32(scales[r]), s1 = tcq_f16_to_f32(cand);
+        /* loss(s) = wHw - 2 s num + s^2 den */
+        if (s1 * s1 * den - 2 * s1 * num < s0 * s0 * den - 2 * s0 * num) scales[r] = cand;
+    }
+    free(VH);
+    return TCQ_OK;
+}
+
+/* s^T A s - 2 b^T s */
+static double quad(const double *A, const double *b, const double *s, int64_t R)
+{
+    double q = 0;
+    for (int64_t i = 0; i < R; i++) {
+        double as = 0;
+        for (int64_t j = 0; j < R; j++) as += A[i * R + j] * s[j];
+        q += s[i] * as - 2 * b[i] * s[i];
+    }
+    return q;
+}
+
+static tcq_status hscale_axis0(const double *H, double lambda, const float *W, int64_t R, int64_t C,
+                               const double *V, uint16_t *scales)
+{
+    double *A = malloc((size_t)(R * R) * sizeof *A), *P = malloc((size_t)(R * R) * sizeof *P);
+    double *Wd = malloc((size_t)(R * C) * sizeof *Wd), *b = malloc((size_t)R * sizeof *b);
+    double *s = malloc((size_t)R * sizeof *s), *s0 = malloc((size_t)R * sizeof *s0);
+    double *Af = malloc((size_t)(R * R) * sizeof *Af), *Gd = malloc((size_t)R * sizeof *Gd);
+    uint16_t *cand = malloc((size_t)R * sizeof *cand);
+    tcq_status st = A && P && Wd && b && s && s0 && Af && Gd && cand
+                        ? TCQ_OK
+                        : tcq_fail(TCQ_ERR_NOMEM, "H-weighted scales of [%lld, %lld]", (long long)R, (long long)C);
+    if (st == TCQ_OK) {
+        for (int64_t i = 0; i < R * C; i++) Wd[i] = W[i];
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)R, (int)R, (int)C, 1.0, V, (int)C, V, (int)C, 0.0, A,
+                    (int)R);
+        for (int64_t i = 0; i < R; i++) Gd[i] = A[i * R + i];
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)R, (int)R, (int)C, 1.0, V, (int)C, Wd, (int)C, 0.0,
+                    P, (int)R);
+        for (int64_t i = 0; i < R; i++) {
+            b[i] = 0;
+            for (int64_t j = 0; j < R; j++) A[i * R + j] *= H[i * R + j], b[i] += H[i * R + j] * P[i * R + j];
+        }
+        for (int64_t i = 0; i < R; i++) {   /* the damping: lambda I o V V^T, lambda diag(V W^T) */
+            b[i] += lambda * P[i * R + i];
+            A[i * R + i] += lambda * Gd[i];
+        }
+        memcpy(Af, A, (size_t)(R * R) * sizeof *Af);
+        /* a singular system (an all-zero code row cannot happen: the 1MAD code has no zero run
+         * long enough, but a zero Hessian row can) keeps the scales in hand */
+        if (tcq_quant_cholesky(Af, R) != TCQ_OK) {
+            tcq_error_clear();
+        } else {
+            memcpy(s, b, (size_t)R * sizeof *s);
+            cblas_dtrsv(CblasRowMajor, CblasLower, CblasNoTrans, CblasNonUnit, (int)R, Af, (int)R, s, 1);
+            cblas_dtrsv(CblasRowMajor, CblasLower, CblasTrans, CblasNonUnit, (int)R, Af, (int)R, s, 1);
+            int ok = 1;
+            for (int64_t i = 0; i < R; i++) {
+                ok &= isfinite(s[i]) && s[i] > 0;
+                cand[i] = tcq_f32_to_f16((float)s[i]);
+                s[i] = tcq_f16_to_f32(cand[i]);
+                s0[i] = tcq_f16_to_f32(scales[i]);
+            }
+            if (ok && quad(A, b, s, R) < quad(A, b, s0, R)) memcpy(scales, cand, (size_t)R * sizeof *scales);
+        }
+    }
+    free(A);
+    free(P);
+    free(Wd);
+    free(b);
+    free(s);
+    free(s0);
+    free(Af);
+    free(Gd);
+    free(cand);
+    return st;
+}
+
+tcq_status tcq_quant_hscale(tcq_block_params p, const float *W, int64_t R, int64_t C, int axis, const double *H,
+                            double lambda, const uint32_t *codes, uint16_t *scales)
+{
+    double *V = malloc((size_t)(R * C) * sizeof *V);
+    if (!V || !decode_unit(p, codes, R, C, V)) {
+        free(V);
+        return tcq_fail(TCQ_ERR_NOMEM, "H-weighted scales of [%lld, %lld]", (long long)R, (long long)C);
+    }
+    const tcq_status s = axis ? hscale_axis1(H, lambda, W, R, C, V, scales) : hscale_axis0(H, lambda, W, R, C, V, scales);
+    free(V);
+    return s;
+}
