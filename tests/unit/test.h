@@ -109,6 +109,23 @@ static inline double test_gauss(uint64_t *st)
     if (u < 1e-300) u = 1e-300;
     return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
 }
+/* H [m, m] = A A^T / k + a strong shared direction + 0.05 I, A [m, k = m + 8] Gaussian: a random
+ * SPD matrix with correlated inputs, as a Hessian (the LDLQ tests). */
+static inline void test_random_spd(uint64_t *st, int64_t m, double *H)
+{
+    const int64_t k = m + 8;
+    double *A = malloc((size_t)(m * k) * sizeof *A), *u = malloc((size_t)m * sizeof *u);
+    for (int64_t i = 0; i < m * k; i++) A[i] = test_gauss(st);
+    for (int64_t i = 0; i < m; i++) u[i] = test_gauss(st);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < m; j++) {
+            double s = 0;
+            for (int64_t t = 0; t < k; t++) s += A[i * k + t] * A[j * k + t];
+            H[i * m + j] = s / (double)k + 4.0 * u[i] * u[j] + (i == j ? 0.05 : 0);
+        }
+    free(A);
+    free(u);
+}
 /* A seed that differs per run unless TCQ_TEST_SEED is set (printed so a failure can be replayed). */
 static inline uint64_t test_seed(void)
 {

@@ -9,28 +9,11 @@
 #include "test.h"
 #include "quant/quant.h"
 
-/* H = A A^T / k + eps I with A [m, k] Gaussian, plus a strong shared direction (correlated inputs). */
-static void random_spd(uint64_t *st, int64_t m, double *H)
-{
-    const int64_t k = m + 8;
-    double *A = malloc((size_t)(m * k) * sizeof *A), *u = malloc((size_t)m * sizeof *u);
-    for (int64_t i = 0; i < m * k; i++) A[i] = test_gauss(st);
-    for (int64_t i = 0; i < m; i++) u[i] = test_gauss(st);
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < m; j++) {
-            double s = 0;
-            for (int64_t t = 0; t < k; t++) s += A[i * k + t] * A[j * k + t];
-            H[i * m + j] = s / (double)k + 4.0 * u[i] * u[j] + (i == j ? 0.05 : 0);
-        }
-    free(A);
-    free(u);
-}
-
 static void check_ldl(uint64_t *st, int64_t m, int b)
 {
     double *H = malloc((size_t)(m * m) * sizeof *H), *L = malloc((size_t)(m * m) * sizeof *L);
     double *D = malloc((size_t)(m * b) * sizeof *D);
-    random_spd(st, m, H);
+    test_random_spd(st, m, H);
     CHECK_OK(tcq_quant_block_ldl(H, m, b, L, D));
     double worst = 0, struct_bad = 0, hmax = 0;
     for (int64_t i = 0; i < m; i++)
@@ -166,7 +149,7 @@ int main(void)
         int ident = 0;
         check_feedback(&st, R, C, axis, H, 0.01, &rl, &ident);
         CHECK(ident, "axis %d: H = I gives other codes or scales than rounding", axis);
-        random_spd(&st, m, H);
+        test_random_spd(&st, m, H);
         const double l = check_feedback(&st, R, C, axis, H, 0.01, &rl, &ident);
         CHECK(l < rl, "axis %d: LDLQ proxy %g not below rounding's %g", axis, l, rl);
         fprintf(stderr, "axis %d: proxy LDLQ %g, rounding %g (%.1f%%)\n", axis, l, rl, 100 * (l / rl - 1));

@@ -6,23 +6,6 @@
 #include "test.h"
 #include "quant/quant.h"
 
-/* H = A A^T / k + a strong shared direction + eps I (correlated inputs) */
-static void random_spd(uint64_t *st, int64_t m, double *H)
-{
-    const int64_t k = m + 8;
-    double *A = malloc((size_t)(m * k) * sizeof *A), *u = malloc((size_t)m * sizeof *u);
-    for (int64_t i = 0; i < m * k; i++) A[i] = test_gauss(st);
-    for (int64_t i = 0; i < m; i++) u[i] = test_gauss(st);
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < m; j++) {
-            double s = 0;
-            for (int64_t t = 0; t < k; t++) s += A[i * k + t] * A[j * k + t];
-            H[i * m + j] = s / (double)k + 4.0 * u[i] * u[j] + (i == j ? 0.05 : 0);
-        }
-    free(A);
-    free(u);
-}
-
 static double loss(tcq_block_params p, const float *W, const uint32_t *codes, const uint16_t *scales, int64_t R,
                    int64_t C, int axis, const double *H)
 {
@@ -47,7 +30,7 @@ static void run(uint64_t *st, int axis, int identity)
     if (identity)
         for (int64_t i = 0; i < m; i++) H[i * m + i] = 1;
     else
-        random_spd(st, m, H);
+        test_random_spd(st, m, H);
     CHECK_OK(tcq_quant_damp(H, m, damp, Hd));
     for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st);
     tcq_pool *pool = NULL;
