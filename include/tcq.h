@@ -592,8 +592,15 @@ typedef struct tcq_quantize_opts {
                                  model (num_hidden_layers N), for checks of time and memory */
     int ldlq_passes;          /* LDLQ: block coordinate descent passes after BlockLDLQ, each block
                                  recoded with every other block's error in hand (0: 1, < 0: none) */
+    /* The cost bpw's allocation minimises: TCQ_QALLOC_PROXY, every tensor's relative proxy loss
+     * tr(E H E^T) / tr(W H W^T); TCQ_QALLOC_KL, the input model's mean KL on alloc_windows
+     * windows (calib_ctx tokens each) from the start of the calibration text with only that
+     * tensor coded at that k (needs calib, the text, even with hessians_in). */
+    int alloc;
+    int alloc_windows;        /* 0: 4 */
 } tcq_quantize_opts;
 enum { TCQ_QMETHOD_RTN = 0, TCQ_QMETHOD_LDLQ = 1 };
+enum { TCQ_QALLOC_PROXY = 0, TCQ_QALLOC_KL = 1 };
 
 typedef struct tcq_quantize_progress {
     const char *tensor;       /* the tensor being processed */
@@ -609,6 +616,7 @@ typedef struct tcq_quantize_progress {
                                  once per layer when its Hessians are ready */
     double seconds;           /* the time of the step just reported (a tensor; a layer's Hessians) */
     int layer, layer_count;   /* the decoder layer in progress (-1: the tensors outside them), of how many */
+    double alloc_cost[3];     /* phase "allocation", after each tensor: its cost at k = 2, 3, 4 */
 } tcq_quantize_progress;
 
 /* Called after every tensor (and once at the start with done = 0).  Must not call tcq. */

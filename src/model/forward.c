@@ -238,6 +238,13 @@ static tcq_status head_rows(tcq_model *m, const float *x, int n, float *logits)
     return tcq_linear(&m->lm_head, m->xb, logits, n, m->kctx);
 }
 
+tcq_status tcq_model_head_forward(tcq_model *m, const float *x, int n, float *logits)
+{
+    if (!m || !x || !logits || n < 1 || n > TCQ_PREFILL_CHUNK)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "head forward: bad arguments (%d rows)", n);
+    return head_rows(m, x, n, logits);
+}
+
 tcq_status tcq_model_prefill_batch(tcq_model *m, const tcq_prefill_seq *seqs, int nb, int merge_rows)
 {
     if (!m || !seqs || nb < 1 || nb > TCQ_MAX_BATCH)

@@ -147,6 +147,10 @@ int tcq_attn_block(tcq_model *m, const tcq_session *s, int p0, int M, int layer,
  * scratch and pool; its own layers are not read. */
 tcq_status tcq_model_layer_forward(tcq_model *m, tcq_session *s, const tcq_layer *L, int tap_layer, float *x, int n);
 
+/* The quantizer's measured sensitivity: logits [n, V] of residual-stream rows x [n, dim]
+ * (n <= TCQ_PREFILL_CHUNK) through the final norm and the lm_head. */
+tcq_status tcq_model_head_forward(tcq_model *m, const float *x, int n, float *logits);
+
 /* Register memory the model frees. */
 tcq_status tcq_model_own(tcq_model *m, void *p);
 /* Load an HF directory / a llama2.c checkpoint into a zeroed model (cfg filled by them). */

@@ -140,6 +140,31 @@ static tcq_status read_text(const char *path, char **text, size_t *len)
     return TCQ_OK;
 }
 
+tcq_status tcq_quant_calib_ids(const char *in_dir, const char *path, int ctx, int32_t **ids, size_t *n_ids)
+{
+    *ids = NULL;
+    *n_ids = 0;
+    char *text = NULL;
+    size_t len = 0;
+    TCQ_TRY(read_text(path, &text, &len));
+    char tpath[4096];
+    snprintf(tpath, sizeof tpath, "%s/tokenizer.json", in_dir);
+    tcq_tokenizer *tok = NULL;
+    tcq_status s = tcq_tokenizer_load(tpath, &tok);
+    if (s == TCQ_OK) s = tcq_tokenizer_encode_alloc(tok, text, len, TCQ_TOK_NO_PARSE_SPECIAL, ids, n_ids);
+    tcq_tokenizer_free(tok);
+    free(text);
+    if (s == TCQ_OK && *n_ids < (size_t)ctx)
+        s = tcq_fail(TCQ_ERR_INVALID_ARG, "calibration file %s: %zu tokens, shorter than one window of %d "
+                     "(--calib-ctx)", path, *n_ids, ctx);
+    if (s != TCQ_OK) {
+        free(*ids);
+        *ids = NULL;
+        *n_ids = 0;
+    }
+    return s;
+}
+
 void tcq_quant_cal_free(tcq_quant_cal *c)
 {
     if (!c) return;
@@ -160,21 +185,9 @@ tcq_status tcq_quant_cal_open(const char *in_dir, const tcq_hadamard *h, const t
     if (o->tokens < o->ctx)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "calibration tokens %lld: fewer than one window of %d",
                         (long long)o->tokens, o->ctx);
-    char *text = NULL;
-    size_t len = 0;
-    TCQ_TRY(read_text(o->path, &text, &len));
-    char tpath[4096];
-    snprintf(tpath, sizeof tpath, "%s/tokenizer.json", in_dir);
-    tcq_tokenizer *tok = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    tcq_status s = tcq_tokenizer_load(tpath, &tok);
-    if (s == TCQ_OK) s = tcq_tokenizer_encode_alloc(tok, text, len, TCQ_TOK_NO_PARSE_SPECIAL, &ids, &n_ids);
-    tcq_tokenizer_free(tok);
-    free(text);
-    if (s == TCQ_OK && n_ids < (size_t)o->ctx)
-        s = tcq_fail(TCQ_ERR_INVALID_ARG, "calibration file %s: %zu tokens, shorter than one window of %d "
-                     "(--calib-ctx)", o->path, n_ids, o->ctx);
+    tcq_status s = tcq_quant_calib_ids(in_dir, o->path, o->ctx, &ids, &n_ids);
     tcq_quant_cal *c = calloc(1, sizeof *c);
     if (s == TCQ_OK && !c) s = tcq_fail(TCQ_ERR_NOMEM, "calibration state");
     /* The input model gives the config, rope tables, q/k norms, embedding rows and the forward's

@@ -94,6 +94,27 @@ struct tcq_layer;
 tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const struct tcq_layer *L, tcq_quant_lhess *lh,
                                int advance);
 
+/* The token ids of a calibration text (malloc'd), with clear errors for a missing or empty file
+ * and one shorter than a window of ctx tokens. */
+tcq_status tcq_quant_calib_ids(const char *in_dir, const char *path, int ctx, int32_t **ids, size_t *n_ids);
+
+/* Measured sensitivity (sens.c): the input model over `windows` windows of ctx tokens from the
+ * start of the calibration text, the mean KL against its own log-probabilities when one
+ * projection of the current layer (from 0, moved on by _advance) is replaced by a candidate.
+ * The candidate What [R, C] is in the quantizer's stored layout and rotated basis (h); slot 0..6
+ * in the order q, k, v, o, gate, up, down. */
+typedef struct tcq_quant_sens tcq_quant_sens;
+tcq_status tcq_quant_sens_open(const char *in_dir, const char *calib, int ctx, int windows, const tcq_hadamard *h,
+                               int threads, tcq_quant_sens **out);
+void tcq_quant_sens_free(tcq_quant_sens *s);
+tcq_status tcq_quant_sens_kl(tcq_quant_sens *s, int slot, const float *What, int64_t R, int64_t C, double *kl);
+tcq_status tcq_quant_sens_advance(tcq_quant_sens *s);
+int tcq_quant_sens_layer(const tcq_quant_sens *s);
+
+/* k[i] in {2, 3, 4} for the n tensors of numel[i] weights (numel 0: no k, k[i] = 0) with mean k
+ * at most bpw, greedy on cost[i][k - 2]'s drop per added bit (alloc.c); returns the mean k. */
+double tcq_quant_alloc(int64_t n, const int64_t *numel, const double (*cost)[3], double bpw, int *k);
+
 /* DIR/hessians.bin, written and read one layer at a time. */
 typedef struct tcq_quant_hfile {
     FILE *f;

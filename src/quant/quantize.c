@@ -55,6 +55,9 @@ typedef struct qctx {
     const char *cur;            /* the tensor being processed */
     int dry;                    /* the allocation pass: code, record the proxy loss, keep nothing */
     double dry_proxy, dry_ref;  /* its proxy loss (< 0: none) and tr(W H W^T) */
+    tcq_quant_sens *sens;       /* --alloc kl: the allocation pass measures each candidate's KL */
+    int dry_slot;               /* the candidate's projection (q, k, v, o, gate, up, down) */
+    double dry_kl;
     tcq_quantize_progress pr;
     tcq_quantize_cb cb;
     void *user;
@@ -188,6 +191,7 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
     }
     c->pr.proxy = c->pr.proxy_ref = -1;
     if (s == TCQ_OK && H) s = tcq_quant_proxy(rows, What, R, C, axis, H, c->pool, &c->pr.proxy, &c->pr.proxy_ref);
+    if (s == TCQ_OK && c->dry && c->sens) s = tcq_quant_sens_kl(c->sens, c->dry_slot, What, R, C, &c->dry_kl);
     if (What != c->recon) free(What);
     if (s != TCQ_OK || c->dry) {
         free(codes);
@@ -513,11 +517,13 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
             for (int k = 2; s == TCQ_OK && k <= 4; k++) {
                 c->p.k = k;
                 c->cur = ts[i]->name;
+                c->dry_slot = j;
                 c->dry_proxy = -1;
                 s = j == P_O || j == P_DOWN ? emit_writer(c, ts[i], rows[j]) : emit_reader(c, ts[i]->name, rows[j], ts[i]->shape[0], k);
                 /* relative to the tensor's own tr(W H W^T): scale-free (raw proxy losses are in each
                  * output's units, and Qwen3's q/k norms make q/k's scale meaningless) */
-                px[i][k - 2] = c->dry_ref > 0 ? c->dry_proxy / c->dry_ref : c->dry_proxy;
+                px[i][k - 2] = c->sens ? c->dry_kl : c->dry_ref > 0 ? c->dry_proxy / c->dry_ref : c->dry_proxy;
+                c->pr.alloc_cost[k - 2] = px[i][k - 2];
                 c->pr.done += ts[i]->numel;
             }
             c->pr.tensor = ts[i]->name;
@@ -557,6 +563,7 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
         if (s == TCQ_OK && c->cb) c->cb(&c->pr, c->user);
         c->pr.note = NULL;
     }
+    if (s == TCQ_OK && c->dry && c->sens) s = tcq_quant_sens_advance(c->sens);
     if (s == TCQ_OK && sequential) {
         tcq_layer L;
         layer_view(c, l, rows, fw, shape, ones, &L);
@@ -572,17 +579,23 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
 }
 
 /* The allocation pass of bpw: every projection with a Hessian coded at k = 2, 3, 4 (nothing
- * kept), then k raised greedily where the relative proxy loss tr(E H E^T) / tr(W H W^T) drops
- * most per added bit (raw proxy losses gave tinyqwen ppl ratio 1.156 at 2.5 bpw and 1.046 at 3.5,
- * relative ones 1.113 and 1.019: docs/PERFORMANCE.md, "Quantizer"), while the mean k
- * stays within the budget.  The pass goes layer by layer like the coding pass, with
- * non-sequential Hessians (the input model's stream: the k are not chosen yet), each layer's
- * freed before the next, so the sensitivities need no more memory than the coding.
- * plan[i]: the k of ts[i] (0: not a projection). */
+ * kept), its cost at each k recorded, then tcq_quant_alloc (alloc.c) picks the k.  The cost is the
+ * relative proxy loss tr(E H E^T) / tr(W H W^T) (raw proxy losses gave tinyqwen ppl ratio 1.156
+ * at 2.5 bpw and 1.046 at 3.5, relative ones 1.113 and 1.019: docs/PERFORMANCE.md, "Quantizer"),
+ * or with --alloc kl the input model's KL on calibration windows with only that candidate coded
+ * (sens.c).  The pass goes layer by layer like the coding pass, with non-sequential Hessians (the
+ * input model's stream: the k are not chosen yet), each layer's freed before the next, so the
+ * proxy costs need no more memory than the coding (the KL costs add sens.c's windows and
+ * reference log-probabilities).  plan[i]: the k of ts[i] (0: not a projection). */
 static tcq_status allocate(qctx *c, const tcq_tensor_info **ts, int64_t count, int *plan)
 {
     double (*px)[3] = calloc((size_t)(count ? count : 1), sizeof *px);
-    if (!px) return tcq_fail(TCQ_ERR_NOMEM, "allocation table");
+    int64_t *numel = calloc((size_t)(count ? count : 1), sizeof *numel);
+    if (!px || !numel) {
+        free(px);
+        free(numel);
+        return tcq_fail(TCQ_ERR_NOMEM, "allocation table");
+    }
     const tcq_quantize_progress keep = c->pr;
     const tcq_block_params kp = c->p;
     tcq_status s = TCQ_OK;
@@ -590,8 +603,11 @@ static tcq_status allocate(qctx *c, const tcq_tensor_info **ts, int64_t count, i
     for (int64_t i = 0; i < count; i++) {
         const qrole r = tcq_quant_role(ts[i]->name, NULL, 0);
         if ((r == QR_READER || r == QR_WRITER) && c->lay[i] >= 0 && proj_slot(ts[i]->name) >= 0 && c->n % c->p.T == 0)
-            plan[i] = 2, n_all += ts[i]->numel;
+            plan[i] = 2, n_all += ts[i]->numel, numel[i] = ts[i]->numel;
     }
+    if (c->o->alloc == TCQ_QALLOC_KL)
+        s = tcq_quant_sens_open(c->in_dir, c->o->calib, c->calib.ctx, c->o->alloc_windows > 0 ? c->o->alloc_windows : 4,
+                                c->h, c->o->threads, &c->sens);
     c->dry = 1;
     c->pr.phase = "allocation";
     for (int l = 0; s == TCQ_OK && l < c->n_layers; l++) s = do_layer(c, l, ts, count, plan, px);
@@ -599,21 +615,11 @@ static tcq_status allocate(qctx *c, const tcq_tensor_info **ts, int64_t count, i
     c->p = kp;
     c->pr = keep;
     c->pr.done = 3 * n_all;   /* the bar runs over both passes */
-    double used = 2.0 * (double)n_all;
-    const double budget = c->o->bpw * (double)n_all;
-    for (;;) {
-        int64_t best = -1;
-        double bg = 0;
-        for (int64_t i = 0; i < count; i++) {
-            if (!plan[i] || plan[i] == 4 || used + (double)ts[i]->numel > budget) continue;
-            const double g = (px[i][plan[i] - 2] - px[i][plan[i] - 1]) / (double)ts[i]->numel;
-            if (best < 0 || g > bg) best = i, bg = g;
-        }
-        if (best < 0) break;
-        plan[best]++;
-        used += (double)ts[best]->numel;
-    }
+    tcq_quant_sens_free(c->sens);
+    c->sens = NULL;
+    if (s == TCQ_OK) tcq_quant_alloc(count, numel, (const double (*)[3])px, c->o->bpw, plan);
     free(px);
+    free(numel);
     return s;
 }
 
@@ -830,6 +836,13 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
                         opts->bpw != 0 ? "a bits-per-weight budget" : "LDLQ");
     if (opts->bpw != 0 && !(opts->bpw >= 2 && opts->bpw <= 4))
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: bits per weight %g outside [2, 4] (k from 2 to 4)", opts->bpw);
+    if (opts->alloc != TCQ_QALLOC_PROXY && opts->alloc != TCQ_QALLOC_KL)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: allocation %d: proxy (0) or kl (1)", opts->alloc);
+    if (opts->alloc == TCQ_QALLOC_KL && (opts->bpw == 0 || !opts->calib))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: the kl allocation needs a bits-per-weight budget and a "
+                        "calibration text (its windows are measured, also with saved Hessians)");
+    if (opts->alloc_windows < 0 || opts->alloc_windows > 1 << 16)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: allocation windows %d: 0 (4) to 65536", opts->alloc_windows);
     if (calibrated && (c.rotate_only || opts->cuda))
         return tcq_fail(TCQ_ERR_UNSUPPORTED, "quantize: calibration needs bits and the CPU coder");
     if (opts->damp < 0 || !isfinite(opts->damp))

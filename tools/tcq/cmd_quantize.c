@@ -14,7 +14,8 @@ static void quantize_usage(FILE *f)
                "                    [--device cpu|cuda]\n"
                "                    [--method rtn|ldlq] [--calib FILE [--calib-tokens N] [--calib-ctx C]]\n"
                "                    [--calib-mode sequential|original] [--hessians DIR] [--save-hessians DIR]\n"
-               "                    [--damp X] [--bpw B] [--layers N] [--ldlq-passes N]\n"
+               "                    [--damp X] [--bpw B [--alloc proxy|kl] [--alloc-windows N]]\n"
+               "                    [--layers N] [--ldlq-passes N]\n"
                "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
                "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
                "  transform, codes every attention and MLP projection with the bitshift trellis\n"
@@ -43,7 +44,11 @@ static void quantize_usage(FILE *f)
                "  proxy loss.  --bpw B in [2, 4]: k in {2,3,4}\n"
                "  per projection chosen by proxy loss so that the mean k is at most B (--bits stays the\n"
                "  k of anything without a Hessian); the choice measures every projection at k = 2, 3, 4\n"
-               "  in a first pass, layer by layer with original Hessians, then codes.\n"
+               "  in a first pass, layer by layer with original Hessians, then codes.  --alloc kl: the\n"
+               "  cost of a projection at k is instead the input model's mean KL on the first\n"
+               "  --alloc-windows (default 4) windows of --calib FILE with only that projection coded\n"
+               "  (costs added over projections: an approximation); it needs --calib FILE also with\n"
+               "  --hessians, and a forward of the model's later layers per projection and k.\n"
                "  --layers N: only decoder layers 0..N-1, written as a truncated N-layer model (checks\n"
                "  of time and memory on large models).\n");
 }
@@ -79,6 +84,9 @@ static void progress(const tcq_quantize_progress *p, void *user)
             snprintf(px, sizeof px, " proxy %.4e (relative %.5f)", p->proxy, p->proxy_ref > 0 ? p->proxy / p->proxy_ref : 0.0);
         fprintf(stderr, "%s  %-44s k=%d%s  %.1f s\n", cr, p->tensor, p->k, px, p->seconds);
     }
+    if (p->phase && !strcmp(p->phase, "allocation") && p->tensor)
+        fprintf(stderr, "%s  %-44s cost k=2 %.4e k=3 %.4e k=4 %.4e\n", cr, p->tensor, p->alloc_cost[0], p->alloc_cost[1],
+                p->alloc_cost[2]);
     if (p->note) fprintf(stderr, "%stcq quantize: warning: %s\n", cr, p->note);
     const int last = p->tensor_index == p->tensor_count && !p->phase;
     if (!b->tty && !last && now - b->last < 10) return;   /* logs: a line every 10 s */
@@ -110,7 +118,8 @@ int cmd_quantize(int argc, char **argv)
     long long bits = 0, L = 12, seed = 1, threads = 0, seams = 0, lm_bits = 0;
     tcq_search search = TCQ_SEARCH_TWO_PASS;
     int rotate_only = 0, interleave = 0, refit = 0, cuda = 0, method = TCQ_QMETHOD_RTN, calib_sequential = 0;
-    long long calib_tokens = 0, calib_ctx = 0, layers = 0, passes = 1;
+    long long calib_tokens = 0, calib_ctx = 0, layers = 0, passes = 1, alloc_windows = 0;
+    int alloc = TCQ_QALLOC_PROXY;
     double damp = 0, bpw = 0;
     const char *calib = NULL, *hin = NULL, *hout = NULL;
     for (int i = 1; i < argc; i++) {
@@ -157,6 +166,16 @@ int cmd_quantize(int argc, char **argv)
             }
             continue;
         }
+        if (!strcmp(argv[i], "--alloc") && i + 1 < argc) {
+            i++;
+            if (!strcmp(argv[i], "kl")) alloc = TCQ_QALLOC_KL;
+            else if (!strcmp(argv[i], "proxy")) alloc = TCQ_QALLOC_PROXY;
+            else {
+                fprintf(stderr, "tcq quantize: --alloc proxy|kl, got '%s'\n", argv[i]);
+                return 2;
+            }
+            continue;
+        }
         if (!strcmp(argv[i], "--calib-mode") && i + 1 < argc) {
             i++;
             if (!strcmp(argv[i], "sequential")) calib_sequential = 1;
@@ -198,6 +217,7 @@ int cmd_quantize(int argc, char **argv)
         else if (!strcmp(argv[i], "--ldlq-passes")) dst = &passes;
         else if (!strcmp(argv[i], "--calib-ctx")) dst = &calib_ctx;
         else if (!strcmp(argv[i], "--layers")) dst = &layers;
+        else if (!strcmp(argv[i], "--alloc-windows")) dst = &alloc_windows;
         else if (!strcmp(argv[i], "--seed")) dst = &seed;
         else if (!strcmp(argv[i], "--threads")) dst = &threads;
         if (!dst || i + 1 >= argc) {
@@ -243,11 +263,17 @@ int cmd_quantize(int argc, char **argv)
                            .refit_scales = refit, .cuda = cuda, .lm_head_bits = (int)lm_bits, .method = method,
                            .calib = calib, .calib_tokens = calib_tokens, .calib_ctx = (int)calib_ctx, .damp = damp,
                            .hessians_in = hin, .hessians_out = hout, .bpw = bpw, .calib_sequential = calib_sequential,
-                           .layers = (int)layers, .ldlq_passes = passes ? (int)passes : -1};
+                           .layers = (int)layers, .ldlq_passes = passes ? (int)passes : -1, .alloc = alloc,
+                           .alloc_windows = (int)alloc_windows};
     if (calib_tokens < 0 || calib_ctx < 0 || calib_ctx > 1 << 20 || damp < 0 || layers < 0 || layers > 1 << 16 ||
-        passes < 0 || passes > 16) {
+        passes < 0 || passes > 16 || alloc_windows < 0 || alloc_windows > 1 << 16) {
         fprintf(stderr, "tcq quantize: --calib-tokens, --calib-ctx, --layers and --damp must not be negative, "
-                        "--ldlq-passes in [0, 16]\n");
+                        "--ldlq-passes in [0, 16], --alloc-windows in [0, 65536]\n");
+        return 2;
+    }
+    if (alloc == TCQ_QALLOC_KL && (bpw == 0 || !calib)) {
+        fprintf(stderr, "tcq quantize: --alloc kl needs --bpw and --calib FILE (its first --alloc-windows windows "
+                        "are measured, also with --hessians)\n");
         return 2;
     }
     bar b = {cli_now(), 0, isatty(2), {0}};
