@@ -13,6 +13,10 @@
  * steps as one bit at a time.  Ties go to the earlier tensor and the smaller step. */
 #include "quant.h"
 
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
 double tcq_quant_alloc(int64_t n, const int64_t *numel, const double (*cost)[3], double bpw, int *k)
 {
     int64_t total = 0;
@@ -41,4 +45,44 @@ double tcq_quant_alloc(int64_t n, const int64_t *numel, const double (*cost)[3],
         k[best] = bk;
     }
     return used / (double)total;
+}
+
+/* The costs file (--save-alloc / --alloc-costs): "tcq-alloc-costs 1 MODE" then one line per
+ * tensor "NAME C2 C3 C4" (%.17g: read back bit for bit), so other budgets skip the measuring. */
+tcq_status tcq_quant_alloc_costs_write(const char *path, const char *mode, int64_t n, const char *const *names,
+                                       const int64_t *numel, const double (*cost)[3])
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return tcq_fail(TCQ_ERR_IO, "%s: %s", path, strerror(errno));
+    fprintf(f, "tcq-alloc-costs 1 %s\n", mode);
+    for (int64_t i = 0; i < n; i++)
+        if (numel[i] > 0) fprintf(f, "%s %.17g %.17g %.17g\n", names[i], cost[i][0], cost[i][1], cost[i][2]);
+    const int bad = ferror(f) | fclose(f);
+    return bad ? tcq_fail(TCQ_ERR_IO, "%s: write failed", path) : TCQ_OK;
+}
+
+tcq_status tcq_quant_alloc_costs_read(const char *path, int64_t n, const char *const *names, const int64_t *numel,
+                                      double (*cost)[3])
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return tcq_fail(TCQ_ERR_IO, "%s: %s", path, strerror(errno));
+    char line[1024], mode[32];
+    tcq_status s = TCQ_OK;
+    if (!fgets(line, sizeof line, f) || sscanf(line, "tcq-alloc-costs 1 %31s", mode) != 1)
+        s = tcq_fail(TCQ_ERR_FORMAT, "%s: not a tcq allocation costs file", path);
+    for (int64_t i = 0; i < n; i++) cost[i][0] = NAN;
+    for (int ln = 2; s == TCQ_OK && fgets(line, sizeof line, f); ln++) {
+        char name[512];
+        double c[3];
+        if (sscanf(line, "%511s %lf %lf %lf", name, &c[0], &c[1], &c[2]) != 4) {
+            s = tcq_fail(TCQ_ERR_FORMAT, "%s: line %d: want NAME C2 C3 C4", path, ln);
+            break;
+        }
+        for (int64_t i = 0; i < n; i++)
+            if (numel[i] > 0 && !strcmp(names[i], name)) memcpy(cost[i], c, sizeof c);
+    }
+    for (int64_t i = 0; s == TCQ_OK && i < n; i++)
+        if (numel[i] > 0 && isnan(cost[i][0])) s = tcq_fail(TCQ_ERR_FORMAT, "%s: no costs for tensor %s", path, names[i]);
+    fclose(f);
+    return s;
 }

@@ -87,7 +87,18 @@ tcq_status tcq_quant_proxy(const float *W, const float *What, int64_t R, int64_t
     return TCQ_OK;
 }
 
-static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const double *D)
+/* The row scales' candidates of the scale search: the RMS scale times these (the first is the
+ * RMS scale itself, so a search of 1 is no search). */
+static const double scale_mult[5] = {1.0, 0.9, 1.1, 0.8, 1.2};
+
+static uint16_t scaled(uint16_t h, double m)
+{
+    if (m == 1.0) return h;
+    uint16_t r = tcq_f32_to_f16((float)(tcq_f16_to_f32(h) * m));
+    return (r & 0x7fffu) ? r : 1;
+}
+
+static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const double *D, double mult)
 {
     const tcq_block_params p = a->p;
     const int64_t R = a->R, C = a->C, T = p.T, nb = C / T, rw = C * p.k / 32, bw = tcq_block_words(p);
@@ -98,7 +109,7 @@ static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const dou
     tcq_status s = TCQ_OK;
     if (!E || !corr || !tg || !x || !words || !wt)
         s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
-    for (int64_t r = 0; s == TCQ_OK && r < R; r++) a->scales[r] = tcq_scale_for_row(p.L, a->W + r * C, C);
+    for (int64_t r = 0; s == TCQ_OK && r < R; r++) a->scales[r] = scaled(tcq_scale_for_row(p.L, a->W + r * C, C), mult);
     for (int64_t b = nb - 1; s == TCQ_OK && b >= 0; b--) {
         const int64_t c0 = b * T, rest = C - c0 - T;
         if (rest > 0)   /* corr = E[:, c0+T:] L[c0+T:, c0:c0+T] */
@@ -156,22 +167,43 @@ static tcq_status ldlq_axis0(const tcq_ldlq_args *a, const double *Lm)
     float *acc = calloc((size_t)(R * C), sizeof *acc), *tg = malloc((size_t)C * sizeof *tg);
     float *x = malloc((size_t)C * sizeof *x), *eb = malloc((size_t)(AXIS0_BATCH * C) * sizeof *eb);
     float *lf = malloc((size_t)(AXIS0_BATCH * R) * sizeof *lf);
+    const int n_mult = TCQ_MIN(TCQ_MAX(a->scale_search, 1), 5);
+    uint32_t *cw2 = malloc((size_t)rw * sizeof *cw2);
     tcq_status s = TCQ_OK;
-    if (!acc || !tg || !x || !eb || !lf)
+    if (!acc || !tg || !x || !eb || !lf || !cw2)
         s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
     for (int64_t hi = R; s == TCQ_OK && hi > 0; hi -= AXIS0_BATCH) {
         const int64_t lo = TCQ_MAX(0, hi - AXIS0_BATCH);
         for (int64_t i = hi - 1; s == TCQ_OK && i >= lo; i--) {
             const float *w = a->W + i * C;
             for (int64_t t = 0; t < C; t++) tg[t] = w[t] + acc[i * C + t];
-            a->scales[i] = tcq_scale_for_row(p.L, tg, C);
-            const float sc = tcq_f16_to_f32(a->scales[i]);
-            for (int64_t t = 0; t < C; t++) x[t] = tg[t] / sc;
+            /* the row's block of the LDL is itself (D_i a scalar): its term is the plain squared
+             * error to its target, so the scale search compares that */
+            const uint16_t rms = tcq_scale_for_row(p.L, tg, C);
             uint32_t *cw = a->codes + i * rw;
-            s = tcq_encode_blocks(p, a->enc, x, NULL, C / p.T, cw, a->pool, NULL);
-            if (s == TCQ_OK && a->refit) s = tcq_quant_refit_scales(p, tg, 1, C, cw, &a->scales[i], NULL);
-            if (s != TCQ_OK) break;
             float *wh = a->What + i * C, *e = eb + (i - lo) * C;
+            double best = INFINITY;
+            for (int m = 0; s == TCQ_OK && m < n_mult; m++) {
+                uint16_t sh = scaled(rms, scale_mult[m]);
+                const float sc = tcq_f16_to_f32(sh);
+                for (int64_t t = 0; t < C; t++) x[t] = tg[t] / sc;
+                uint32_t *dst = m ? cw2 : cw;
+                s = tcq_encode_blocks(p, a->enc, x, NULL, C / p.T, dst, a->pool, NULL);
+                if (s == TCQ_OK && a->refit) s = tcq_quant_refit_scales(p, tg, 1, C, dst, &sh, NULL);
+                if (s != TCQ_OK || n_mult == 1) {
+                    a->scales[i] = sh;
+                    break;
+                }
+                decode_row(p, dst, sh, C, e);   /* e: scratch here */
+                double err = 0;
+                for (int64_t t = 0; t < C; t++) err += ((double)tg[t] - e[t]) * ((double)tg[t] - e[t]);
+                if (err < best) {
+                    best = err;
+                    a->scales[i] = sh;
+                    if (m) memcpy(cw, cw2, (size_t)rw * sizeof *cw);
+                }
+            }
+            if (s != TCQ_OK) break;
             decode_row(p, cw, a->scales[i], C, wh);
             for (int64_t t = 0; t < C; t++) e[t] = w[t] - wh[t];
             const double *li = Lm + i * R;   /* L[i][j], j < i: row i's feedback to the rows coded after it */
@@ -192,6 +224,7 @@ static tcq_status ldlq_axis0(const tcq_ldlq_args *a, const double *Lm)
     free(x);
     free(eb);
     free(lf);
+    free(cw2);
     return s;
 }
 
@@ -208,6 +241,54 @@ tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out)
     return TCQ_OK;
 }
 
+/* Axis 1 with the scale search: BlockLDLQ once per candidate multiplier of every row's RMS
+ * scale (the rows are independent: each row's loss e H e^T is its own), each row keeping the
+ * candidate of the lowest loss under the damped H (what BlockLDLQ minimises). */
+static tcq_status search_axis1(const tcq_ldlq_args *a, const double *Lm, const double *D)
+{
+    const int n_mult = TCQ_MIN(TCQ_MAX(a->scale_search, 1), 5);
+    if (n_mult == 1) return ldlq_axis1(a, Lm, D, 1.0);
+    const int64_t R = a->R, C = a->C, rw = C * a->p.k / 32;
+    uint32_t *codes = malloc((size_t)(R * rw) * sizeof *codes);
+    uint16_t *scales = malloc((size_t)R * sizeof *scales);
+    float *What = malloc((size_t)(R * C) * sizeof *What);
+    double *E = malloc((size_t)(R * C) * sizeof *E), *EH = malloc((size_t)(R * C) * sizeof *EH);
+    double *best = malloc((size_t)R * sizeof *best), *Hd = malloc((size_t)(C * C) * sizeof *Hd);
+    tcq_status s = codes && scales && What && E && EH && best && Hd ? TCQ_OK
+                 : tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale search for [%lld, %lld]", (long long)R, (long long)C);
+    if (s == TCQ_OK) s = tcq_quant_damp(a->H, C, a->damp, Hd);
+    tcq_ldlq_args b = *a;
+    b.codes = codes, b.scales = scales, b.What = What;
+    for (int m = 0; s == TCQ_OK && m < n_mult; m++) {
+        s = ldlq_axis1(m ? &b : a, Lm, D, scale_mult[m]);
+        const float *wh = m ? What : a->What;
+        for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) E[i] = (double)a->W[i] - (double)wh[i];
+        if (s == TCQ_OK)
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)C, 1.0, E, (int)C, Hd, (int)C,
+                        0.0, EH, (int)C);
+        for (int64_t r = 0; s == TCQ_OK && r < R; r++) {
+            double l = 0;
+            for (int64_t c = 0; c < C; c++) l += E[r * C + c] * EH[r * C + c];
+            if (m == 0 || l < best[r]) {
+                best[r] = l;
+                if (m) {
+                    memcpy(a->codes + r * rw, codes + r * rw, (size_t)rw * sizeof *codes);
+                    a->scales[r] = scales[r];
+                    memcpy(a->What + r * C, What + r * C, (size_t)C * sizeof *What);
+                }
+            }
+        }
+    }
+    free(codes);
+    free(scales);
+    free(What);
+    free(E);
+    free(EH);
+    free(best);
+    free(Hd);
+    return s;
+}
+
 tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a)
 {
     const int64_t m = a->axis ? a->C : a->R;
@@ -221,7 +302,7 @@ tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a)
     tcq_status s = Lm && D ? TCQ_OK : tcq_fail(TCQ_ERR_NOMEM, "LDLQ: Hessian of size %lld", (long long)m);
     if (s == TCQ_OK) s = tcq_quant_damp(a->H, m, a->damp, Lm);
     if (s == TCQ_OK) s = tcq_quant_block_ldl(Lm, m, b, Lm, D);
-    if (s == TCQ_OK) s = a->axis ? ldlq_axis1(a, Lm, D) : ldlq_axis0(a, Lm);
+    if (s == TCQ_OK) s = a->axis ? search_axis1(a, Lm, D) : ldlq_axis0(a, Lm);
     /* tinyqwen k = 2, eval KL 8 windows: BlockLDLQ 0.2800, + H-weighted scales 0.2748, + one
      * coordinate descent pass 0.2586, three passes 0.2557 (docs/PERFORMANCE.md, "Quantizer") */
     double mean = 0;   /* the damped H is H + lambda I, without another m x m copy */

@@ -114,6 +114,11 @@ int tcq_quant_sens_layer(const tcq_quant_sens *s);
 /* k[i] in {2, 3, 4} for the n tensors of numel[i] weights (numel 0: no k, k[i] = 0) with mean k
  * at most bpw, greedy on cost[i][k - 2]'s drop per added bit (alloc.c); returns the mean k. */
 double tcq_quant_alloc(int64_t n, const int64_t *numel, const double (*cost)[3], double bpw, int *k);
+/* The costs of the tensors with numel > 0 to a text file and back (every such tensor must be in it). */
+tcq_status tcq_quant_alloc_costs_write(const char *path, const char *mode, int64_t n, const char *const *names,
+                                       const int64_t *numel, const double (*cost)[3]);
+tcq_status tcq_quant_alloc_costs_read(const char *path, int64_t n, const char *const *names, const int64_t *numel,
+                                      double (*cost)[3]);
 
 /* DIR/hessians.bin, written and read one layer at a time. */
 typedef struct tcq_quant_hfile {
@@ -153,6 +158,8 @@ typedef struct tcq_ldlq_args {
     uint16_t *scales;         /* out [R] */
     float *What;              /* out [R, C]: the reconstruction */
     int passes;               /* tcq_quant_ldlq_pass runs after BlockLDLQ */
+    int scale_search;         /* <= 1: every row at its RMS scale; 2..5: also 0.9, 1.1, 0.8, 1.2 times it,
+                                 each row keeping its best candidate */
 } tcq_ldlq_args;
 tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a);
 /* One block coordinate descent pass over a BlockLDLQ result (ldlq_pass.c) on H + lambda I: codes,

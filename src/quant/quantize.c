@@ -180,7 +180,7 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
     if (s == TCQ_OK && H && c->o->method == TCQ_QMETHOD_LDLQ) {
         const tcq_ldlq_args a = {c->p, &c->o->enc, c->pool, rows, R, C, axis, H, c->o->damp > 0 ? c->o->damp : 0.1,
                                  c->o->refit_scales, codes, scales, What,
-                                 c->o->ldlq_passes ? TCQ_MAX(c->o->ldlq_passes, 0) : 1};
+                                 c->o->ldlq_passes ? TCQ_MAX(c->o->ldlq_passes, 0) : 1, c->dry ? 1 : c->o->scale_search};
         s = tcq_quant_ldlq(&a);
         for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) err += ((double)rows[i] - What[i]) * ((double)rows[i] - What[i]);
     } else if (s == TCQ_OK) {
@@ -605,13 +605,27 @@ static tcq_status allocate(qctx *c, const tcq_tensor_info **ts, int64_t count, i
         if ((r == QR_READER || r == QR_WRITER) && c->lay[i] >= 0 && proj_slot(ts[i]->name) >= 0 && c->n % c->p.T == 0)
             plan[i] = 2, n_all += ts[i]->numel, numel[i] = ts[i]->numel;
     }
-    if (c->o->alloc == TCQ_QALLOC_KL)
-        s = tcq_quant_sens_open(c->in_dir, c->o->calib, c->calib.ctx, c->o->alloc_windows > 0 ? c->o->alloc_windows : 4,
-                                c->h, c->o->threads, &c->sens);
-    c->dry = 1;
-    c->pr.phase = "allocation";
-    for (int l = 0; s == TCQ_OK && l < c->n_layers; l++) s = do_layer(c, l, ts, count, plan, px);
-    c->dry = 0;
+    const char **names = malloc((size_t)(count ? count : 1) * sizeof *names);
+    if (!names) s = tcq_fail(TCQ_ERR_NOMEM, "allocation table");
+    for (int64_t i = 0; names && i < count; i++) names[i] = ts[i]->name;
+    if (s == TCQ_OK && c->o->alloc_costs_in) {
+        s = tcq_quant_alloc_costs_read(c->o->alloc_costs_in, count, names, numel, px);
+    } else {
+        if (s == TCQ_OK && c->o->alloc == TCQ_QALLOC_KL)
+            s = tcq_quant_sens_open(c->in_dir, c->o->calib, c->calib.ctx, c->o->alloc_windows > 0 ? c->o->alloc_windows : 4,
+                                    c->h, c->o->threads, &c->sens);
+        c->dry = 1;
+        c->pr.phase = "allocation";
+        for (int l = 0; s == TCQ_OK && l < c->n_layers; l++) {
+            c->pr.layer = l;
+            s = do_layer(c, l, ts, count, plan, px);
+        }
+        c->dry = 0;
+    }
+    if (s == TCQ_OK && c->o->alloc_costs_out)
+        s = tcq_quant_alloc_costs_write(c->o->alloc_costs_out, c->o->alloc == TCQ_QALLOC_KL ? "kl" : "proxy", count, names,
+                                        numel, (const double (*)[3])px);
+    free(names);
     c->p = kp;
     c->pr = keep;
     c->pr.done = 3 * n_all;   /* the bar runs over both passes */
@@ -838,9 +852,14 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: bits per weight %g outside [2, 4] (k from 2 to 4)", opts->bpw);
     if (opts->alloc != TCQ_QALLOC_PROXY && opts->alloc != TCQ_QALLOC_KL)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: allocation %d: proxy (0) or kl (1)", opts->alloc);
-    if (opts->alloc == TCQ_QALLOC_KL && (opts->bpw == 0 || !opts->calib))
+    if ((opts->alloc_costs_in || opts->alloc_costs_out) && opts->bpw == 0)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: allocation costs (a file to read or write) without a "
+                        "bits-per-weight budget");
+    if (opts->alloc == TCQ_QALLOC_KL && !opts->alloc_costs_in && (opts->bpw == 0 || !opts->calib))
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: the kl allocation needs a bits-per-weight budget and a "
                         "calibration text (its windows are measured, also with saved Hessians)");
+    if (opts->scale_search < 0 || opts->scale_search > 5)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: scale search %d: 0 to 5 candidates", opts->scale_search);
     if (opts->alloc_windows < 0 || opts->alloc_windows > 1 << 16)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: allocation windows %d: 0 (4) to 65536", opts->alloc_windows);
     if (calibrated && (c.rotate_only || opts->cuda))

@@ -184,7 +184,7 @@ int main(void)
 {
     test_alloc();
     CHECK(mkdtemp(tmp) != NULL, "mkdtemp");
-    char model[600], calib[600], path[1200], out[600], cmd[1400];
+    char model[600], calib[600], path[1200], out[600], cmd[2200];
     snprintf(model, sizeof model, "%s/model", tmp);
     mkdir(model, 0777);
     snprintf(cmd, sizeof cmd, "cp '%s/tests/data/tiny_llama/config.json' '%s/tests/data/tiny_llama/model.safetensors' '%s'",
@@ -202,12 +202,33 @@ int main(void)
 
     /* quantize --bpw 3 --alloc kl: a mix within the budget */
     snprintf(out, sizeof out, "%s/q_kl", tmp);
+    char costs[700];
+    snprintf(costs, sizeof costs, "%s/costs.txt", tmp);
     tcq_quantize_opts o = {.bits = 2, .seed = 1, .threads = 2, .method = TCQ_QMETHOD_LDLQ, .calib = calib,
-                           .calib_tokens = 1024, .calib_ctx = 128, .bpw = 3.0, .alloc = TCQ_QALLOC_KL, .alloc_windows = 2};
+                           .calib_tokens = 1024, .calib_ctx = 128, .bpw = 3.0, .alloc = TCQ_QALLOC_KL, .alloc_windows = 2,
+                           .alloc_costs_out = costs};
     CHECK_OK(tcq_quantize_model(model, out, &o, NULL, NULL));
     snprintf(path, sizeof path, "%s/config.json", out);
-    size_t len = 0;
+    size_t len = 0, len2 = 0;
     char *cfg = test_slurp(path, &len);
+    /* the saved costs give the same plan without measuring (no text needed) */
+    snprintf(path, sizeof path, "%s/q_kl2", tmp);
+    o.alloc_costs_out = NULL;
+    o.alloc_costs_in = costs;
+    CHECK_OK(tcq_quantize_model(model, path, &o, NULL, NULL));
+    strcat(path, "/config.json");
+    char *cfg2 = test_slurp(path, &len2);
+    CHECK(cfg && cfg2 && len == len2 && !memcmp(cfg, cfg2, len), "--alloc-costs: another config than the measured run's");
+    free(cfg2);
+    /* a costs file without one of the tensors */
+    snprintf(cmd, sizeof cmd, "grep -v 'layers.1.mlp.up_proj' '%s' > '%s.cut'", costs, costs);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    strcat(costs, ".cut");
+    snprintf(path, sizeof path, "%s/q_cut", tmp);
+    CHECK(tcq_quantize_model(model, path, &o, NULL, NULL) == TCQ_ERR_FORMAT &&
+          strstr(tcq_last_error(), "no costs for tensor model.layers.1.mlp.up_proj.weight"), "cut costs: %s",
+          tcq_last_error());
+    o.alloc_costs_in = NULL;
     int nk[5] = {0};
     for (const char *p = cfg; p && (p = strstr(p, "\"bits\":")); p += 7) {
         const int k = atoi(p + 7 + (p[7] == ' '));

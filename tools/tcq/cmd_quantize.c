@@ -14,8 +14,9 @@ static void quantize_usage(FILE *f)
                "                    [--device cpu|cuda]\n"
                "                    [--method rtn|ldlq] [--calib FILE [--calib-tokens N] [--calib-ctx C]]\n"
                "                    [--calib-mode sequential|original] [--hessians DIR] [--save-hessians DIR]\n"
-               "                    [--damp X] [--bpw B [--alloc proxy|kl] [--alloc-windows N]]\n"
-               "                    [--layers N] [--ldlq-passes N]\n"
+               "                    [--damp X] [--bpw B [--alloc proxy|kl] [--alloc-windows N]\n"
+               "                                        [--save-alloc FILE] [--alloc-costs FILE]]\n"
+               "                    [--layers N] [--ldlq-passes N] [--scale-search N]\n"
                "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
                "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
                "  transform, codes every attention and MLP projection with the bitshift trellis\n"
@@ -41,7 +42,8 @@ static void quantize_usage(FILE *f)
                "  --hessians DIR reuses them (same --seed).  --method ldlq (needs them): BlockLDLQ\n"
                "  on H + damp * mean(diag H) I (--damp, default 0.1), then --ldlq-passes (default 1)\n"
                "  block coordinate descent passes; with --refit-scales the row scales minimise the\n"
-               "  proxy loss.  --bpw B in [2, 4]: k in {2,3,4}\n"
+               "  proxy loss; --scale-search N codes each row at N candidate scales (1, 0.9, 1.1, 0.8,\n"
+               "  1.2 x its RMS one) and keeps the best.  --bpw B in [2, 4]: k in {2,3,4}\n"
                "  per projection chosen by proxy loss so that the mean k is at most B (--bits stays the\n"
                "  k of anything without a Hessian); the choice measures every projection at k = 2, 3, 4\n"
                "  in a first pass, layer by layer with original Hessians, then codes.  --alloc kl: the\n"
@@ -49,6 +51,8 @@ static void quantize_usage(FILE *f)
                "  --alloc-windows (default 4) windows of --calib FILE with only that projection coded\n"
                "  (costs added over projections: an approximation); it needs --calib FILE also with\n"
                "  --hessians, and a forward of the model's later layers per projection and k.\n"
+               "  --save-alloc FILE writes the costs, --alloc-costs FILE reuses them (other budgets\n"
+               "  without the first pass).\n"
                "  --layers N: only decoder layers 0..N-1, written as a truncated N-layer model (checks\n"
                "  of time and memory on large models).\n");
 }
@@ -118,10 +122,10 @@ int cmd_quantize(int argc, char **argv)
     long long bits = 0, L = 12, seed = 1, threads = 0, seams = 0, lm_bits = 0;
     tcq_search search = TCQ_SEARCH_TWO_PASS;
     int rotate_only = 0, interleave = 0, refit = 0, cuda = 0, method = TCQ_QMETHOD_RTN, calib_sequential = 0;
-    long long calib_tokens = 0, calib_ctx = 0, layers = 0, passes = 1, alloc_windows = 0;
+    long long calib_tokens = 0, calib_ctx = 0, layers = 0, passes = 1, alloc_windows = 0, scale_search = 0;
     int alloc = TCQ_QALLOC_PROXY;
     double damp = 0, bpw = 0;
-    const char *calib = NULL, *hin = NULL, *hout = NULL;
+    const char *calib = NULL, *hin = NULL, *hout = NULL, *cin = NULL, *cout = NULL;
     for (int i = 1; i < argc; i++) {
         long long *dst = NULL;
         if (cli_is_help(argv[i])) {
@@ -185,9 +189,10 @@ int cmd_quantize(int argc, char **argv)
             }
             continue;
         }
-        if ((!strcmp(argv[i], "--calib") || !strcmp(argv[i], "--hessians") || !strcmp(argv[i], "--save-hessians")) &&
-            i + 1 < argc) {
-            const char **d = !strcmp(argv[i], "--calib") ? &calib : !strcmp(argv[i], "--hessians") ? &hin : &hout;
+        if ((!strcmp(argv[i], "--calib") || !strcmp(argv[i], "--hessians") || !strcmp(argv[i], "--save-hessians") ||
+             !strcmp(argv[i], "--alloc-costs") || !strcmp(argv[i], "--save-alloc")) && i + 1 < argc) {
+            const char **d = !strcmp(argv[i], "--calib") ? &calib : !strcmp(argv[i], "--hessians") ? &hin
+                           : !strcmp(argv[i], "--alloc-costs") ? &cin : !strcmp(argv[i], "--save-alloc") ? &cout : &hout;
             *d = argv[++i];
             continue;
         }
@@ -218,6 +223,7 @@ int cmd_quantize(int argc, char **argv)
         else if (!strcmp(argv[i], "--calib-ctx")) dst = &calib_ctx;
         else if (!strcmp(argv[i], "--layers")) dst = &layers;
         else if (!strcmp(argv[i], "--alloc-windows")) dst = &alloc_windows;
+        else if (!strcmp(argv[i], "--scale-search")) dst = &scale_search;
         else if (!strcmp(argv[i], "--seed")) dst = &seed;
         else if (!strcmp(argv[i], "--threads")) dst = &threads;
         if (!dst || i + 1 >= argc) {
@@ -264,14 +270,19 @@ int cmd_quantize(int argc, char **argv)
                            .calib = calib, .calib_tokens = calib_tokens, .calib_ctx = (int)calib_ctx, .damp = damp,
                            .hessians_in = hin, .hessians_out = hout, .bpw = bpw, .calib_sequential = calib_sequential,
                            .layers = (int)layers, .ldlq_passes = passes ? (int)passes : -1, .alloc = alloc,
-                           .alloc_windows = (int)alloc_windows};
+                           .alloc_windows = (int)alloc_windows, .alloc_costs_in = cin, .alloc_costs_out = cout,
+                           .scale_search = (int)scale_search};
     if (calib_tokens < 0 || calib_ctx < 0 || calib_ctx > 1 << 20 || damp < 0 || layers < 0 || layers > 1 << 16 ||
-        passes < 0 || passes > 16 || alloc_windows < 0 || alloc_windows > 1 << 16) {
+        passes < 0 || passes > 16 || alloc_windows < 0 || alloc_windows > 1 << 16 || scale_search < 0 || scale_search > 5) {
         fprintf(stderr, "tcq quantize: --calib-tokens, --calib-ctx, --layers and --damp must not be negative, "
-                        "--ldlq-passes in [0, 16], --alloc-windows in [0, 65536]\n");
+                        "--ldlq-passes in [0, 16], --alloc-windows in [0, 65536], --scale-search in [0, 5]\n");
         return 2;
     }
-    if (alloc == TCQ_QALLOC_KL && (bpw == 0 || !calib)) {
+    if ((cin || cout) && bpw == 0) {
+        fprintf(stderr, "tcq quantize: --alloc-costs and --save-alloc need --bpw\n");
+        return 2;
+    }
+    if (alloc == TCQ_QALLOC_KL && !cin && (bpw == 0 || !calib)) {
         fprintf(stderr, "tcq quantize: --alloc kl needs --bpw and --calib FILE (its first --alloc-windows windows "
                         "are measured, also with --hessians)\n");
         return 2;
