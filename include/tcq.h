@@ -582,7 +582,11 @@ typedef struct tcq_quantize_opts {
     const char *hessians_in;  /* a directory saved by hessians_out: its Hessians instead of calib */
     const char *hessians_out; /* write the Hessians to DIR/hessians.bin */
     double bpw;               /* 0: every projection at bits; else k in {2, 3, 4} per projection
-                                 chosen by proxy loss under this mean k (needs a calibration) */
+                                 under this mean k, chosen by measured KL: each projection's cost
+                                 at k is the input model's mean KL on alloc_windows windows
+                                 (calib_ctx tokens each) from the start of the calibration text
+                                 with only that projection coded at k (needs calib, the text, also
+                                 with hessians_in; or alloc_costs_in) */
     int calib_sequential;     /* 0: Hessians of the input model (non-sequential, reusable with any
                                  k); 1: sequential, layer i's taken with layers 0..i-1 already
                                  quantized (they depend on the k chosen).  tinyqwen LDLQ KL at
@@ -592,19 +596,13 @@ typedef struct tcq_quantize_opts {
                                  model (num_hidden_layers N), for checks of time and memory */
     int ldlq_passes;          /* LDLQ: block coordinate descent passes after BlockLDLQ, each block
                                  recoded with every other block's error in hand (0: 1, < 0: none) */
-    /* The cost bpw's allocation minimises: TCQ_QALLOC_PROXY, every tensor's relative proxy loss
-     * tr(E H E^T) / tr(W H W^T); TCQ_QALLOC_KL, the input model's mean KL on alloc_windows
-     * windows (calib_ctx tokens each) from the start of the calibration text with only that
-     * tensor coded at that k (needs calib, the text, even with hessians_in). */
-    int alloc;
-    int alloc_windows;        /* 0: 4 */
+    int alloc_windows;        /* bpw: 0: 4 */
     const char *alloc_costs_out; /* bpw: write every projection's cost at k = 2, 3, 4 to this file */
     const char *alloc_costs_in;  /* bpw: the costs from such a file instead of measuring them */
     int scale_search;         /* LDLQ: each row coded at 1 (0, 1: only this), 0.9, 1.1, 0.8, 1.2 times its
                                  RMS scale (the first scale_search of them), the best kept per row */
 } tcq_quantize_opts;
 enum { TCQ_QMETHOD_RTN = 0, TCQ_QMETHOD_LDLQ = 1 };
-enum { TCQ_QALLOC_PROXY = 0, TCQ_QALLOC_KL = 1 };
 
 typedef struct tcq_quantize_progress {
     const char *tensor;       /* the tensor being processed */

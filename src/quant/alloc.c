@@ -1,5 +1,5 @@
 /* The --bpw allocation: a k in {2, 3, 4} per tensor under a budget of mean k, from a cost per
- * (tensor, k) (the relative proxy loss, or the measured KL with only that tensor coded: sens.c).
+ * (tensor, k): the measured KL with only that tensor coded (sens.c).
  * The costs are taken as additive over tensors (the model's loss with several tensors coded is
  * the sum of each one's alone), which is what makes a per-tensor choice possible at all; the KL
  * of tinyqwen's mixes against the sum of their tensors' costs says how far that holds
@@ -54,7 +54,7 @@ tcq_status tcq_quant_alloc_costs_write(const char *path, const char *mode, int64
 {
     FILE *f = fopen(path, "w");
     if (!f) return tcq_fail(TCQ_ERR_IO, "%s: %s", path, strerror(errno));
-    fprintf(f, "tcq-alloc-costs 1 %s\n", mode);
+    fprintf(f, "tcq-alloc-costs 1 %s\n", mode);   /* what the costs are ("kl") */
     for (int64_t i = 0; i < n; i++)
         if (numel[i] > 0) fprintf(f, "%s %.17g %.17g %.17g\n", names[i], cost[i][0], cost[i][1], cost[i][2]);
     const int bad = ferror(f) | fclose(f);

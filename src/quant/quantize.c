@@ -53,9 +53,8 @@ typedef struct qctx {
     char spill_path[4200];
     double t_step;              /* clock at the start of the step being timed */
     const char *cur;            /* the tensor being processed */
-    int dry;                    /* the allocation pass: code, record the proxy loss, keep nothing */
-    double dry_proxy, dry_ref;  /* its proxy loss (< 0: none) and tr(W H W^T) */
-    tcq_quant_sens *sens;       /* --alloc kl: the allocation pass measures each candidate's KL */
+    int dry;                    /* the allocation pass: code, measure the KL (sens), keep nothing */
+    tcq_quant_sens *sens;       /* the allocation pass's KL of each candidate */
     int dry_slot;               /* the candidate's projection (q, k, v, o, gate, up, down) */
     double dry_kl;
     tcq_quantize_progress pr;
@@ -190,15 +189,15 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
         if (s == TCQ_OK && What) tcq_quant_decode_rows(c->p, codes, scales, R, C, What);
     }
     c->pr.proxy = c->pr.proxy_ref = -1;
-    if (s == TCQ_OK && H) s = tcq_quant_proxy(rows, What, R, C, axis, H, c->pool, &c->pr.proxy, &c->pr.proxy_ref);
-    if (s == TCQ_OK && c->dry && c->sens) s = tcq_quant_sens_kl(c->sens, c->dry_slot, What, R, C, &c->dry_kl);
+    if (s == TCQ_OK && H && !c->dry) s = tcq_quant_proxy(rows, What, R, C, axis, H, c->pool, &c->pr.proxy, &c->pr.proxy_ref);
+    if (s == TCQ_OK && c->dry)
+        s = What && c->sens ? tcq_quant_sens_kl(c->sens, c->dry_slot, What, R, C, &c->dry_kl)
+                            : tcq_fail(TCQ_ERR_INTERNAL, "allocation pass without a Hessian or sensitivity");
     if (What != c->recon) free(What);
     if (s != TCQ_OK || c->dry) {
         free(codes);
         free(scales);
         if (s != TCQ_OK) tcq_error_prefix("module %s", mod);
-        c->dry_proxy = c->pr.proxy;
-        c->dry_ref = c->pr.proxy_ref;
         return s;
     }
     c->pr.k = c->p.k;
@@ -518,11 +517,8 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
                 c->p.k = k;
                 c->cur = ts[i]->name;
                 c->dry_slot = j;
-                c->dry_proxy = -1;
                 s = j == P_O || j == P_DOWN ? emit_writer(c, ts[i], rows[j]) : emit_reader(c, ts[i]->name, rows[j], ts[i]->shape[0], k);
-                /* relative to the tensor's own tr(W H W^T): scale-free (raw proxy losses are in each
-                 * output's units, and Qwen3's q/k norms make q/k's scale meaningless) */
-                px[i][k - 2] = c->sens ? c->dry_kl : c->dry_ref > 0 ? c->dry_proxy / c->dry_ref : c->dry_proxy;
+                px[i][k - 2] = c->dry_kl;
                 c->pr.alloc_cost[k - 2] = px[i][k - 2];
                 c->pr.done += ts[i]->numel;
             }
@@ -579,14 +575,13 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
 }
 
 /* The allocation pass of bpw: every projection with a Hessian coded at k = 2, 3, 4 (nothing
- * kept), its cost at each k recorded, then tcq_quant_alloc (alloc.c) picks the k.  The cost is the
- * relative proxy loss tr(E H E^T) / tr(W H W^T) (raw proxy losses gave tinyqwen ppl ratio 1.156
- * at 2.5 bpw and 1.046 at 3.5, relative ones 1.113 and 1.019: docs/PERFORMANCE.md, "Quantizer"),
- * or with --alloc kl the input model's KL on calibration windows with only that candidate coded
- * (sens.c).  The pass goes layer by layer like the coding pass, with non-sequential Hessians (the
- * input model's stream: the k are not chosen yet), each layer's freed before the next, so the
- * proxy costs need no more memory than the coding (the KL costs add sens.c's windows and
- * reference log-probabilities).  plan[i]: the k of ts[i] (0: not a projection). */
+ * kept), each candidate's cost the input model's mean KL on calibration windows with only that
+ * candidate coded (sens.c), then tcq_quant_alloc (alloc.c) picks the k.  Measured KL replaced the
+ * relative proxy loss tr(E H E^T) / tr(W H W^T) as the cost: tinyqwen KL 0.118 / 0.058 / 0.031 at
+ * 2.5 / 3.0 / 3.5 bpw against 0.141 / 0.071 / 0.037 (docs/PERFORMANCE.md, "Quantizer").  The pass
+ * goes layer by layer like the coding pass, with non-sequential Hessians (the input model's
+ * stream: the k are not chosen yet), each layer's freed before the next; sens.c adds its windows'
+ * stream and reference log-probabilities.  plan[i]: the k of ts[i] (0: not a projection). */
 static tcq_status allocate(qctx *c, const tcq_tensor_info **ts, int64_t count, int *plan)
 {
     double (*px)[3] = calloc((size_t)(count ? count : 1), sizeof *px);
@@ -611,7 +606,7 @@ static tcq_status allocate(qctx *c, const tcq_tensor_info **ts, int64_t count, i
     if (s == TCQ_OK && c->o->alloc_costs_in) {
         s = tcq_quant_alloc_costs_read(c->o->alloc_costs_in, count, names, numel, px);
     } else {
-        if (s == TCQ_OK && c->o->alloc == TCQ_QALLOC_KL)
+        if (s == TCQ_OK)
             s = tcq_quant_sens_open(c->in_dir, c->o->calib, c->calib.ctx, c->o->alloc_windows > 0 ? c->o->alloc_windows : 4,
                                     c->h, c->o->threads, &c->sens);
         c->dry = 1;
@@ -623,7 +618,7 @@ static tcq_status allocate(qctx *c, const tcq_tensor_info **ts, int64_t count, i
         c->dry = 0;
     }
     if (s == TCQ_OK && c->o->alloc_costs_out)
-        s = tcq_quant_alloc_costs_write(c->o->alloc_costs_out, c->o->alloc == TCQ_QALLOC_KL ? "kl" : "proxy", count, names,
+        s = tcq_quant_alloc_costs_write(c->o->alloc_costs_out, "kl", count, names,
                                         numel, (const double (*)[3])px);
     free(names);
     c->p = kp;
@@ -850,14 +845,12 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
                         opts->bpw != 0 ? "a bits-per-weight budget" : "LDLQ");
     if (opts->bpw != 0 && !(opts->bpw >= 2 && opts->bpw <= 4))
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: bits per weight %g outside [2, 4] (k from 2 to 4)", opts->bpw);
-    if (opts->alloc != TCQ_QALLOC_PROXY && opts->alloc != TCQ_QALLOC_KL)
-        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: allocation %d: proxy (0) or kl (1)", opts->alloc);
     if ((opts->alloc_costs_in || opts->alloc_costs_out) && opts->bpw == 0)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: allocation costs (a file to read or write) without a "
                         "bits-per-weight budget");
-    if (opts->alloc == TCQ_QALLOC_KL && !opts->alloc_costs_in && (opts->bpw == 0 || !opts->calib))
-        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: the kl allocation needs a bits-per-weight budget and a "
-                        "calibration text (its windows are measured, also with saved Hessians)");
+    if (opts->bpw != 0 && !opts->alloc_costs_in && !opts->calib)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: a bits-per-weight budget needs a calibration text (its first "
+                        "windows measure every projection's KL, also with saved Hessians) or saved allocation costs");
     if (opts->scale_search < 0 || opts->scale_search > 5)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: scale search %d: 0 to 5 candidates", opts->scale_search);
     if (opts->alloc_windows < 0 || opts->alloc_windows > 1 << 16)

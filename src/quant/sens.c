@@ -1,4 +1,4 @@
-/* Measured sensitivity for the --bpw allocation (--alloc kl): the input model's mean KL against
+/* Measured sensitivity for the --bpw allocation: the input model's mean KL against
  * itself on a few calibration windows when one projection is replaced by a coded candidate and
  * every other weight is the input's.  The candidate comes in the quantizer's rotated, gain-folded
  * basis and is taken back to the input's (W R^T, the gain divided out) so the rest of the model

@@ -42,9 +42,9 @@ check 2 "calib-mode sequential|original" "$model" "$tmp/o" --bits 2 --calib-mode
 check 1 "needs a calibration" "$model" "$tmp/o" --bits 2 --method ldlq
 check 1 "bits per weight 5 outside \[2, 4\]" "$model" "$tmp/o" --bits 2 --bpw 5 --calib "$tmp/calib.txt"
 check 1 "bits per weight 1.5 outside \[2, 4\]" "$model" "$tmp/o" --bits 2 --bpw 1.5 --calib "$tmp/calib.txt"
-check 2 "alloc proxy|kl" "$model" "$tmp/o" --bits 2 --bpw 3 --calib "$tmp/calib.txt" --alloc ppl
-check 2 "alloc kl needs --bpw and --calib" "$model" "$tmp/o" --bits 2 --calib "$tmp/calib.txt" --alloc kl
-check 2 "alloc-windows in \[0, 65536\]" "$model" "$tmp/o" --bits 2 --bpw 3 --calib "$tmp/calib.txt" --alloc kl --alloc-windows -2
+check 2 "alloc-windows in \[0, 65536\]" "$model" "$tmp/o" --bits 2 --bpw 3 --calib "$tmp/calib.txt" --alloc-windows -2
+check 2 "alloc-costs and --save-alloc need --bpw" "$model" "$tmp/o" --bits 2 --calib "$tmp/calib.txt" --save-alloc "$tmp/c"
+check 2 "scale-search in \[0, 5\]" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/calib.txt" --scale-search 6
 check 1 "calibration file $tmp/nope.txt" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/nope.txt"
 check 1 "calibration file $tmp/empty.txt is empty" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/empty.txt"
 check 1 "shorter than one window of 128" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/short.txt" --calib-ctx 128
@@ -56,16 +56,17 @@ check 0 "method ldlq" "$model" "$tmp/q2" --bits 2 --method ldlq --calib "$tmp/ca
     --calib-ctx 128 --save-hessians "$tmp/h" --threads 2
 grep -q "proxy" "$tmp/err" || { echo "FAIL: no per-tensor proxy lines"; cat "$tmp/err"; fail=1; }
 check 1 "Hadamard seed 1, not 2" "$model" "$tmp/o" --bits 2 --method ldlq --hessians "$tmp/h" --seed 2
-check 0 "method ldlq" "$model" "$tmp/qm" --bits 2 --method ldlq --hessians "$tmp/h" --bpw 3 --threads 2
-bpw=$(sed -n 's/.*method ldlq, \([0-9.]*\) bits per coded weight.*/\1/p' "$tmp/err")
-awk -v b="$bpw" 'BEGIN { exit !(b > 2.5 && b <= 3.07) }' || { echo "FAIL: --bpw 3 gave $bpw bits per weight"; fail=1; }
-check 2 "alloc kl needs --bpw and --calib" "$model" "$tmp/o" --bits 2 --method ldlq --hessians "$tmp/h" --bpw 3 --alloc kl
-# the kl allocation: saved Hessians, the text's first 2 windows measured; per-tensor costs printed
-check 0 "method ldlq" "$model" "$tmp/qk" --bits 2 --method ldlq --hessians "$tmp/h" --bpw 3 --alloc kl \
-    --calib "$tmp/calib.txt" --calib-ctx 128 --alloc-windows 2 --threads 2
+check 2 "bpw needs --calib FILE" "$model" "$tmp/o" --bits 2 --method ldlq --hessians "$tmp/h" --bpw 3
+# a mixed artifact: saved Hessians, the text's first 2 windows measure each candidate's KL (cost lines)
+check 0 "method ldlq" "$model" "$tmp/qm" --bits 2 --method ldlq --hessians "$tmp/h" --bpw 3 \
+    --calib "$tmp/calib.txt" --calib-ctx 128 --alloc-windows 2 --save-alloc "$tmp/costs.txt" --threads 2
 grep -Eq "model.layers.1.mlp.down_proj.weight +cost k=2 [0-9.e+-]+ k=3" "$tmp/err" || { echo "FAIL: no cost lines"; cat "$tmp/err"; fail=1; }
 bpw=$(sed -n 's/.*method ldlq, \([0-9.]*\) bits per coded weight.*/\1/p' "$tmp/err")
-awk -v b="$bpw" 'BEGIN { exit !(b > 2.5 && b <= 3.07) }' || { echo "FAIL: --bpw 3 --alloc kl gave $bpw bits per weight"; fail=1; }
+awk -v b="$bpw" 'BEGIN { exit !(b > 2.5 && b <= 3.07) }' || { echo "FAIL: --bpw 3 gave $bpw bits per weight"; fail=1; }
+# the saved costs at another budget: no text needed
+check 0 "method ldlq" "$model" "$tmp/qk" --bits 2 --method ldlq --hessians "$tmp/h" --bpw 2.5 --alloc-costs "$tmp/costs.txt" --threads 2
+bpw=$(sed -n 's/.*method ldlq, \([0-9.]*\) bits per coded weight.*/\1/p' "$tmp/err")
+awk -v b="$bpw" 'BEGIN { exit !(b > 2.2 && b <= 2.57) }' || { echo "FAIL: --bpw 2.5 from costs gave $bpw bits per weight"; fail=1; }
 "$TCQ" inspect "$tmp/qm" >"$tmp/ins" 2>&1 || { echo "FAIL: inspect"; fail=1; }
 grep -q "trellis k mix:.*k=2.*k=[34]" "$tmp/ins" || { echo "FAIL: inspect shows no k mix"; cat "$tmp/ins"; fail=1; }
 # --layers 1: a one-layer model, sequential Hessians

@@ -205,7 +205,7 @@ int main(void)
     char costs[700];
     snprintf(costs, sizeof costs, "%s/costs.txt", tmp);
     tcq_quantize_opts o = {.bits = 2, .seed = 1, .threads = 2, .method = TCQ_QMETHOD_LDLQ, .calib = calib,
-                           .calib_tokens = 1024, .calib_ctx = 128, .bpw = 3.0, .alloc = TCQ_QALLOC_KL, .alloc_windows = 2,
+                           .calib_tokens = 1024, .calib_ctx = 128, .bpw = 3.0, .alloc_windows = 2,
                            .alloc_costs_out = costs};
     CHECK_OK(tcq_quantize_model(model, out, &o, NULL, NULL));
     snprintf(path, sizeof path, "%s/config.json", out);
@@ -242,15 +242,13 @@ int main(void)
     o.calib = NULL;
     o.hessians_in = tmp;   /* no hessians.bin there: the missing text is refused first */
     CHECK(tcq_quantize_model(model, out, &o, NULL, NULL) == TCQ_ERR_INVALID_ARG &&
-          strstr(tcq_last_error(), "kl allocation needs"), "kl without a text: %s", tcq_last_error());
-    o = (tcq_quantize_opts){.bits = 2, .seed = 1, .method = TCQ_QMETHOD_LDLQ, .calib = calib, .alloc = TCQ_QALLOC_KL};
+          strstr(tcq_last_error(), "budget needs a calibration text"), "bpw without a text: %s", tcq_last_error());
+    o = (tcq_quantize_opts){.bits = 2, .seed = 1, .method = TCQ_QMETHOD_LDLQ, .calib = calib, .alloc_costs_in = costs};
     CHECK(tcq_quantize_model(model, out, &o, NULL, NULL) == TCQ_ERR_INVALID_ARG &&
-          strstr(tcq_last_error(), "kl allocation needs"), "kl without --bpw: %s", tcq_last_error());
+          strstr(tcq_last_error(), "allocation costs (a file to read or write) without a bits-per-weight budget"),
+          "costs without --bpw: %s", tcq_last_error());
+    o.alloc_costs_in = NULL;
     o.bpw = 3;
-    o.alloc = 7;
-    CHECK(tcq_quantize_model(model, out, &o, NULL, NULL) == TCQ_ERR_INVALID_ARG &&
-          strstr(tcq_last_error(), "allocation 7"), "alloc 7: %s", tcq_last_error());
-    o.alloc = TCQ_QALLOC_KL;
     o.alloc_windows = -1;
     CHECK(tcq_quantize_model(model, out, &o, NULL, NULL) == TCQ_ERR_INVALID_ARG &&
           strstr(tcq_last_error(), "allocation windows -1"), "alloc windows -1: %s", tcq_last_error());

@@ -14,8 +14,8 @@ static void quantize_usage(FILE *f)
                "                    [--device cpu|cuda]\n"
                "                    [--method rtn|ldlq] [--calib FILE [--calib-tokens N] [--calib-ctx C]]\n"
                "                    [--calib-mode sequential|original] [--hessians DIR] [--save-hessians DIR]\n"
-               "                    [--damp X] [--bpw B [--alloc proxy|kl] [--alloc-windows N]\n"
-               "                                        [--save-alloc FILE] [--alloc-costs FILE]]\n"
+               "                    [--damp X] [--bpw B [--alloc-windows N] [--save-alloc FILE]\n"
+               "                                        [--alloc-costs FILE]]\n"
                "                    [--layers N] [--ldlq-passes N] [--scale-search N]\n"
                "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
                "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
@@ -44,13 +44,13 @@ static void quantize_usage(FILE *f)
                "  block coordinate descent passes; with --refit-scales the row scales minimise the\n"
                "  proxy loss; --scale-search N codes each row at N candidate scales (1, 0.9, 1.1, 0.8,\n"
                "  1.2 x its RMS one) and keeps the best.  --bpw B in [2, 4]: k in {2,3,4}\n"
-               "  per projection chosen by proxy loss so that the mean k is at most B (--bits stays the\n"
-               "  k of anything without a Hessian); the choice measures every projection at k = 2, 3, 4\n"
-               "  in a first pass, layer by layer with original Hessians, then codes.  --alloc kl: the\n"
-               "  cost of a projection at k is instead the input model's mean KL on the first\n"
-               "  --alloc-windows (default 4) windows of --calib FILE with only that projection coded\n"
-               "  (costs added over projections: an approximation); it needs --calib FILE also with\n"
-               "  --hessians, and a forward of the model's later layers per projection and k.\n"
+               "  per projection so that the mean k is at most B (--bits stays the k of anything\n"
+               "  without a Hessian): a first pass codes every projection at k = 2, 3, 4, layer by\n"
+               "  layer with original Hessians, and measures each candidate's cost: the input model's\n"
+               "  mean KL on the first --alloc-windows (default 4) windows of --calib FILE with only\n"
+               "  that projection coded (needs --calib FILE also with --hessians; a forward of the\n"
+               "  later layers per candidate); k is then raised where the KL drops most per bit (costs\n"
+               "  added over projections: an approximation), and the second pass codes.\n"
                "  --save-alloc FILE writes the costs, --alloc-costs FILE reuses them (other budgets\n"
                "  without the first pass).\n"
                "  --layers N: only decoder layers 0..N-1, written as a truncated N-layer model (checks\n"
@@ -123,7 +123,6 @@ int cmd_quantize(int argc, char **argv)
     tcq_search search = TCQ_SEARCH_TWO_PASS;
     int rotate_only = 0, interleave = 0, refit = 0, cuda = 0, method = TCQ_QMETHOD_RTN, calib_sequential = 0;
     long long calib_tokens = 0, calib_ctx = 0, layers = 0, passes = 1, alloc_windows = 0, scale_search = 0;
-    int alloc = TCQ_QALLOC_PROXY;
     double damp = 0, bpw = 0;
     const char *calib = NULL, *hin = NULL, *hout = NULL, *cin = NULL, *cout = NULL;
     for (int i = 1; i < argc; i++) {
@@ -166,16 +165,6 @@ int cmd_quantize(int argc, char **argv)
             if (!strcmp(argv[i], "ldlq")) method = TCQ_QMETHOD_LDLQ;
             else if (strcmp(argv[i], "rtn")) {
                 fprintf(stderr, "tcq quantize: --method rtn|ldlq, got '%s'\n", argv[i]);
-                return 2;
-            }
-            continue;
-        }
-        if (!strcmp(argv[i], "--alloc") && i + 1 < argc) {
-            i++;
-            if (!strcmp(argv[i], "kl")) alloc = TCQ_QALLOC_KL;
-            else if (!strcmp(argv[i], "proxy")) alloc = TCQ_QALLOC_PROXY;
-            else {
-                fprintf(stderr, "tcq quantize: --alloc proxy|kl, got '%s'\n", argv[i]);
                 return 2;
             }
             continue;
@@ -269,7 +258,7 @@ int cmd_quantize(int argc, char **argv)
                            .refit_scales = refit, .cuda = cuda, .lm_head_bits = (int)lm_bits, .method = method,
                            .calib = calib, .calib_tokens = calib_tokens, .calib_ctx = (int)calib_ctx, .damp = damp,
                            .hessians_in = hin, .hessians_out = hout, .bpw = bpw, .calib_sequential = calib_sequential,
-                           .layers = (int)layers, .ldlq_passes = passes ? (int)passes : -1, .alloc = alloc,
+                           .layers = (int)layers, .ldlq_passes = passes ? (int)passes : -1,
                            .alloc_windows = (int)alloc_windows, .alloc_costs_in = cin, .alloc_costs_out = cout,
                            .scale_search = (int)scale_search};
     if (calib_tokens < 0 || calib_ctx < 0 || calib_ctx > 1 << 20 || damp < 0 || layers < 0 || layers > 1 << 16 ||
@@ -282,9 +271,9 @@ int cmd_quantize(int argc, char **argv)
         fprintf(stderr, "tcq quantize: --alloc-costs and --save-alloc need --bpw\n");
         return 2;
     }
-    if (alloc == TCQ_QALLOC_KL && !cin && (bpw == 0 || !calib)) {
-        fprintf(stderr, "tcq quantize: --alloc kl needs --bpw and --calib FILE (its first --alloc-windows windows "
-                        "are measured, also with --hessians)\n");
+    if (bpw != 0 && !cin && !calib) {
+        fprintf(stderr, "tcq quantize: --bpw needs --calib FILE (its first --alloc-windows windows measure each "
+                        "projection's KL, also with --hessians) or --alloc-costs FILE\n");
         return 2;
     }
     bar b = {cli_now(), 0, isatty(2), {0}};
