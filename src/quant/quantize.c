@@ -154,6 +154,14 @@ tcq_status tcq_quant_refit_scales(tcq_block_params p, const float *rows, int64_t
     return TCQ_OK;
 }
 
+/* The LDLQ scale search's candidates: 5 by default (tinyqwen eval KL, 8 windows, k = 2 / 3 / 4:
+ * -2.7 / -3.5 / -10.8 % against 1; docs/PERFORMANCE.md, "Quantizer"), 1 in the allocation pass
+ * (the candidates' KL is measured without it: 5x the coding of 168 candidates for a ranking). */
+static int scale_search(const qctx *c)
+{
+    return c->dry ? 1 : c->o->scale_search ? c->o->scale_search : 5;
+}
+
 /* Code rows [R, C] as module `mod` (P.weight U32 [R, C*k/32], P.scales F16 [R]). */
 static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t R, int64_t C, int axis)
 {
@@ -179,7 +187,7 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
     if (s == TCQ_OK && H && c->o->method == TCQ_QMETHOD_LDLQ) {
         const tcq_ldlq_args a = {c->p, &c->o->enc, c->pool, rows, R, C, axis, H, c->o->damp > 0 ? c->o->damp : 0.1,
                                  c->o->refit_scales, codes, scales, What,
-                                 c->o->ldlq_passes ? TCQ_MAX(c->o->ldlq_passes, 0) : 1, c->dry ? 1 : c->o->scale_search};
+                                 c->o->ldlq_passes ? TCQ_MAX(c->o->ldlq_passes, 0) : 1, scale_search(c)};
         s = tcq_quant_ldlq(&a);
         for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) err += ((double)rows[i] - What[i]) * ((double)rows[i] - What[i]);
     } else if (s == TCQ_OK) {
