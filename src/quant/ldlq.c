@@ -89,7 +89,7 @@ tcq_status tcq_quant_proxy(const float *W, const float *What, int64_t R, int64_t
 
 /* The row scales' candidates of the scale search: the RMS scale times these (the first is the
  * RMS scale itself, so a search of 1 is no search). */
-static const double scale_mult[5] = {1.0, 0.9, 1.1, 0.8, 1.2};
+static const double scale_mult[9] = {1.0, 0.9, 1.1, 0.8, 1.2, 0.95, 1.05, 0.85, 1.15};
 
 static uint16_t scaled(uint16_t h, double m)
 {
@@ -167,7 +167,7 @@ static tcq_status ldlq_axis0(const tcq_ldlq_args *a, const double *Lm)
     float *acc = calloc((size_t)(R * C), sizeof *acc), *tg = malloc((size_t)C * sizeof *tg);
     float *x = malloc((size_t)C * sizeof *x), *eb = malloc((size_t)(AXIS0_BATCH * C) * sizeof *eb);
     float *lf = malloc((size_t)(AXIS0_BATCH * R) * sizeof *lf);
-    const int n_mult = TCQ_MIN(TCQ_MAX(a->scale_search, 1), 5);
+    const int n_mult = TCQ_MIN(TCQ_MAX(a->scale_search, 1), 9);
     uint32_t *cw2 = malloc((size_t)rw * sizeof *cw2);
     tcq_status s = TCQ_OK;
     if (!acc || !tg || !x || !eb || !lf || !cw2)
@@ -246,7 +246,7 @@ tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out)
  * candidate of the lowest loss under the damped H (what BlockLDLQ minimises). */
 static tcq_status search_axis1(const tcq_ldlq_args *a, const double *Lm, const double *D)
 {
-    const int n_mult = TCQ_MIN(TCQ_MAX(a->scale_search, 1), 5);
+    const int n_mult = TCQ_MIN(TCQ_MAX(a->scale_search, 1), 9);
     if (n_mult == 1) return ldlq_axis1(a, Lm, D, 1.0);
     const int64_t R = a->R, C = a->C, rw = C * a->p.k / 32;
     uint32_t *codes = malloc((size_t)(R * rw) * sizeof *codes);

@@ -158,8 +158,9 @@ typedef struct tcq_ldlq_args {
     uint16_t *scales;         /* out [R] */
     float *What;              /* out [R, C]: the reconstruction */
     int passes;               /* tcq_quant_ldlq_pass runs after BlockLDLQ */
-    int scale_search;         /* <= 1: every row at its RMS scale; 2..5: also 0.9, 1.1, 0.8, 1.2 times it,
-                                 each row keeping its best candidate */
+    int scale_search;         /* <= 1: every row at its RMS scale; 2..9: also 0.9, 1.1, 0.8, 1.2, 0.95,
+                                 1.05, 0.85, 1.15 times it (that many in all), each row keeping its
+                                 best */
 } tcq_ldlq_args;
 tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a);
 /* One block coordinate descent pass over a BlockLDLQ result (ldlq_pass.c) on H + lambda I: codes,

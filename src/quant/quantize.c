@@ -859,8 +859,8 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
     if (opts->bpw != 0 && !opts->alloc_costs_in && !opts->calib)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: a bits-per-weight budget needs a calibration text (its first "
                         "windows measure every projection's KL, also with saved Hessians) or saved allocation costs");
-    if (opts->scale_search < 0 || opts->scale_search > 5)
-        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: scale search %d: 0 to 5 candidates", opts->scale_search);
+    if (opts->scale_search < 0 || opts->scale_search > 9)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: scale search %d: 0 to 9 candidates", opts->scale_search);
     if (opts->alloc_windows < 0 || opts->alloc_windows > 1 << 16)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: allocation windows %d: 0 (4) to 65536", opts->alloc_windows);
     if (calibrated && (c.rotate_only || opts->cuda))

@@ -44,7 +44,7 @@ check 1 "bits per weight 5 outside \[2, 4\]" "$model" "$tmp/o" --bits 2 --bpw 5 
 check 1 "bits per weight 1.5 outside \[2, 4\]" "$model" "$tmp/o" --bits 2 --bpw 1.5 --calib "$tmp/calib.txt"
 check 2 "alloc-windows in \[0, 65536\]" "$model" "$tmp/o" --bits 2 --bpw 3 --calib "$tmp/calib.txt" --alloc-windows -2
 check 2 "alloc-costs and --save-alloc need --bpw" "$model" "$tmp/o" --bits 2 --calib "$tmp/calib.txt" --save-alloc "$tmp/c"
-check 2 "scale-search in \[0, 5\]" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/calib.txt" --scale-search 6
+check 2 "scale-search in \[0, 9\]" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/calib.txt" --scale-search 10
 check 1 "calibration file $tmp/nope.txt" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/nope.txt"
 check 1 "calibration file $tmp/empty.txt is empty" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/empty.txt"
 check 1 "shorter than one window of 128" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/short.txt" --calib-ctx 128

@@ -43,7 +43,8 @@ static void quantize_usage(FILE *f)
                "  on H + damp * mean(diag H) I (--damp, default 0.1), then --ldlq-passes (default 1)\n"
                "  block coordinate descent passes; with --refit-scales the row scales minimise the\n"
                "  proxy loss; --scale-search N (default 5; 1: off) codes each row at N candidate scales\n"
-               "  (1, 0.9, 1.1, 0.8, 1.2 x its RMS one) and keeps the best.  --bpw B in [2, 4]: k in {2,3,4}\n"
+               "  (1, 0.9, 1.1, 0.8, 1.2, 0.95, 1.05, 0.85, 1.15 x its RMS one; at most 9) and keeps\n"
+               "  the best.  --bpw B in [2, 4]: k in {2,3,4}\n"
                "  per projection so that the mean k is at most B (--bits stays the k of anything\n"
                "  without a Hessian): a first pass codes every projection at k = 2, 3, 4, layer by\n"
                "  layer with original Hessians, and measures each candidate's cost: the input model's\n"
@@ -262,9 +263,9 @@ int cmd_quantize(int argc, char **argv)
                            .alloc_windows = (int)alloc_windows, .alloc_costs_in = cin, .alloc_costs_out = cout,
                            .scale_search = (int)scale_search};
     if (calib_tokens < 0 || calib_ctx < 0 || calib_ctx > 1 << 20 || damp < 0 || layers < 0 || layers > 1 << 16 ||
-        passes < 0 || passes > 16 || alloc_windows < 0 || alloc_windows > 1 << 16 || scale_search < 0 || scale_search > 5) {
+        passes < 0 || passes > 16 || alloc_windows < 0 || alloc_windows > 1 << 16 || scale_search < 0 || scale_search > 9) {
         fprintf(stderr, "tcq quantize: --calib-tokens, --calib-ctx, --layers and --damp must not be negative, "
-                        "--ldlq-passes in [0, 16], --alloc-windows in [0, 65536], --scale-search in [0, 5]\n");
+                        "--ldlq-passes in [0, 16], --alloc-windows in [0, 65536], --scale-search in [0, 9]\n");
         return 2;
     }
     if ((cin || cout) && bpw == 0) {
