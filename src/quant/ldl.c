@@ -43,6 +43,17 @@ tcq_status tcq_quant_block_ldl_on(tcq_qla *qla, const double *H, int64_t m, int 
     /* the factor is the O(m^3) part (a 14B down projection: m = 17408, 1.8 Tflop); the per-block
      * finish below is O(m^2 b) */
     TCQ_TRY(qla ? tcq_qla_cholesky(qla, L, m) : tcq_quant_cholesky(L, m));
+    if (qla && b == 1) {
+        /* blocks of one (axis 0, m up to the FFN width): D_i = C_ii^2, L_ij = C_ij / C_jj, row by
+         * row; the loop below would walk each column of the m x m factor with stride m */
+        for (int64_t i = 0; i < m; i++) D[i] = L[i * m + i] * L[i * m + i];
+        for (int64_t i = 0; i < m; i++) {
+            double *Li = L + i * m;
+            for (int64_t j = 0; j < i; j++) Li[j] /= L[j * m + j];
+        }
+        for (int64_t i = 0; i < m; i++) L[i * m + i] = 1;
+        return TCQ_OK;
+    }
     /* per block: D_b = C_bb C_bb^T, then L's column block = C's column block times C_bb^-1 */
     double *cbb = malloc((size_t)b * b * sizeof *cbb);
     if (!cbb) return tcq_fail(TCQ_ERR_NOMEM, "block LDL: %d x %d block", b, b);

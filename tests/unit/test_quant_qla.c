@@ -2,8 +2,8 @@
  * are separate buffers, so a missing push / pull shows here as on a GPU:
  *   - row-major DGEMM / SGEMM through mirrors and staging, every transpose, against CBLAS;
  *   - DSYRK into a mirrored Hessian, the two DTRSM forms, the blocked Cholesky (blocks of 512:
- *     m = 1100 is three) against tcq_quant_cholesky, the proxy's one product against
- *     tcq_quant_proxy;
+ *     m = 1100 is three) against tcq_quant_cholesky, the block LDL on it (blocks of 1 and 256)
+ *     against tcq_quant_block_ldl, the proxy's one product against tcq_quant_proxy;
  *   - BlockLDLQ plus one pass with the products on the emulation against the CPU path, both axes
  *     (axis 0 over several of its batches): the proxy loss within 1 % (other summation orders
  *     move a few Viterbi decisions, not the loss), and the same bits on a second run. */
@@ -62,9 +62,10 @@ static void check_gemm(uint64_t *st, tcq_qla *q)
     fill(st, A, 64 * ld);
     fill(st, B, 64 * ld);
     CHECK_OK(tcq_qla_mirror(q, A, sizeof(double) * 64 * ld, 0));
-    A[0] += 1;   /* not pushed */
+    const double a0 = A[0];
+    A[0] = a0 + 1;   /* not pushed */
     CHECK_OK(tcq_qla_dgemm(q, 0, 0, 1, 1, 1, 1.0, A, ld, B, ld, 0.0, C, ld));
-    CHECK(C[0] == (A[0] - 1) * B[0], "an unpushed change reached the device copy");
+    CHECK(C[0] == a0 * B[0], "an unpushed change reached the device copy");
     CHECK_OK(tcq_qla_push(q, A, 1, 1, ld, sizeof *A));
     CHECK_OK(tcq_qla_dgemm(q, 0, 0, 1, 1, 1, 1.0, A, ld, B, ld, 0.0, C, ld));
     CHECK(C[0] == A[0] * B[0], "a pushed change did not reach the device copy");
@@ -116,6 +117,19 @@ static void check_factor(uint64_t *st, tcq_qla *q)
         CHECK(max_rel(G, Gr, R * n) < 1e-12, "trsm: %g", max_rel(G, Gr, R * n));
         free(G), free(Gr);
         free(S), free(L), free(Lr);
+    }
+    /* the block LDL on it: blocks of one (its row-wise finish) and of 256 */
+    for (int b = 1; b <= 256; b += 255) {
+        const int64_t m = 768;
+        double *S = malloc(sizeof(double) * (size_t)(m * m)), *L0 = malloc(sizeof(double) * (size_t)(m * m));
+        double *L1 = malloc(sizeof(double) * (size_t)(m * m)), *D0 = malloc(sizeof(double) * (size_t)(m * b));
+        double *D1 = malloc(sizeof(double) * (size_t)(m * b));
+        test_random_spd(st, m, S);
+        CHECK_OK(tcq_quant_block_ldl(S, m, b, L0, D0));
+        CHECK_OK(tcq_quant_block_ldl_on(q, S, m, b, L1, D1));
+        CHECK(max_rel(L1, L0, m * m) < 1e-10 && max_rel(D1, D0, m * b) < 1e-10, "block LDL b=%d: L %g, D %g", b,
+              max_rel(L1, L0, m * m), max_rel(D1, D0, m * b));
+        free(S), free(L0), free(L1), free(D0), free(D1);
     }
     double bad[4] = {1, 2, 2, 1};
     CHECK(tcq_qla_cholesky(q, bad, 2) == TCQ_ERR_INVALID_ARG, "indefinite matrix");
