@@ -128,7 +128,7 @@ for spec in "tiny_llama $w/tiny_calib.txt 2048 128" "tinyqwen1 data/calib.txt 81
   [ $ok = 1 ] || continue
   proxies "$out/${m}_cpu.log" >$w/p_cpu
   proxies "$out/${m}_gpu.log" >$w/p_gpu
-  cmp_out=$(join $w/p_cpu $w/p_gpu | awk '{ n++; r = $3 / $2; d = r > 1 ? r - 1 : 1 - r; if (d > worst) { worst = d; wn = $1 }
+  cmp_out=$(join $w/p_cpu $w/p_gpu | awk 'BEGIN { wn = "-" } { n++; r = $3 / $2; d = r > 1 ? r - 1 : 1 - r; if (d > worst) { worst = d; wn = $1 }
       sc += $2; sg += $3 } END { printf "%d %.6f %.6f %s %.6g %.6g", n, worst, (sg / sc > 1 ? sg / sc - 1 : 1 - sg / sc), wn, sc, sg }')
   read -r n worst tot wn sc sg <<<"$cmp_out"
   echo "$m: $n tensors, worst per-tensor proxy difference $worst ($wn), sum $sg vs CPU $sc (rel $tot)"
@@ -170,13 +170,19 @@ elif timeout $(( $(left) - 60 )) python3 synth_qwen3_14b.py /tmp/s14 data/qwen3-
   q14=(/tmp/s14 /tmp/s14q --bits 2 --method ldlq --calib /tmp/s14/calib.txt --calib-tokens "$T" --calib-ctx 512
        --layers "$L" --threads "$threads")
   t0=$(date +%s)
-  /usr/bin/time -v timeout $(( $(left) - 30 )) ./tcq quantize "${q14[@]}" --device cuda >"$out/q14_gpu.log" 2>&1
-  rc=$?
+  # every output line stamped with the wall clock: a layer's period is the time between two
+  # layers' "Hessians ready" (its tensors, the next layer's load, rotation and Hessians)
+  { /usr/bin/time -v timeout $(( $(left) - 30 )) ./tcq quantize "${q14[@]}" --device cuda 2>&1; echo "rc $?"; } |
+    python3 -u -c 'import sys, time
+for l in sys.stdin: print("%.2f %s" % (time.time(), l), end="", flush=True)' >"$out/q14_gpu.log"
+  rc=$(sed -n 's/^[0-9.]* rc //p' "$out/q14_gpu.log")
   el=$(( $(date +%s) - t0 ))
-  grep -E "Hessians ready|k=2 proxy|weights coded|Maximum resident" "$out/q14_gpu.log" | tail -30
-  per=$(awk '/Hessians ready/ { l++; sub(/ s$/, "", $NF); h[l] = $NF } /k=2 proxy/ { t[l] += $NF }
-       END { for (i = 1; i <= l; i++) { s += h[i] + t[i]; printf "layer %d: Hessians %.1f s, tensors %.1f s; ", i, h[i], t[i] } if (l) printf "mean %.1f s/layer -> 40 layers %.1f min", s / l, 40 * s / l / 60 }' "$out/q14_gpu.log")
+  grep -E "Hessians ready|k=2 proxy|weights coded|Maximum resident|error|rc " "$out/q14_gpu.log" | tail -30
+  per=$(awk '/Hessians ready/ { l++; h[l] = $(NF - 1); at[l] = $1 } / k=2 proxy/ { t[l] += $(NF - 1) }
+       END { for (i = 1; i <= l; i++) printf "layer %d: Hessians %.1f s, tensors %.1f s; ", i, h[i], t[i]
+             if (l >= 2) printf "period %.1f s/layer -> 40 layers %.1f min", (at[l] - at[1]) / (l - 1), 40 * (at[l] - at[1]) / (l - 1) / 60 }' "$out/q14_gpu.log")
   summary+=("q14 gpu: rc $rc, $el s wall for $L layers (+ embedding / lm_head), calib $T tokens: $per")
+  summary+=("q14 gpu: $(grep -E 'Maximum resident' "$out/q14_gpu.log" | sed 's/^[0-9.]* *//')")
   rm -rf /tmp/s14q
   if [ "$(left)" -gt 90 ] && [ "${TCQ_Q14_CPU:-1}" = 1 ]; then
     t0=$(date +%s)
@@ -184,7 +190,7 @@ elif timeout $(( $(left) - 60 )) python3 synth_qwen3_14b.py /tmp/s14 data/qwen3-
           --layers 1 --threads "$threads")
     timeout $(( $(left) - 20 )) ./tcq quantize "${q14c[@]}" >"$out/q14_cpu.log" 2>&1
     rc=$?
-    per=$(awk '/Hessians ready/ { sub(/ s$/, "", $NF); h = $NF } /k=2 proxy/ { t += $NF; n++ } END { printf "Hessians %s s, %d tensors %.1f s", h, n, t }' "$out/q14_cpu.log")
+    per=$(awk '/Hessians ready/ { h = $(NF - 1) } /k=2 proxy/ { t += $(NF - 1); n++ } END { printf "Hessians %s s, %d tensors %.1f s", h, n, t }' "$out/q14_cpu.log")
     summary+=("q14 cpu 1 layer: rc $rc (124: timed out), $(( $(date +%s) - t0 )) s wall: $per")
     grep -E "Hessians ready|k=2 proxy" "$out/q14_cpu.log" | tail -10
   fi
