@@ -1,6 +1,7 @@
 /* qla.h's primitives with cuBLAS on the context's stream and handle (column-major, cuBLAS'
- * argument meanings).  The handle's math mode is set to pedantic around each call: no TF32 in
- * an SGEMM, whatever the rest of the backend asked of the handle, and restored after. */
+ * argument meanings).  The handle's math mode is set around each call and restored after:
+ * pedantic for the SGEMM (no TF32, whatever the rest of the backend asked of the handle), the
+ * default for double (true FP64: DMMA is IEEE FMA; FP64 emulation is opt-in). */
 #include "../kernels/cuda/cuda_internal.h"
 extern "C" {
 #include "qla.h"
@@ -8,13 +9,14 @@ extern "C" {
 
 namespace {
 
-struct Pedantic {   /* the handle's math mode for one call */
+struct Pedantic {   /* the handle's math mode for one call: pedantic for float (no TF32), default for double */
     cublasHandle_t h;
     cublasMath_t keep = CUBLAS_DEFAULT_MATH;
     bool ok;
-    explicit Pedantic(cublasHandle_t h_) : h(h_)
+    explicit Pedantic(cublasHandle_t h_, bool dbl = true) : h(h_)
     {
-        ok = cublasGetMathMode(h, &keep) == CUBLAS_STATUS_SUCCESS && cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH) == CUBLAS_STATUS_SUCCESS;
+        ok = cublasGetMathMode(h, &keep) == CUBLAS_STATUS_SUCCESS &&
+             cublasSetMathMode(h, dbl ? CUBLAS_DEFAULT_MATH : CUBLAS_PEDANTIC_MATH) == CUBLAS_STATUS_SUCCESS;
     }
     ~Pedantic()
     {
@@ -35,9 +37,12 @@ cublasOperation_t op(int t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
 extern "C" tcq_status tcq_qla_cu_copy2d(tcq_cuda_ctx *c, int up, void *dst, size_t dp, const void *src, size_t sp,
                                         size_t width, size_t rows)
 {
-    CU_TRY(cudaMemcpy2DAsync(dst, dp, src, sp, width, rows, up ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
-                             c->stream),
-           up ? "qla: copy host->device" : "qla: copy device->host");
+    const cudaMemcpyKind kind = up ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    const char *what = up ? "qla: copy host->device" : "qla: copy device->host";
+    /* contiguous: one plain copy (a pitch is bounded by cudaDevAttrMaxPitch, 2^31: a whole
+     * 17408^2 Hessian as one pitched row would be refused) */
+    if (rows == 1 || (dp == width && sp == width)) CU_TRY(cudaMemcpyAsync(dst, src, width * rows, kind, c->stream), what);
+    else CU_TRY(cudaMemcpy2DAsync(dst, dp, src, sp, width, rows, kind, c->stream), what);
     /* a pageable upload returns once the host bytes are staged; a download must have landed */
     if (!up) CU_TRY(cudaStreamSynchronize(c->stream), "qla: copy device->host (an earlier kernel failed?)");
     return TCQ_OK;
@@ -47,7 +52,7 @@ extern "C" tcq_status tcq_qla_cu_gemm(tcq_cuda_ctx *c, int dbl, int opa, int opb
                                       double alpha, const void *A, int64_t lda, const void *B, int64_t ldb, double beta,
                                       void *C, int64_t ldc)
 {
-    Pedantic pm(c->blas);
+    Pedantic pm(c->blas, dbl != 0);
     if (dbl) {
         CB_TRY(cublasDgemm(c->blas, op(opa), op(opb), (int)m, (int)n, (int)k, &alpha, (const double *)A, (int)lda,
                            (const double *)B, (int)ldb, &beta, (double *)C, (int)ldc),

@@ -2,11 +2,13 @@
 # tcq quantize --method ldlq --device cuda (issue 23: Hessians, LDL and BlockLDLQ products on the
 # GPU) checked against the CPU quantizer and timed, in one device call.
 #   tests/cuda/quantize-ldlq-on-device.sh pack BUILD_DIR DEST
-#       tcq (xz), the shared libraries the device image lacks, tiny_llama (+ a character
+#       tcq and test_quant_qla (xz), the shared libraries the device image lacks, tiny_llama (+ a character
 #       tokenizer made on the device), tinyqwen cut to its first layer (../shared/data), the
 #       Qwen3 tokenizer and bench/synth_qwen3_14b.py into DEST (under 30 MB)
 #   tests/cuda/quantize-ldlq-on-device.sh run DEST [OUT_DIR]
 #       on the device:
+#       (0) test_quant_qla: the GPU's GEMM / SYRK / TRSM / Cholesky / proxy against CBLAS, and
+#           BlockLDLQ + a pass on them (GPU encoder) against the CPU path on random matrices;
 #       (a) per tiny model, k = 2: CPU and GPU LDLQ (BlockLDLQ + 1 pass) from the same calibration;
 #           PASS when every tensor's proxy loss is within 5 % of the CPU's and their sum within 1 %
 #           (the GPU path sums in other orders: the same algorithm, not the same bits), the GPU
@@ -28,7 +30,7 @@ if [ "$mode" = pack ]; then
   shared=$root/../shared/data
   rm -rf "$dest"
   mkdir -p "$dest/data/tiny_llama" "$dest/data/tinyqwen1" "$dest/lib"
-  cp "$bin/tcq" "$dest/tcq" && strip "$dest/tcq" && xz -9 -f -T2 "$dest/tcq"
+  for f in tcq test_quant_qla; do cp "$bin/$f" "$dest/$f" && strip "$dest/$f" && xz -9 -f -T2 "$dest/$f"; done
   cp $(ldd "$bin/tcq" | awk '/=> \//{print $3}' | grep -vE 'libc\.so|libm\.so|libstdc|libgcc|libpthread|libdl|librt|libcublas') "$dest/lib/"
   (cd "$dest" && tar cJf lib.tar.xz lib && rm -rf lib)
   cp "$0" "$dest/quantize-ldlq-on-device.sh"
@@ -71,8 +73,10 @@ PY
   head -c 150000 "$shared/tinyqwen/valid.txt" >"$dest/data/calib.txt"
   tail -c +150001 "$shared/tinyqwen/valid.txt" | head -c 60000 >"$dest/data/eval.txt"
   xz -9 -T2 -c "$shared/tokenizers/qwen3/tokenizer.json" >"$dest/data/qwen3-tokenizer.json.xz"
-  xz -6 -T2 "$dest/data/tinyqwen1/model.safetensors" "$dest/data/tinyqwen1/tokenizer.json" "$dest/data/tiny_llama/model.safetensors"
-  du -sh "$dest"
+  # bf16 weights: two-byte literals (lp=1, pb=1, lc=0) pack 4 % smaller than -9 alone
+  xz -9e -T2 --lzma2=preset=9e,lc=0,lp=1,pb=1 "$dest/data/tinyqwen1/model.safetensors" "$dest/data/tiny_llama/model.safetensors"
+  xz -9 -T2 "$dest/data/tinyqwen1/tokenizer.json" "$dest/data/calib.txt" "$dest/data/eval.txt"
+  du -sb "$dest"
   exit 0
 fi
 dir=$1
@@ -82,9 +86,10 @@ cd "$dir" || exit 1
 t_start=$(date +%s)
 left() { echo $(( 570 - ($(date +%s) - t_start) )); }
 unxz() { xz -dc "$1" 2>/dev/null || python3 -c 'import lzma,sys; sys.stdout.buffer.write(lzma.open(sys.argv[1]).read())' "$1"; }
-[ -f tcq.xz ] && unxz tcq.xz > tcq && chmod +x tcq
+for f in tcq test_quant_qla; do [ -f $f.xz ] && unxz $f.xz > $f && chmod +x $f; done
 [ -f lib.tar.xz ] && unxz lib.tar.xz | tar x
-for f in data/tinyqwen1/model.safetensors data/tinyqwen1/tokenizer.json data/tiny_llama/model.safetensors; do
+for f in data/tinyqwen1/model.safetensors data/tinyqwen1/tokenizer.json data/tiny_llama/model.safetensors \
+    data/calib.txt data/eval.txt; do
   [ -f $f.xz ] && unxz $f.xz > $f && rm -f $f.xz
 done
 [ -f data/qwen3-tokenizer.json.xz ] && unxz data/qwen3-tokenizer.json.xz > data/qwen3-tokenizer.json
@@ -110,6 +115,13 @@ rm -rf $w && mkdir -p $w
 } >data/tiny_llama/tokenizer.json
 words="the quick brown fox jumps over a lazy dog while seven wizards quietly hex big jugs "
 for i in $(seq 60); do printf '%s' "$words"; done >$w/tiny_calib.txt
+
+# (0) the GPU linear algebra against CBLAS and the LDLQ on it against the CPU path (unit level)
+timeout 120 ./test_quant_qla >"$out/qla.log" 2>&1
+rc=$?
+tail -4 "$out/qla.log"
+if [ $rc = 0 ] && grep -q "the same on the GPU" "$out/qla.log"; then verdict OK "test_quant_qla on the GPU: $(tail -1 "$out/qla.log")"
+else verdict FAIL "test_quant_qla (rc $rc): $(grep -m3 -E 'failed|CHECK|no GPU' "$out/qla.log" | tr '\n' ' ')"; fi
 
 # (a) GPU vs CPU LDLQ on the tiny models
 proxies() { sed -n 's/^ *\(model\.layers\.[^ ]*\) *k=[0-9] proxy \([0-9.e+-]*\).*/\1 \2/p' "$1"; }
