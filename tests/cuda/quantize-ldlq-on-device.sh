@@ -10,8 +10,10 @@
 #       (0) test_quant_qla: the GPU's GEMM / SYRK / TRSM / Cholesky / proxy against CBLAS, and
 #           BlockLDLQ + a pass on them (GPU encoder) against the CPU path on random matrices;
 #       (a) per tiny model, k = 2: CPU and GPU LDLQ (BlockLDLQ + 1 pass) from the same calibration;
-#           PASS when every tensor's proxy loss is within 5 % of the CPU's and their sum within 1 %
-#           (the GPU path sums in other orders: the same algorithm, not the same bits), the GPU
+#           PASS when the saved Hessians agree to 1e-10 of each matrix's largest entry (double
+#           sums in another order), every tensor's proxy loss is within 5 % of the CPU's and their
+#           sum within 1 % (the GPU path sums in other orders: the same algorithm, not the same
+#           bits), the GPU
 #           artifact is byte-identical on a second run (deterministic), and on tinyqwen the KL
 #           against the bf16 model on text not used for calibration is within 5 % of the CPU
 #           artifact's; whether the GPU artifact equals the CPU one byte for byte is printed.
@@ -133,11 +135,34 @@ for spec in "tiny_llama $w/tiny_calib.txt 2048 128" "tinyqwen1 data/calib.txt 81
   for run in cpu gpu gpu2; do
     dev=cpu; [ $run != cpu ] && dev=${TCQ_QLDLQ_DEV:-cuda}   # cpu: a dry run of this script without a GPU
     t0=$(date +%s.%N)
-    timeout 150 ./tcq quantize data/$m $w/${m}_$run "${args[@]}" --device $dev >"$out/${m}_$run.log" 2>&1 || {
+    save=(); [ $run != gpu2 ] && save=(--save-hessians $w/h_${m}_$run)
+    timeout 150 ./tcq quantize data/$m $w/${m}_$run "${args[@]}" "${save[@]}" --device $dev >"$out/${m}_$run.log" 2>&1 || {
       verdict FAIL "$m: quantize --device $dev failed (rc $?): $(tail -1 "$out/${m}_$run.log")"; ok=0; }
     echo "$m $run: $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}") s" | tee -a "$out/times.txt"
   done
   [ $ok = 1 ] || continue
+  # the Hessians: the GPU's DSYRK sums against the CPU's, per layer and site
+  hd=$(python3 - $w/h_${m}_cpu/hessians.bin $w/h_${m}_gpu/hessians.bin <<'PY'
+import array, sys
+a, b = (open(p, "rb").read() for p in sys.argv[1:3])
+if a[:72] != b[:72]: print("header-differs"); sys.exit()
+h = array.array("q", a[8:72]); n, dims = h[0], h[1:5]
+x, y = array.array("d"), array.array("d")
+x.frombytes(a[72:]); y.frombytes(b[72:])
+off, worst = 0, 0.0
+for l in range(n):
+    for d in dims:
+        s = slice(off, off + d * d); off += d * d
+        m = max(abs(v) for v in x[s]) or 1.0
+        worst = max(worst, max(abs(p - q) for p, q in zip(x[s], y[s])) / m)
+print("%.3g" % worst)
+PY
+)
+  if [[ $hd =~ ^[0-9.e+-]+$ ]] && awk "BEGIN{exit !($hd <= 1e-10)}"; then
+    verdict OK "$m: GPU Hessians vs CPU: max |dH| / max |H| per site $hd (bound 1e-10)"
+  else
+    verdict FAIL "$m: GPU Hessians vs CPU: '$hd' (bound 1e-10)"
+  fi
   proxies "$out/${m}_cpu.log" >$w/p_cpu
   proxies "$out/${m}_gpu.log" >$w/p_gpu
   cmp_out=$(join $w/p_cpu $w/p_gpu | awk 'BEGIN { wn = "-" } { n++; r = $3 / $2; d = r > 1 ? r - 1 : 1 - r; if (d > worst) { worst = d; wn = $1 }
