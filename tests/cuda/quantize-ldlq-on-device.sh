@@ -209,7 +209,8 @@ elif timeout $(( $(left) - 60 )) python3 synth_qwen3_14b.py /tmp/s14 data/qwen3-
   t0=$(date +%s)
   # every output line stamped with the wall clock: a layer's period is the time between two
   # layers' "Hessians ready" (its tensors, the next layer's load, rotation and Hessians)
-  { /usr/bin/time -v timeout $(( $(left) - 30 )) ./tcq quantize "${q14[@]}" --device cuda 2>&1; echo "rc $?"; } |
+  tv=(); [ -x /usr/bin/time ] && tv=(/usr/bin/time -v)   # peak RSS where GNU time is installed
+  { "${tv[@]}" timeout $(( $(left) - 30 )) ./tcq quantize "${q14[@]}" --device cuda 2>&1; echo "rc $?"; } |
     python3 -u -c 'import sys, time
 for l in sys.stdin: print("%.2f %s" % (time.time(), l), end="", flush=True)' >"$out/q14_gpu.log"
   rc=$(sed -n 's/^[0-9.]* rc //p' "$out/q14_gpu.log")
