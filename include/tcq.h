@@ -565,7 +565,14 @@ typedef struct tcq_quantize_opts {
     int cuda;                 /* 1: code the matrices with the GPU encoder (tcq_cuda_encode_rows on
                                  device 0): the same codes and scales, so the same artifact, byte
                                  for byte.  Needs a CUDA build and device, the default search and
-                                 L <= 12 (else TCQ_ERR_UNSUPPORTED before anything is written). */
+                                 L <= 12 (else an error before anything is written).  With a
+                                 calibration (calib / hessians_in) the Hessians' sums, the LDL's
+                                 Cholesky factor and BlockLDLQ's / its passes' / the proxy's
+                                 products run on the GPU too, in double (cuBLAS; the f32 feedback
+                                 of axis 0 in f32 without TF32): the CPU's algorithm in other
+                                 summation orders, so close to, not equal to, the CPU's bytes;
+                                 the same bytes run to run.  The calibration forward stays on
+                                 the CPU. */
     int lm_head_bits;         /* 0: the lm_head (output projection; the untied copy of a tied
                                  embedding) stays dense bf16; 2..4: coded along its input like the
                                  projections, with this k (its own entry in the quantization

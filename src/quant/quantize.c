@@ -5,6 +5,7 @@
  * all of it is freed.  The outputs go to a spill file beside the artifact as they are made and
  * are copied into the one model.safetensors at the end, so nothing model-sized is resident. */
 #include "quant.h"
+#include "qla.h"
 #include "../io/io.h"
 #include "../model/model.h"
 
@@ -35,6 +36,7 @@ typedef struct qctx {
     tcq_hadamard *h;
     tcq_pool *pool;
     tcq_cuda_ctx *gpu;          /* opts->cuda: the GPU encoder's context */
+    tcq_qla *qla;               /* opts->cuda with a calibration: Hessians, LDL, LDLQ products there */
     int64_t n;                  /* hidden size: the rotated dimension */
     int tied;                   /* lm_head comes from the embedding */
     int rotate_only;            /* bits 0: fold and rotate, code nothing, keep f32 */
@@ -177,7 +179,7 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
     if (s == TCQ_OK && H && c->o->method == TCQ_QMETHOD_LDLQ) {
         const tcq_ldlq_args a = {c->p, &c->o->enc, c->pool, rows, R, C, axis, H, c->o->damp > 0 ? c->o->damp : 0.1,
                                  c->o->refit_scales, codes, scales, What,
-                                 c->o->ldlq_passes ? TCQ_MAX(c->o->ldlq_passes, 0) : 1};
+                                 c->o->ldlq_passes ? TCQ_MAX(c->o->ldlq_passes, 0) : 1, c->qla, c->gpu};
         s = tcq_quant_ldlq(&a);
         for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) err += ((double)rows[i] - What[i]) * ((double)rows[i] - What[i]);
     } else if (s == TCQ_OK) {
@@ -187,7 +189,9 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
         if (s == TCQ_OK && What) tcq_quant_decode_rows(c->p, codes, scales, R, C, What);
     }
     c->pr.proxy = c->pr.proxy_ref = -1;
-    if (s == TCQ_OK && H) s = tcq_quant_proxy(rows, What, R, C, axis, H, c->pool, &c->pr.proxy, &c->pr.proxy_ref);
+    if (s == TCQ_OK && H)
+        s = c->qla ? tcq_quant_proxy_on(c->qla, rows, What, R, C, axis, H, &c->pr.proxy, &c->pr.proxy_ref)
+                   : tcq_quant_proxy(rows, What, R, C, axis, H, c->pool, &c->pr.proxy, &c->pr.proxy_ref);
     if (What != c->recon) free(What);
     if (s != TCQ_OK || c->dry) {
         free(codes);
@@ -683,6 +687,7 @@ static tcq_status open_hessians(qctx *c, int save)
                             c->hin.n_layers, c->n_layers);
     } else if (o->calib) {
         TCQ_TRY(tcq_quant_cal_open(c->in_dir, c->h, &c->calib, c->pool, &c->cal));
+        tcq_quant_cal_set_qla(c->cal, c->qla);
         const tcq_model_config *mc = &tcq_quant_cal_model(c->cal)->cfg;
         if (mc->n_layers < c->n_layers)
             return tcq_fail(TCQ_ERR_FORMAT, "%s: config has %d layers, the tensors %d", c->in_dir, mc->n_layers,
@@ -830,8 +835,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
                         opts->bpw != 0 ? "a bits-per-weight budget" : "LDLQ");
     if (opts->bpw != 0 && !(opts->bpw >= 2 && opts->bpw <= 4))
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: bits per weight %g outside [2, 4] (k from 2 to 4)", opts->bpw);
-    if (calibrated && (c.rotate_only || opts->cuda))
-        return tcq_fail(TCQ_ERR_UNSUPPORTED, "quantize: calibration needs bits and the CPU coder");
+    if (calibrated && c.rotate_only) return tcq_fail(TCQ_ERR_UNSUPPORTED, "quantize: calibration needs bits");
     if (opts->damp < 0 || !isfinite(opts->damp))
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: damping %g: >= 0", opts->damp);
     if (!c.rotate_only) TCQ_TRY(tcq_block_check(c.p));
@@ -846,7 +850,9 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
         if (c.p.L > 12)
             return tcq_fail(TCQ_ERR_UNSUPPORTED, "quantize --device cuda: the GPU encoder handles L <= 12 (not --L %d)", c.p.L);
         tcq_status gs = tcq_cuda_ctx_create(0, &c.gpu);
+        if (gs == TCQ_OK && calibrated) gs = tcq_qla_create(c.gpu, &c.qla);
         if (gs != TCQ_OK) {
+            tcq_cuda_ctx_free(c.gpu);
             tcq_error_prefix("quantize --device cuda");
             return gs;
         }
@@ -854,6 +860,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
     json_t *cfg = NULL;
     tcq_status rs = read_config(in_dir, &cfg, &c.n, &c.tied);
     if (rs != TCQ_OK) {
+        tcq_qla_free(c.qla);
         tcq_cuda_ctx_free(c.gpu);
         return rs;
     }
@@ -886,6 +893,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
     json_decref(cfg);
     tcq_quant_lhess_free(&c.lh);
     tcq_pool_free(c.pool);
+    tcq_qla_free(c.qla);   /* before its context */
     tcq_cuda_ctx_free(c.gpu);
     tcq_hadamard_free(c.h);
     tcq_st_set_close(c.set);

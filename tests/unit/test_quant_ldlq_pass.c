@@ -35,9 +35,9 @@ static void run(uint64_t *st, int axis, int identity)
     for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st);
     tcq_pool *pool = NULL;
     CHECK_OK(tcq_pool_create(2, &pool));
-    const tcq_ldlq_args a0 = {p, &enc, pool, W, R, C, axis, H, damp, 0, c0, s0, What, 0};
+    const tcq_ldlq_args a0 = {p, &enc, pool, W, R, C, axis, H, damp, 0, c0, s0, What, 0, NULL, NULL};
     CHECK_OK(tcq_quant_ldlq(&a0));
-    const tcq_ldlq_args a1 = {p, &enc, pool, W, R, C, axis, H, damp, 0, c1, s1, What, 1};
+    const tcq_ldlq_args a1 = {p, &enc, pool, W, R, C, axis, H, damp, 0, c1, s1, What, 1, NULL, NULL};
     CHECK_OK(tcq_quant_ldlq(&a1));
     if (identity) {
         CHECK_OK(tcq_encode_rows(p, &enc, W, NULL, R, C, c0, s0, pool, NULL));
