@@ -8,7 +8,8 @@
  *     direct kernel's rows do not depend on M <= 32), elsewhere within 1e-5 of the logits' scale.
  *   merge_rows 1: the layers see all sequences' rows at once (M = 75), so rows round as at that
  *     M: within 1e-5 of the logits' scale on dense/exact weights, 0.05 on the fast path (its
- *     regimes quantize activations differently; test_batch_rows).
+ *     regimes quantize activations differently; test_batch_rows) and on dense bf16 under AUTO
+ *     (from M = 33 the GEMM rounds activations to bf16).
  * Bad arguments fail before anything runs and leave the sessions where they were. */
 #include "test.h"
 
@@ -102,7 +103,8 @@ static void run(int bits, tcq_kpath path, const char *name, double rel_merged, i
 int main(void)
 {
     const int avx512 = tcq_isa_active() == TCQ_ISA_AVX512 && !tcq_cpu()->amx_int8;
-    run(0, TCQ_PATH_AUTO, "dense bf16", 1e-5, avx512);
+    run(0, TCQ_PATH_EXACT, "dense bf16", 1e-5, avx512);
+    run(0, TCQ_PATH_AUTO, "bf16 auto", 0.05, avx512);   /* M = 75: the bf16-activation GEMM */
     run(2, TCQ_PATH_EXACT, "k=2 exact", 1e-5, avx512);
     run(2, TCQ_PATH_FAST, "k=2 fast", 0.05, avx512);
     return test_done("test_prefill_batch");
