@@ -120,12 +120,15 @@ TCQ_API const char *tcq_version(void);
  * the forward functions of one model must not run concurrently (the model owns the scratch).
  * ========================================================================================== */
 
-/* Numerical path for trellis weights (tcq_model_opts.path; the kernels' contracts:
- * tcq_kernels.h, "Linear kernels"). */
+/* Numerical path (tcq_model_opts.path; the kernels' contracts: tcq_kernels.h, "Linear kernels").
+ * Trellis weights: int8 activations on the fast path.  Dense bf16 weights: from M = 33 rows
+ * (prefill) the fast path rounds the activations to bf16 for an AVX-512 BF16 GEMM where the CPU
+ * has one (src/kernels/kernels.h, "bf16 activations"); exact keeps f32 activations everywhere. */
 typedef enum tcq_kpath {
-    TCQ_PATH_AUTO = 0,          /* whichever is faster at equal quality (the runtime default) */
-    TCQ_PATH_EXACT,             /* weight = f32 value(s) * f32(scale), f32 accumulation */
-    TCQ_PATH_FAST,              /* int8 activations, decode folded into the integer dot product */
+    TCQ_PATH_AUTO = 0,          /* the fast path (the runtime default) */
+    TCQ_PATH_EXACT,             /* weight = f32 value(s) * f32(scale), f32 activations and sums */
+    TCQ_PATH_FAST,              /* trellis: int8 activations, decode folded into the integer dot
+                                 * product; dense bf16 from M = 33: bf16 activations */
 } tcq_kpath;
 
 typedef enum tcq_arch { TCQ_ARCH_LLAMA = 0, TCQ_ARCH_QWEN3, TCQ_ARCH_COUNT } tcq_arch;
@@ -163,7 +166,7 @@ typedef enum tcq_device { TCQ_DEVICE_CPU = 0, TCQ_DEVICE_CUDA, TCQ_DEVICE_AUTO }
 
 typedef struct tcq_model_opts {
     int n_threads;            /* <= 0: one per online CPU */
-    tcq_kpath path;           /* trellis numerical path (TCQ_PATH_AUTO) */
+    tcq_kpath path;           /* numerical path (TCQ_PATH_AUTO) */
     /* Optional progress of loading and of tcq_eval_* (per window): frac in [0, 1], what names
      * the current step. */
     void (*progress)(void *arg, double frac, const char *what);

@@ -187,7 +187,9 @@ tcq_status tcq_quant_cal_open(const char *in_dir, const tcq_hadamard *h, const t
     if (s == TCQ_OK && !c) s = tcq_fail(TCQ_ERR_NOMEM, "calibration state");
     /* The input model gives the config, rope tables, q/k norms, embedding rows and the forward's
      * scratch; its weights stay mapped, untouched (the driver hands each layer's in). */
-    const tcq_model_opts mo = {.n_threads = o->threads};
+    /* the exact path: calibration statistics from f32 activations, as before the bf16 fast GEMM
+     * (AUTO would round the bf16 layers' activations to bf16 from M = 33) */
+    const tcq_model_opts mo = {.n_threads = o->threads, .path = TCQ_PATH_EXACT};
     if (s == TCQ_OK) s = tcq_model_load(in_dir, &mo, &c->m);
     if (s == TCQ_OK) {
         /* the session's cache: one layer (tcq_model_layer_forward keeps every layer in layer 0) */
