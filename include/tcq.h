@@ -120,12 +120,15 @@ TCQ_API const char *tcq_version(void);
  * the forward functions of one model must not run concurrently (the model owns the scratch).
  * ========================================================================================== */
 
-/* Numerical path for trellis weights (tcq_model_opts.path; the kernels' contracts:
- * tcq_kernels.h, "Linear kernels"). */
+/* Numerical path (tcq_model_opts.path; the kernels' contracts: tcq_kernels.h, "Linear kernels").
+ * Trellis weights: int8 activations on the fast path.  Dense bf16 weights: from M = 33 rows
+ * (prefill) the fast path rounds the activations to bf16 for an AVX-512 BF16 GEMM where the CPU
+ * has one (src/kernels/kernels.h, "bf16 activations"); exact keeps f32 activations everywhere. */
 typedef enum tcq_kpath {
-    TCQ_PATH_AUTO = 0,          /* whichever is faster at equal quality (the runtime default) */
-    TCQ_PATH_EXACT,             /* weight = f32 value(s) * f32(scale), f32 accumulation */
-    TCQ_PATH_FAST,              /* int8 activations, decode folded into the integer dot product */
+    TCQ_PATH_AUTO = 0,          /* the fast path (the runtime default) */
+    TCQ_PATH_EXACT,             /* weight = f32 value(s) * f32(scale), f32 activations and sums */
+    TCQ_PATH_FAST,              /* trellis: int8 activations, decode folded into the integer dot
+                                 * product; dense bf16 from M = 33: bf16 activations */
 } tcq_kpath;
 
 typedef enum tcq_arch { TCQ_ARCH_LLAMA = 0, TCQ_ARCH_QWEN3, TCQ_ARCH_COUNT } tcq_arch;
@@ -163,7 +166,7 @@ typedef enum tcq_device { TCQ_DEVICE_CPU = 0, TCQ_DEVICE_CUDA, TCQ_DEVICE_AUTO }
 
 typedef struct tcq_model_opts {
     int n_threads;            /* <= 0: one per online CPU */
-    tcq_kpath path;           /* trellis numerical path (TCQ_PATH_AUTO) */
+    tcq_kpath path;           /* numerical path (TCQ_PATH_AUTO) */
     /* Optional progress of loading and of tcq_eval_* (per window): frac in [0, 1], what names
      * the current step. */
     void (*progress)(void *arg, double frac, const char *what);
@@ -565,7 +568,14 @@ typedef struct tcq_quantize_opts {
     int cuda;                 /* 1: code the matrices with the GPU encoder (tcq_cuda_encode_rows on
                                  device 0): the same codes and scales, so the same artifact, byte
                                  for byte.  Needs a CUDA build and device, the default search and
-                                 L <= 12 (else TCQ_ERR_UNSUPPORTED before anything is written). */
+                                 L <= 12 (else an error before anything is written).  With a
+                                 calibration (calib / hessians_in) the Hessians' sums, the LDL's
+                                 Cholesky factor and BlockLDLQ's / its passes' / the proxy's
+                                 products run on the GPU too, in double (cuBLAS; the f32 feedback
+                                 of axis 0 in f32 without TF32): the CPU's algorithm in other
+                                 summation orders, so close to, not equal to, the CPU's bytes;
+                                 the same bytes run to run.  The calibration forward stays on
+                                 the CPU. */
     int lm_head_bits;         /* 0: the lm_head (output projection; the untied copy of a tied
                                  embedding) stays dense bf16; 2..4: coded along its input like the
                                  projections, with this k (its own entry in the quantization

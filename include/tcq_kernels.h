@@ -514,7 +514,10 @@ TCQ_API void tcq_kctx_free(tcq_kctx *ctx);
 
 /* y = x W^T for M rows: x [M, in], y [M, out]. Any format, any M >= 1.  Dense f16/bf16 weights
  * are read in their stored format and widened exactly in registers: f32 activations, one fmaf per
- * term, f32 sums (|error| <= (K + 4) 2^-24 sum |w x|; the same bits for any thread count). */
+ * term, f32 sums (|error| <= (K + 4) 2^-24 sum |w x|; the same bits for any thread count).  The
+ * exception: bf16 weights at M >= 33 on the fast path (TCQ_PATH_FAST or AUTO) where the CPU has
+ * AVX-512 BF16 round the activations to bf16 for vdpbf16ps, |error| <= (2^-8 + (K/16 + 5) 2^-24
+ * (1 + 2^-8)) sum |w x| + 2^-125 sum |w|, the same bits for any thread count and any M >= 33. */
 TCQ_API tcq_status tcq_linear(const tcq_weight *w, const float *x /* [M, in] */, float *y /* [M, out] */,
                               int64_t M, tcq_kctx *ctx);
 /* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T), gate and up both [out, in]. */

@@ -572,11 +572,13 @@ tcq_status tcq_cuda_encode_blocks(tcq_cuda_ctx *ctx, tcq_block_params p, const t
     const int wpb = tcq_block_words(p);
     const int64_t per = TCQ_MAX((int64_t)1, ((int64_t)32 << 20) / p.T);   /* blocks per batch */
     const int64_t nb = TCQ_MIN(n, per);
-    float *dx = NULL, *dw = NULL;
-    uint32_t *dwords = NULL;
-    tcq_status s = tcq_cuda_malloc((void **)&dx, (size_t)(nb * p.T) * 4);
-    if (s == TCQ_OK && w) s = tcq_cuda_malloc((void **)&dw, (size_t)(nb * p.T) * 4);
-    if (s == TCQ_OK) s = tcq_cuda_malloc((void **)&dwords, (size_t)(nb * wpb) * 4);
+    /* the context's scratch, not a cudaMalloc per call: BlockLDLQ's axis 0 codes one row (a few
+     * blocks) per call, tens of thousands of calls per matrix */
+    const size_t xb = tcq_align256((size_t)(nb * p.T) * 4);
+    uint8_t *dev = NULL;
+    tcq_status s = tcq_cuda_scratch(ctx, 2 * xb + (size_t)(nb * wpb) * 4, (void **)&dev);
+    float *dx = (float *)dev, *dw = (float *)(dev + xb);
+    uint32_t *dwords = (uint32_t *)(dev + 2 * xb);
     for (int64_t b0 = 0; b0 < n && s == TCQ_OK; b0 += nb) {
         const int64_t m = TCQ_MIN(nb, n - b0);
         s = tcq_cuda_copy_to_device(ctx, dx, x + b0 * p.T, (size_t)(m * p.T) * 4);
@@ -586,9 +588,6 @@ tcq_status tcq_cuda_encode_blocks(tcq_cuda_ctx *ctx, tcq_block_params p, const t
         s = launch_encode(ctx->stream, p.k, a, m);
         if (s == TCQ_OK) s = tcq_cuda_copy_to_host(ctx, words + b0 * wpb, dwords, (size_t)(m * wpb) * 4);
     }
-    tcq_cuda_free(dx);
-    tcq_cuda_free(dw);
-    tcq_cuda_free(dwords);
     if (s != TCQ_OK) return s;
     if (sq_err) {
         /* as tcq_encode_blocks: sum_t w_t (x_t - v(s_t))^2 per block, blocks added in order */

@@ -211,7 +211,29 @@ typedef struct kd16_args {
     const float *x;            /* [M, in] */
     float *y;
     int64_t ldy;
+    const uint16_t *xb;        /* bf16 activations (gemm_dp only): [M, ldxb], zeros past in */
+    int64_t ldxb;              /* in rounded up to 32 */
 } kd16_args;
+
+/* ---- dense bf16, bf16 activations (the fast path's GEMM regime) -----------------------------
+ * TCQ_PATH_FAST and AUTO, bf16 weights, M >= the table's gemm_from, where the CPU has AVX-512
+ * BF16 (elsewhere the exact kernels above run).  Contract: the activations rounded once to bf16
+ * (round to nearest even, tcq_f32_to_bf16), bf16 x bf16 products (exact in f32) accumulated in
+ * f32 by vdpbf16ps (denormal inputs and results flushed to zero).  Order, from (W row, x row)
+ * alone: 16 lanes, lane l adding the products of k = 32 j + 2 l + 1 and then 32 j + 2 l, for j
+ * ascending, one rounding each (the SDM's vdpbf16ps); then d16_hsum4_512's tree.  Bound per
+ * output, u = 2^-24, n = K/16 + 5:
+ *     |y - sum_k W x| <= 2^-8 sum_k |W x| + n u (1 + 2^-8) sum_k |W x| + 2^-125 sum_k |W|
+ * (2^-8: bf16's unit roundoff on x; the last term: flushed denormals).  ref/dense_ref.c
+ * (tcq_d16_ref_dp) writes the order out in C; test_kernels holds the kernel to the bound. */
+typedef void (*kd16_gemm_fn)(const kd16_args *a, int64_t r0, int64_t r1, void *scratch);
+/* x/dense16_dp_avx512x.c: the GEMM (outputs [r0, r1) of every row; scratch unused) and the
+ * rounding of rows [m0, m1) of x [M, K] into xb [M, ldxb] */
+kd16_gemm_fn tcq_d16_gemm_dp_avx512x(void);
+void tcq_d16_round_bf16_avx512x(const float *x, int64_t K, int64_t m0, int64_t m1, uint16_t *xb, int64_t ldxb);
+/* ref/dense_ref.c: the same two, scalar (any CPU; the golden of the order above) */
+void tcq_d16_round_bf16_ref(const float *x, int64_t K, int64_t m0, int64_t m1, uint16_t *xb, int64_t ldxb);
+void tcq_d16_ref_dp(const kd16_args *a, int64_t r0, int64_t r1);
 
 /* One ISA's kernels for one format.  tile: rows [m0, m0+mr) x outputs [n0, n0+nv) (nv <= 4) over
  * k in [k0, k0+kl) (kl <= kc); y = the block's sum if first, else y + it. */

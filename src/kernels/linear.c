@@ -22,6 +22,7 @@ enum {
     DENSE_ROWS = 64,       /* dense/affine outputs per work item */
     DENSE16_ROWS = 32,     /* dense f16/bf16 outputs per work item (a multiple of the tiles' 4) */
     DENSE16_GEMM_ROWS = 64,   /* ... in a table's GEMM regime: one panel of 64 */
+    DENSE16_DP_ROWS = 16,     /* ... in the bf16-activation GEMM: 16 weight rows stay in L2 for every tile */
     TILE_CHUNK_M = 128,    /* the tile regime takes a longer call in chunks of at most this many rows */
     PANEL_CHUNK_M = 256,   /* ... and the tables' own GEMM kernels */
 };
@@ -40,6 +41,8 @@ struct tcq_kctx {
     size_t part_cap;
     float *gu;             /* swiglu fallback [2, M, out] */
     size_t gu_cap;
+    uint16_t *xb;          /* bf16 activations of the dense bf16 fast GEMM [M, ldxb] */
+    size_t xb_cap;         /* in uint16 */
     char last[96];
 };
 
@@ -81,6 +84,7 @@ void tcq_kctx_free(tcq_kctx *c)
     tcq_kq_free(&c->qa);
     tcq_afree(c->part);
     tcq_afree(c->gu);
+    tcq_afree(c->xb);
     free(c);
 }
 
@@ -542,19 +546,31 @@ static int d16_gemm(const kd16_isa *k, tcq_kregime reg, int64_t M)
     return k && k->gemm && (reg == TCQ_KR_AUTO ? M >= k->gemm_from : reg == TCQ_KR_GEMM);
 }
 
+/* ... and for bf16 weights on the fast path (AUTO included) where the CPU has AVX-512 BF16, that
+ * GEMM on bf16 activations (kernels.h, "bf16 activations") */
+static int d16_dp(const kd16_isa *k, tcq_wformat fmt, tcq_kpath path, tcq_kregime reg, int64_t M)
+{
+    return fmt == TCQ_WF_BF16 && path != TCQ_PATH_EXACT && k == tcq_d16_avx512(fmt) && tcq_cpu()->avx512bf16 &&
+           d16_gemm(k, reg, M);
+}
+
 /* ... and its M = 1 row kernel, unless another regime is pinned (tiles at M = 1: --regime tile) */
 static int d16_row(const kd16_isa *k, tcq_kregime reg, int64_t M)
 {
     return k && k->row && M == 1 && (reg == TCQ_KR_AUTO || reg == TCQ_KR_M1);
 }
 
-void tcq_dense_kernel_name(tcq_wformat fmt, int isa, tcq_kregime reg, int64_t M, char *buf, size_t n)
+void tcq_dense_kernel_name(tcq_wformat fmt, int isa, tcq_kpath path, tcq_kregime reg, int64_t M, char *buf, size_t n)
 {
     static const char *const fn[] = {"f32", "f16", "bf16", "trellis", "affine"};
     if (fmt == TCQ_WF_F16 || fmt == TCQ_WF_BF16) {
         const kd16_isa *k = d16_table(isa, fmt);
         snprintf(buf, n, "%s.stored.%s", fn[fmt],
-                 d16_gemm(k, reg, M) ? k->gemm_name : d16_row(k, reg, M) ? k->row_name : k ? k->name : "scalar");
+                 d16_dp(k, fmt, path, reg, M) ? "gemm.dpbf16.avx512"
+                 : d16_gemm(k, reg, M)        ? k->gemm_name
+                 : d16_row(k, reg, M)         ? k->row_name
+                 : k                          ? k->name
+                                              : "scalar");
         return;
     }
     snprintf(buf, n, "%s.%s", fn[fmt], fmt != TCQ_WF_F32 && isa == TCQ_ISA_AVX512 && M <= TCQ_MAX_BATCH ? "direct.avx512" : "blas");
@@ -568,11 +584,31 @@ static tcq_status dense_linear(tcq_kctx *c, const tcq_weight *w, const float *x,
         d.rows = TCQ_MAX(1, TCQ_MIN(DENSE_ROWS, (1 << 20) / (w->in * 4)));
         TCQ_TRY(ensure_scratch(c, (size_t)(d.rows * w->in) * 4));
     }
-    tcq_dense_kernel_name(w->fmt, isa, TCQ_KR_AUTO, M, c->last, sizeof c->last);
+    tcq_dense_kernel_name(w->fmt, isa, TCQ_PATH_AUTO, TCQ_KR_AUTO, M, c->last, sizeof c->last);
     tcq_pool_run(c->pool, (w->out + d.rows - 1) / d.rows, dense_item, &d);
     return TCQ_OK;
 }
 
+
+/* x [M, K] rounded to bf16 rows of ldxb, split over the pool in 16-row items */
+typedef struct d16_round_ctx {
+    const float *x;
+    int64_t K, M, ldxb;
+    uint16_t *xb;
+} d16_round_ctx;
+
+static void d16_round_item(void *arg, int64_t item, int thread)
+{
+    (void)thread;
+    const d16_round_ctx *r = arg;
+    tcq_d16_round_bf16_avx512x(r->x, r->K, item * 16, TCQ_MIN(r->M, item * 16 + 16), r->xb, r->ldxb);
+}
+
+static void d16_round_rows(tcq_kctx *c, const float *x, int64_t K, int64_t M, uint16_t *xb, int64_t ldxb)
+{
+    d16_round_ctx r = {.x = x, .K = K, .M = M, .ldxb = ldxb, .xb = xb};
+    tcq_pool_run(c->pool, (M + 15) / 16, d16_round_item, &r);
+}
 
 typedef struct d16_ctx {
     tcq_kctx *c;
@@ -580,6 +616,7 @@ typedef struct d16_ctx {
     kd16_args a;
     int gemm;              /* the table's GEMM regime */
     int row;               /* its M = 1 row kernel */
+    kd16_gemm_fn dp;       /* the bf16-activation GEMM (fast path) */
     int64_t rows;          /* outputs per work item */
 } d16_ctx;
 
@@ -587,7 +624,8 @@ static void d16_item(void *arg, int64_t item, int thread)
 {
     const d16_ctx *d = arg;
     const int64_t r0 = item * d->rows, r1 = TCQ_MIN(d->a.w->out, r0 + d->rows);
-    if (d->gemm) d->k->gemm(&d->a, r0, r1, d->c->scratch[thread]);
+    if (d->dp) d->dp(&d->a, r0, r1, d->c->scratch[thread]);
+    else if (d->gemm) d->k->gemm(&d->a, r0, r1, d->c->scratch[thread]);
     else if (d->row) d->k->row(&d->a, r0, r1);
     else if (d->k) tcq_d16_rows(d->k, &d->a, r0, r1);
     else tcq_d16_ref(d->a.w, d->a.x, d->a.M, r0, r1, d->a.y, d->a.ldy);
@@ -604,7 +642,20 @@ static tcq_status dense16_linear(tcq_kctx *c, const tcq_weight *w, const float *
         d.rows = DENSE16_GEMM_ROWS;
         TCQ_TRY(ensure_scratch(c, KERNEL_SCRATCH));   /* the 32 KB panel */
     }
-    tcq_dense_kernel_name(w->fmt, isa, c->force_regime, M, c->last, sizeof c->last);
+    if (d16_dp(d.k, w->fmt, c->path, c->force_regime, M)) {
+        d.dp = tcq_d16_gemm_dp_avx512x();
+        d.rows = DENSE16_DP_ROWS;
+        d.a.ldxb = (w->in + 31) / 32 * 32;
+        if ((size_t)(M * d.a.ldxb) > c->xb_cap) {
+            tcq_afree(c->xb);
+            c->xb = tcq_amalloc((size_t)(M * d.a.ldxb) * 2);
+            c->xb_cap = c->xb ? (size_t)(M * d.a.ldxb) : 0;
+            if (!c->xb) return tcq_fail(TCQ_ERR_NOMEM, "bf16 activations: %lld x %lld", (long long)M, (long long)d.a.ldxb);
+        }
+        d.a.xb = c->xb;
+        d16_round_rows(c, x, w->in, M, c->xb, d.a.ldxb);
+    }
+    tcq_dense_kernel_name(w->fmt, isa, c->path, c->force_regime, M, c->last, sizeof c->last);
     tcq_pool_run(c->pool, (w->out + d.rows - 1) / d.rows, d16_item, &d);
     return TCQ_OK;
 }

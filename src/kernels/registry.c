@@ -23,8 +23,8 @@ static void trellis_fam(int op, int isa, unsigned exclude, tcq_kpath path, tcq_k
 static void dense_fam(int fmt, int isa, unsigned exclude, tcq_kpath path, tcq_kregime reg, int64_t M, char *buf,
                       size_t n)
 {
-    (void)exclude, (void)path;
-    tcq_dense_kernel_name((tcq_wformat)fmt, isa, reg, M, buf, n);
+    (void)exclude;
+    tcq_dense_kernel_name((tcq_wformat)fmt, isa, path, reg, M, buf, n);
 }
 
 static const struct family {
@@ -44,7 +44,8 @@ static const struct family {
     {"f32", dense_fam, TCQ_WF_F32, TCQ_WF_F32, 0, 0, 0, "float64 x W"},
     /* regimes: the GEMM regime pins their GEMM, the others their tiles (the path is ignored) */
     {"f16", dense_fam, TCQ_WF_F16, TCQ_WF_F16, 0, 0, 1, "float64 x widened W; GEMM: also the scalar sum, bit for bit"},
-    {"bf16", dense_fam, TCQ_WF_BF16, TCQ_WF_BF16, 0, 0, 1, "float64 x widened W; GEMM: also the scalar sum, bit for bit"},
+    {"bf16", dense_fam, TCQ_WF_BF16, TCQ_WF_BF16, 0, 0, 1,
+     "float64 x widened W; GEMM: also the scalar sum, bit for bit; dpbf16 (fast): float64 within kernels.h's bf16 bound"},
     {"affine", dense_fam, TCQ_WF_AFFINE, TCQ_WF_AFFINE, 0, 0, 0, "float64 x fmaf(scale, q, bias)"},
 };
 enum { N_FAMILIES = sizeof families / sizeof families[0] };

@@ -37,7 +37,8 @@ tcq_status tcq_kctx_force_kernel(tcq_kctx *ctx, const char *name);
 /* The names the dispatcher gives (linear.c): op 0 scatter, 1 reduce, 2 fused SwiGLU. */
 void tcq_trellis_kernel_name(int isa, unsigned exclude, tcq_kpath path, int op, tcq_kregime reg, int64_t M,
                              char *buf, size_t n);
-/* reg: a pinned regime (dense f16/bf16: GEMM or their tiles; the other formats ignore it) */
-void tcq_dense_kernel_name(tcq_wformat fmt, int isa, tcq_kregime reg, int64_t M, char *buf, size_t n);
+/* reg: a pinned regime (dense f16/bf16: GEMM or their tiles; the other formats ignore it); path: bf16's
+ * GEMM regime on the fast path (AUTO included) is the bf16-activation GEMM */
+void tcq_dense_kernel_name(tcq_wformat fmt, int isa, tcq_kpath path, tcq_kregime reg, int64_t M, char *buf, size_t n);
 
 #endif

@@ -94,52 +94,63 @@ static tcq_status ensure_att_scratch(tcq_model *m, int ctx)
 }
 
 /* One decoder layer on x [M, d] in place: L's weights, cache layer `cl` of the sessions, taps
- * report layer `tl`; seg [n_seg + 1]: the rows' segments (see forward_rows). */
+ * report layer `tl`; seg [n_seg + 1]: the rows' segments (see forward_rows).  Only rows [kf, M)
+ * leave with their output in x (0: all): the others' keys and values still go to the cache, but
+ * their query, attention, output projection and FFN are skipped (the last layer of a prefill whose
+ * logits are wanted for the last row alone, as llama.cpp does; rows [0, kf) of x are left stale). */
 static tcq_status layer_rows(tcq_model *m, const tcq_layer *L, int cl, int tl, tcq_session *const *sess,
-                             const int *pos, int M, const int *seg, int n_seg, float *x)
+                             const int *pos, int M, const int *seg, int n_seg, float *x, int kf)
 {
     const tcq_model_config *c = &m->cfg;
-    const int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    const int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, n = M - kf;
     if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_ATTN, x, M);
     for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, x + (size_t)r * d, L->attn_norm, d, c->norm_eps);
-    TCQ_TRY(tcq_linear(&L->wq, m->xb, m->q, M, m->kctx));   /* q [M, qd] */
+    if (n) TCQ_TRY(tcq_linear(&L->wq, m->xb + (size_t)kf * d, m->q + (size_t)kf * qd, n, m->kctx));   /* q [M, qd] */
     TCQ_TRY(tcq_linear(&L->wk, m->xb, m->k, M, m->kctx));   /* k [M, kvd] */
     TCQ_TRY(tcq_linear(&L->wv, m->xb, m->v, M, m->kctx));   /* v [M, kvd] */
     for (int r = 0; r < M; r++) {
         float *q = m->q + (size_t)r * qd, *k = m->k + (size_t)r * kvd;
         if (L->q_norm) {
-            for (int h = 0; h < c->n_heads; h++) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, c->norm_eps);
+            if (r >= kf)
+                for (int h = 0; h < c->n_heads; h++) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, c->norm_eps);
             for (int h = 0; h < c->n_kv_heads; h++) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, c->norm_eps);
         }
-        rope(m, q, c->n_heads, pos[r]);
+        if (r >= kf) rope(m, q, c->n_heads, pos[r]);
         rope(m, k, c->n_kv_heads, pos[r]);
         kv_store(sess[r], cl, pos[r], k, m->v + (size_t)r * kvd);
     }
+    if (!n) return TCQ_OK;
     int per_row[TCQ_PREFILL_CHUNK], n_row = 0;
-    for (int g = 0; g < n_seg; g++) {
-        const int r0 = seg[g], n = seg[g + 1] - r0;
-        if (n == 1 || tcq_attn_block(m, sess[r0], pos[r0], n, cl, r0))
-            for (int r = r0; r < r0 + n; r++) per_row[n_row++] = r;
-    }
+    if (kf)   /* the kept rows through the per-row core, their caches complete above */
+        for (int r = kf; r < M; r++) per_row[n_row++] = r;
+    else
+        for (int g = 0; g < n_seg; g++) {
+            const int r0 = seg[g], ns = seg[g + 1] - r0;
+            if (ns == 1 || tcq_attn_block(m, sess[r0], pos[r0], ns, cl, r0))
+                for (int r = r0; r < r0 + ns; r++) per_row[n_row++] = r;
+        }
     if (n_row) {
         att_job J = {m, sess, pos, per_row, cl};
         tcq_pool_run(m->pool, (int64_t)n_row * c->n_kv_heads, att_item, &J);    /* att [M, qd] */
     }
+    float *xk = x + (size_t)kf * d;   /* the kept rows */
     if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_O, m->att, M);
-    TCQ_TRY(tcq_linear(&L->wo, m->att, m->xb2, M, m->kctx));          /* xb2 [M, d] */
-    for (size_t i = 0; i < (size_t)M * d; i++) x[i] += m->xb2[i];
+    TCQ_TRY(tcq_linear(&L->wo, m->att + (size_t)kf * qd, m->xb2, n, m->kctx));          /* xb2 [n, d] */
+    for (size_t i = 0; i < (size_t)n * d; i++) xk[i] += m->xb2[i];
     if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_FFN, x, M);
-    for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, x + (size_t)r * d, L->ffn_norm, d, c->norm_eps);
-    TCQ_TRY(tcq_linear_swiglu(&L->gate, &L->up, m->xb, m->hb, M, m->kctx));   /* hb [M, hidden] */
+    for (int r = 0; r < n; r++) rmsnorm(m->xb + (size_t)r * d, xk + (size_t)r * d, L->ffn_norm, d, c->norm_eps);
+    TCQ_TRY(tcq_linear_swiglu(&L->gate, &L->up, m->xb, m->hb, n, m->kctx));   /* hb [n, hidden] */
     if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_DOWN, m->hb, M);
-    TCQ_TRY(tcq_linear(&L->down, m->hb, m->xb2, M, m->kctx));                /* xb2 [M, d] */
-    for (size_t i = 0; i < (size_t)M * d; i++) x[i] += m->xb2[i];
+    TCQ_TRY(tcq_linear(&L->down, m->hb, m->xb2, n, m->kctx));                /* xb2 [n, d] */
+    for (size_t i = 0; i < (size_t)n * d; i++) xk[i] += m->xb2[i];
     return TCQ_OK;
 }
 
-/* M rows (M <= TCQ_PREFILL_CHUNK).  Rows [out_from, M) get logits into logits [M-out_from, vocab]. */
+/* M rows (M <= TCQ_PREFILL_CHUNK).  Rows [out_from, M) get logits into logits [M-out_from, vocab].
+ * Rows [keep_from, M) (keep_from <= out_from) leave their last layer's output in m->x; the others
+ * only fill the caches in the last layer (layer_rows' kf; all rows while a tap watches). */
 static tcq_status forward_rows(tcq_model *m, tcq_session *const *sess, const int *pos, const int32_t *tok, int M,
-                               int out_from, float *logits)
+                               int out_from, float *logits, int keep_from)
 {
     const tcq_model_config *c = &m->cfg;
     const int d = c->dim;
@@ -155,7 +166,9 @@ static tcq_status forward_rows(tcq_model *m, tcq_session *const *sess, const int
     seg[n_seg] = M;
 
     for (int r = 0; r < M; r++) tcq_model_embed(m, tok[r], m->x + (size_t)r * d);   /* x [M, d] */
-    for (int l = 0; l < c->n_layers; l++) TCQ_TRY(layer_rows(m, &m->layers[l], l, l, sess, pos, M, seg, n_seg, m->x));
+    const int kf = m->tap ? 0 : TCQ_MIN(keep_from, out_from);
+    for (int l = 0; l < c->n_layers; l++)
+        TCQ_TRY(layer_rows(m, &m->layers[l], l, l, sess, pos, M, seg, n_seg, m->x, l == c->n_layers - 1 ? kf : 0));
     if (out_from >= M) return TCQ_OK;
     for (int r = out_from; r < M; r++)
         rmsnorm(m->xb + (size_t)(r - out_from) * d, m->x + (size_t)r * d, m->final_norm, d, c->norm_eps);
@@ -192,7 +205,7 @@ static tcq_status run_sequence(tcq_model *m, tcq_session *s, const int32_t *toke
         int from = all ? 0 : (logits && last ? M - 1 : M);
         float *lg = all && logits ? logits + (size_t)i * V : logits;
         tcq_status st = m->cu ? tcq_model_cuda_rows(m, rs, pos, tokens + i, M, from, lg)
-                              : forward_rows(m, rs, pos, tokens + i, M, from, lg);
+                              : forward_rows(m, rs, pos, tokens + i, M, from, lg, from);
         if (st != TCQ_OK) return st;
         s->pos += M;
     }
@@ -225,7 +238,7 @@ tcq_status tcq_model_forward_batch(tcq_model *m, tcq_session *const *sess, const
         pos[b] = sess[b]->pos;
     }
     TCQ_TRY(check_tokens(m, tokens, nb));
-    TCQ_TRY(m->cu ? tcq_model_cuda_rows(m, sess, pos, tokens, nb, 0, logits) : forward_rows(m, sess, pos, tokens, nb, 0, logits));
+    TCQ_TRY(m->cu ? tcq_model_cuda_rows(m, sess, pos, tokens, nb, 0, logits) : forward_rows(m, sess, pos, tokens, nb, 0, logits, 0));
     for (int b = 0; b < nb; b++) sess[b]->pos++;
     return TCQ_OK;
 }
@@ -287,7 +300,8 @@ tcq_status tcq_model_prefill_batch(tcq_model *m, const tcq_prefill_seq *seqs, in
             for (int i = 0; i < q->n && st == TCQ_OK; i += TCQ_PREFILL_CHUNK) {
                 const int Mi = TCQ_MIN(TCQ_PREFILL_CHUNK, q->n - i);
                 for (int r = 0; r < Mi; r++) rs[r] = s, pos[r] = s->pos + r;
-                st = forward_rows(m, rs, pos, q->tokens + i, Mi, Mi, NULL);
+                const int keep = i + Mi == q->n && q->last_logits ? Mi - 1 : Mi;   /* the row copied below */
+                st = forward_rows(m, rs, pos, q->tokens + i, Mi, Mi, NULL, keep);
                 if (st == TCQ_OK) s->pos += Mi;
                 if (st == TCQ_OK && i + Mi == q->n && q->last_logits)
                     memcpy(last + (size_t)w++ * d, m->x + (size_t)(Mi - 1) * d, (size_t)d * sizeof *last);
@@ -296,7 +310,7 @@ tcq_status tcq_model_prefill_batch(tcq_model *m, const tcq_prefill_seq *seqs, in
             int r = 0;
             for (int j = b; j < e; j++)
                 for (int i = 0; i < seqs[j].n; i++, r++) rs[r] = seqs[j].sess, pos[r] = seqs[j].sess->pos + i, tok[r] = seqs[j].tokens[i];
-            st = forward_rows(m, rs, pos, tok, M, M, NULL);
+            st = forward_rows(m, rs, pos, tok, M, M, NULL, 0);
             r = 0;
             for (int j = b; j < e && st == TCQ_OK; j++) {
                 r += seqs[j].n;
@@ -326,7 +340,7 @@ tcq_status tcq_model_layer_forward(tcq_model *m, tcq_session *s, const tcq_layer
         const int M = TCQ_MIN(TCQ_PREFILL_CHUNK, n - i);
         for (int r = 0; r < M; r++) rs[r] = s, pos[r] = s->pos + r;
         const int seg[2] = {0, M};
-        TCQ_TRY(layer_rows(m, L, 0, tap_layer, rs, pos, M, seg, 1, x + (size_t)i * m->cfg.dim));
+        TCQ_TRY(layer_rows(m, L, 0, tap_layer, rs, pos, M, seg, 1, x + (size_t)i * m->cfg.dim, 0));
         s->pos += M;
     }
     return TCQ_OK;

@@ -9,6 +9,7 @@
  * The readers' taps see the residual stream before the RMSNorm: normalised without a gain (the
  * fold moved it into the weights), already rotated. */
 #include "quant.h"
+#include "qla.h"
 #include "../model/model.h"
 
 #include <cblas.h>
@@ -86,8 +87,11 @@ struct tcq_quant_cal {
     tcq_quant_lhess *lh;
     float *fbuf;              /* [chunk, dim] */
     double *dbuf;             /* [chunk, max dim] */
+    tcq_qla *qla;             /* set: the Hessians accumulate on its device (tcq_quant_cal_set_qla) */
     tcq_status s;
 };
+
+void tcq_quant_cal_set_qla(tcq_quant_cal *c, tcq_qla *qla) { c->qla = qla; }
 
 static void tap(void *user, int layer, int site, const float *x, int M)
 {
@@ -108,6 +112,10 @@ static void tap(void *user, int layer, int site, const float *x, int M)
         src = c->fbuf;
     }
     for (int64_t i = 0; i < (int64_t)M * d; i++) c->dbuf[i] = src[i];
+    if (c->qla) {   /* the same x x^T in double, summed on the device */
+        c->s = tcq_qla_syrk(c->qla, c->lh->H[site], d, c->dbuf, M);
+        return;
+    }
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, M, 1.0, c->dbuf, (int)d, 1.0, c->lh->H[site], (int)d);
 }
 
@@ -192,7 +200,9 @@ tcq_status tcq_quant_cal_open(const char *in_dir, const tcq_hadamard *h, const t
     if (s == TCQ_OK && !c) s = tcq_fail(TCQ_ERR_NOMEM, "calibration state");
     /* The input model gives the config, rope tables, q/k norms, embedding rows and the forward's
      * scratch; its weights stay mapped, untouched (the driver hands each layer's in). */
-    const tcq_model_opts mo = {.n_threads = o->threads};
+    /* the exact path: calibration statistics from f32 activations, as before the bf16 fast GEMM
+     * (AUTO would round the bf16 layers' activations to bf16 from M = 33) */
+    const tcq_model_opts mo = {.n_threads = o->threads, .path = TCQ_PATH_EXACT};
     if (s == TCQ_OK) s = tcq_model_load(in_dir, &mo, &c->m);
     if (s == TCQ_OK) {
         /* the session's cache: one layer (tcq_model_layer_forward keeps every layer in layer 0) */
@@ -253,6 +263,10 @@ tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const tcq_layer *L, 
     m->tap = lh ? tap : NULL;
     m->tap_user = c;
     tcq_status s = TCQ_OK;
+    int mirrored = 0;   /* sites whose Hessian lives on the device for this layer */
+    for (; lh && c->qla && s == TCQ_OK && mirrored < TCQ_TAP_SITES; mirrored++)
+        s = tcq_qla_mirror(c->qla, lh->H[mirrored], (size_t)(lh->dim[mirrored] * lh->dim[mirrored]) * sizeof(double), 0);
+    if (s != TCQ_OK) mirrored--;
     for (int64_t w = 0; s == TCQ_OK && w < c->windows; w++) {
         float *x = c->X + w * c->ctx * c->dim;
         if (!advance) x = memcpy(c->win, x, (size_t)(c->ctx * c->dim) * sizeof *x);
@@ -262,6 +276,11 @@ tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const tcq_layer *L, 
     }
     m->tap = NULL;
     c->lh = NULL;
+    for (int i = 0; i < mirrored; i++) {
+        const int64_t d = lh->dim[i];
+        if (s == TCQ_OK) s = tcq_qla_pull(c->qla, lh->H[i], d, d, d, sizeof(double));
+        tcq_qla_unmirror(c->qla, lh->H[i]);
+    }
     for (int i = 0; s == TCQ_OK && lh && i < TCQ_TAP_SITES; i++) {   /* dsyrk filled the upper half */
         const int64_t d = lh->dim[i];
         double *H = lh->H[i];

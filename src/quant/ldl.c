@@ -3,6 +3,7 @@
  * Double throughout: H of a calibration set is ill conditioned (the damping is what keeps it
  * positive definite), and f32 loses the small pivots. */
 #include "quant.h"
+#include "qla.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -31,10 +32,28 @@ tcq_status tcq_quant_cholesky(double *A, int64_t m)
 
 tcq_status tcq_quant_block_ldl(const double *H, int64_t m, int b, double *L, double *D)
 {
+    return tcq_quant_block_ldl_on(NULL, H, m, b, L, D);
+}
+
+tcq_status tcq_quant_block_ldl_on(tcq_qla *qla, const double *H, int64_t m, int b, double *L, double *D)
+{
     if (!H || !L || !D || m <= 0 || b <= 0 || m % b)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "block LDL: size %lld, block %d", (long long)m, b);
     if (L != H) memcpy(L, H, (size_t)(m * m) * sizeof *L);   /* L == H: in place */
-    TCQ_TRY(tcq_quant_cholesky(L, m));
+    /* the factor is the O(m^3) part (a 14B down projection: m = 17408, 1.8 Tflop); the per-block
+     * finish below is O(m^2 b) */
+    TCQ_TRY(qla ? tcq_qla_cholesky(qla, L, m) : tcq_quant_cholesky(L, m));
+    if (qla && b == 1) {
+        /* blocks of one (axis 0, m up to the FFN width): D_i = C_ii^2, L_ij = C_ij / C_jj, row by
+         * row; the loop below would walk each column of the m x m factor with stride m */
+        for (int64_t i = 0; i < m; i++) D[i] = L[i * m + i] * L[i * m + i];
+        for (int64_t i = 0; i < m; i++) {
+            double *Li = L + i * m;
+            for (int64_t j = 0; j < i; j++) Li[j] /= L[j * m + j];
+        }
+        for (int64_t i = 0; i < m; i++) L[i * m + i] = 1;
+        return TCQ_OK;
+    }
     /* per block: D_b = C_bb C_bb^T, then L's column block = C's column block times C_bb^-1 */
     double *cbb = malloc((size_t)b * b * sizeof *cbb);
     if (!cbb) return tcq_fail(TCQ_ERR_NOMEM, "block LDL: %d x %d block", b, b);

@@ -10,6 +10,7 @@
  *     every stored row is coded (its own scale, from its target) and fed back before the next,
  *     GPTQ's column-by-column order. */
 #include "quant.h"
+#include "qla.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -98,6 +99,27 @@ static uint16_t scaled(uint16_t h, double m)
     return (r & 0x7fffu) ? r : 1;
 }
 
+tcq_status tcq_quant_encode_blocks(const tcq_ldlq_args *a, const float *x, const float *w, int64_t n, uint32_t *words)
+{
+    return a->gpu ? tcq_cuda_encode_blocks(a->gpu, a->p, a->enc, x, w, n, words, NULL)
+                  : tcq_encode_blocks(a->p, a->enc, x, w, n, words, a->pool, NULL);
+}
+
+tcq_status tcq_quant_proxy_on(tcq_qla *qla, const float *W, const float *What, int64_t R, int64_t C, int axis,
+                              const double *H, double *loss, double *ref)
+{
+    double *E = malloc((size_t)(R * C) * sizeof *E);
+    if (!E) return tcq_fail(TCQ_ERR_NOMEM, "proxy loss of [%lld, %lld]", (long long)R, (long long)C);
+    tcq_status s = TCQ_OK;
+    for (int pass = 0; s == TCQ_OK && pass < 2; pass++) {
+        if (pass == 1 && !ref) break;
+        for (int64_t i = 0; i < R * C; i++) E[i] = pass ? (double)W[i] : (double)W[i] - (double)What[i];
+        s = tcq_qla_proxy(qla, E, R, C, axis, H, pass ? ref : loss);
+    }
+    free(E);
+    return s;
+}
+
 static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const double *D, double mult)
 {
     const tcq_block_params p = a->p;
@@ -110,11 +132,22 @@ static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const dou
     if (!E || !corr || !tg || !x || !words || !wt)
         s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
     for (int64_t r = 0; s == TCQ_OK && r < R; r++) a->scales[r] = scaled(tcq_scale_for_row(p.L, a->W + r * C, C), mult);
+    /* on a GPU, E and L stay there: only each coded block's columns of E go up */
+    int mir_e = 0, mir_l = 0;
+    if (s == TCQ_OK && a->qla && nb > 1) {
+        s = tcq_qla_mirror(a->qla, E, (size_t)(R * C) * sizeof *E, 1);
+        mir_e = s == TCQ_OK;
+        if (s == TCQ_OK) s = tcq_qla_mirror(a->qla, Lm, (size_t)(C * C) * sizeof *Lm, 0);
+        mir_l = s == TCQ_OK && mir_e;
+    }
     for (int64_t b = nb - 1; s == TCQ_OK && b >= 0; b--) {
         const int64_t c0 = b * T, rest = C - c0 - T;
-        if (rest > 0)   /* corr = E[:, c0+T:] L[c0+T:, c0:c0+T] */
+        if (rest > 0 && a->qla)   /* corr = E[:, c0+T:] L[c0+T:, c0:c0+T] */
+            s = tcq_qla_dgemm(a->qla, 0, 0, R, T, rest, 1.0, E + c0 + T, C, Lm + (c0 + T) * C + c0, C, 0.0, corr, T);
+        else if (rest > 0)
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)T, (int)rest, 1.0, E + c0 + T, (int)C,
                         Lm + (c0 + T) * C + c0, (int)C, 0.0, corr, (int)T);
+        if (s != TCQ_OK) break;
         for (int64_t r = 0; r < R; r++) {
             const float sc = tcq_f16_to_f32(a->scales[r]);
             for (int64_t t = 0; t < T; t++) {
@@ -134,7 +167,7 @@ static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const dou
             for (int64_t r = 0; r < R; r++)
                 for (int64_t t = 0; t < T; t++) wt[r * T + t] = (float)(Db[t * T + t] / mean);
         }
-        s = tcq_encode_blocks(p, a->enc, x, wt, R, words, a->pool, NULL);
+        s = tcq_quant_encode_blocks(a, x, wt, R, words);
         for (int64_t r = 0; s == TCQ_OK && r < R; r++) {
             uint32_t *dst = a->codes + r * rw + b * bw;
             memcpy(dst, words + r * bw, (size_t)bw * sizeof *dst);
@@ -142,7 +175,10 @@ static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const dou
             for (int64_t t = 0; t < T; t++)
                 E[r * C + c0 + t] = (double)a->W[r * C + c0 + t] - (double)a->What[r * C + c0 + t];
         }
+        if (s == TCQ_OK && mir_e) s = tcq_qla_push(a->qla, E + c0, R, T, C, sizeof *E);
     }
+    if (mir_e) tcq_qla_unmirror(a->qla, E);
+    if (mir_l) tcq_qla_unmirror(a->qla, Lm);
     if (s == TCQ_OK && a->refit) {
         s = tcq_quant_refit_scales(p, tg, R, C, a->codes, a->scales, NULL);
         if (s == TCQ_OK) tcq_quant_decode_rows(p, a->codes, a->scales, R, C, a->What);
@@ -172,8 +208,16 @@ static tcq_status ldlq_axis0(const tcq_ldlq_args *a, const double *Lm)
     tcq_status s = TCQ_OK;
     if (!acc || !tg || !x || !eb || !lf || !cw2)
         s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
+    /* on a GPU, acc lives there: the batch's products land on the device, each batch's rows come
+     * down before it is coded */
+    int mir = 0;
+    if (s == TCQ_OK && a->qla && R > AXIS0_BATCH) {
+        s = tcq_qla_mirror(a->qla, acc, (size_t)(R * C) * sizeof *acc, 1);
+        mir = s == TCQ_OK;
+    }
     for (int64_t hi = R; s == TCQ_OK && hi > 0; hi -= AXIS0_BATCH) {
         const int64_t lo = TCQ_MAX(0, hi - AXIS0_BATCH);
+        if (mir && hi < R) s = tcq_qla_pull(a->qla, acc + lo * C, hi - lo, C, C, sizeof *acc);
         for (int64_t i = hi - 1; s == TCQ_OK && i >= lo; i--) {
             const float *w = a->W + i * C;
             for (int64_t t = 0; t < C; t++) tg[t] = w[t] + acc[i * C + t];
@@ -188,7 +232,7 @@ static tcq_status ldlq_axis0(const tcq_ldlq_args *a, const double *Lm)
                 const float sc = tcq_f16_to_f32(sh);
                 for (int64_t t = 0; t < C; t++) x[t] = tg[t] / sc;
                 uint32_t *dst = m ? cw2 : cw;
-                s = tcq_encode_blocks(p, a->enc, x, NULL, C / p.T, dst, a->pool, NULL);
+                s = tcq_quant_encode_blocks(a, x, NULL, C / p.T, dst);
                 if (s == TCQ_OK && a->refit) s = tcq_quant_refit_scales(p, tg, 1, C, dst, &sh, NULL);
                 if (s != TCQ_OK || n_mult == 1) {
                     a->scales[i] = sh;
@@ -216,9 +260,12 @@ static tcq_status ldlq_axis0(const tcq_ldlq_args *a, const double *Lm)
         if (s != TCQ_OK || lo == 0) continue;
         for (int64_t i = lo; i < hi; i++)
             for (int64_t j = 0; j < lo; j++) lf[(i - lo) * lo + j] = (float)Lm[i * R + j];
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)lo, (int)C, (int)(hi - lo), 1.0f, lf, (int)lo, eb,
-                    (int)C, 1.0f, acc, (int)C);
+        if (mir) s = tcq_qla_sgemm(a->qla, 1, 0, lo, C, hi - lo, 1.0f, lf, lo, eb, C, 1.0f, acc, C);
+        else
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)lo, (int)C, (int)(hi - lo), 1.0f, lf, (int)lo, eb,
+                        (int)C, 1.0f, acc, (int)C);
     }
+    if (mir) tcq_qla_unmirror(a->qla, acc);
     free(acc);
     free(tg);
     free(x);
@@ -263,6 +310,8 @@ static tcq_status search_axis1(const tcq_ldlq_args *a, const double *Lm, const d
         s = ldlq_axis1(m ? &b : a, Lm, D, scale_mult[m]);
         const float *wh = m ? What : a->What;
         for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) E[i] = (double)a->W[i] - (double)wh[i];
+        /* the candidates' comparison stays on the CPU even when a->qla is set: one R x C x C
+         * product per candidate beside the BlockLDLQ run it follows (a GPU version is not written) */
         if (s == TCQ_OK)
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)C, 1.0, E, (int)C, Hd, (int)C,
                         0.0, EH, (int)C);
@@ -301,7 +350,7 @@ tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a)
     double *Lm = malloc((size_t)(m * m) * sizeof *Lm), *D = malloc((size_t)(m * b) * sizeof *D);
     tcq_status s = Lm && D ? TCQ_OK : tcq_fail(TCQ_ERR_NOMEM, "LDLQ: Hessian of size %lld", (long long)m);
     if (s == TCQ_OK) s = tcq_quant_damp(a->H, m, a->damp, Lm);
-    if (s == TCQ_OK) s = tcq_quant_block_ldl(Lm, m, b, Lm, D);
+    if (s == TCQ_OK) s = tcq_quant_block_ldl_on(a->qla, Lm, m, b, Lm, D);
     if (s == TCQ_OK) s = a->axis ? search_axis1(a, Lm, D) : ldlq_axis0(a, Lm);
     /* tinyqwen k = 2, eval KL 8 windows: BlockLDLQ 0.2800, + H-weighted scales 0.2748, + one
      * coordinate descent pass 0.2586, three passes 0.2557 (docs/PERFORMANCE.md, "Quantizer") */

@@ -59,7 +59,7 @@ static tcq_status pass_axis1(const tcq_ldlq_args *a, const double *H, double lam
                 wt[r * T + t] = wh[t];
             }
         }
-        s = tcq_encode_blocks(p, a->enc, x, wt, R, words, a->pool, NULL);
+        s = tcq_quant_encode_blocks(a, x, wt, R, words);
         /* Hb now holds H_bb's Cholesky factor; the loss change uses H_bb itself */
         for (int64_t r = 0; r < T; r++) memcpy(Hb + r * T, H + (c0 + r) * C + c0, (size_t)T * sizeof *Hb);
         for (int64_t t = 0; t < T; t++) Hb[t * T + t] += lambda;
@@ -122,7 +122,7 @@ static tcq_status pass_axis0(const tcq_ldlq_args *a, const double *H, double lam
         uint16_t sc16 = tcq_scale_for_row(p.L, tg, C);
         const float sc = tcq_f16_to_f32(sc16);
         for (int64_t t = 0; t < C; t++) x[t] = tg[t] / sc;
-        s = tcq_encode_blocks(p, a->enc, x, NULL, C / p.T, cw, a->pool, NULL);
+        s = tcq_quant_encode_blocks(a, x, NULL, C / p.T, cw);
         if (s == TCQ_OK && a->refit) s = tcq_quant_refit_scales(p, tg, 1, C, cw, &sc16, NULL);
         if (s != TCQ_OK) break;
         const float scf = tcq_f16_to_f32(sc16);
@@ -160,5 +160,6 @@ static tcq_status pass_axis0(const tcq_ldlq_args *a, const double *H, double lam
 
 tcq_status tcq_quant_ldlq_pass(const tcq_ldlq_args *a, const double *H, double lambda)
 {
+    if (a->qla) return tcq_quant_ldlq_pass_qla(a, H, lambda);
     return a->axis ? pass_axis1(a, H, lambda) : pass_axis0(a, H, lambda);
 }

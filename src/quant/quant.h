@@ -49,6 +49,9 @@ tcq_status tcq_quant_cholesky(double *A, int64_t m);
 /* H [m, m] = L D L^T with L [m, m] unit lower block triangular (blocks of b) and D [m/b][b][b].
  * L may be H (factored in place). */
 tcq_status tcq_quant_block_ldl(const double *H, int64_t m, int b, double *L, double *D);
+/* The same with the Cholesky factor from qla (NULL: tcq_quant_cholesky). */
+struct tcq_qla;
+tcq_status tcq_quant_block_ldl_on(struct tcq_qla *qla, const double *H, int64_t m, int b, double *L, double *D);
 /* out = H + damp * mean(diag H) I; fails when the diagonal carries nothing. */
 tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out);
 /* Proxy loss tr(E H E^T) of E = W - What for the stored layout: axis 1 rows are outputs and H is
@@ -56,6 +59,9 @@ tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out);
  * (optional): the same of W itself. */
 tcq_status tcq_quant_proxy(const float *W, const float *What, int64_t R, int64_t C, int axis, const double *H,
                            tcq_pool *pool /* NULL: this thread */, double *loss, double *ref);
+/* The same sums as one product each on qla's backend (other summation order). */
+tcq_status tcq_quant_proxy_on(struct tcq_qla *qla, const float *W, const float *What, int64_t R, int64_t C, int axis,
+                              const double *H, double *loss, double *ref);
 
 /* Calibration (calib.c), one decoder layer at a time.  A layer's Hessians, one per input site
  * in the order of model.h's TCQ_TAP_* (q/k/v input, o input, gate/up input, down input), the
@@ -85,6 +91,10 @@ tcq_status tcq_quant_cal_open(const char *in_dir, const tcq_hadamard *h, const t
                               tcq_quant_cal **out);
 void tcq_quant_cal_free(tcq_quant_cal *c);
 int64_t tcq_quant_cal_tokens(const tcq_quant_cal *c);
+/* Accumulate the Hessians with qla (qla.h; NULL: CBLAS here): the same sums of x x^T in double,
+ * another order. */
+struct tcq_qla;
+void tcq_quant_cal_set_qla(tcq_quant_cal *c, struct tcq_qla *qla);
 /* The input model (mapped, its projection weights never read): config, q/k norms. */
 struct tcq_model *tcq_quant_cal_model(tcq_quant_cal *c);
 /* Layer `layer` with weights L (rotated, gains folded, attn/ffn norms 1) over every window:
@@ -161,10 +171,17 @@ typedef struct tcq_ldlq_args {
     int scale_search;         /* <= 1: every row at its RMS scale; 2..9: also 0.9, 1.1, 0.8, 1.2, 0.95,
                                  1.05, 0.85, 1.15 times it (that many in all), each row keeping its
                                  best */
+    struct tcq_qla *qla;      /* NULL: the products with CBLAS here; else on its backend (qla.h):
+                                 the same algorithm, other summation orders */
+    tcq_cuda_ctx *gpu;        /* NULL: the CPU encoder; else the GPU one (the same codes) */
 } tcq_ldlq_args;
+/* Code n blocks of T targets x (weights w or NULL) with the encoder a names (ldlq.c). */
+tcq_status tcq_quant_encode_blocks(const tcq_ldlq_args *a, const float *x, const float *w, int64_t n, uint32_t *words);
 tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a);
 /* One block coordinate descent pass over a BlockLDLQ result (ldlq_pass.c) on H + lambda I: codes,
  * scales (axis 0) and What updated where that loss drops. */
 tcq_status tcq_quant_ldlq_pass(const tcq_ldlq_args *a, const double *H, double lambda);
+/* The same pass when a->qla is set (ldlq_pass_qla.c). */
+tcq_status tcq_quant_ldlq_pass_qla(const tcq_ldlq_args *a, const double *H, double lambda);
 
 #endif

@@ -5,6 +5,7 @@
  * all of it is freed.  The outputs go to a spill file beside the artifact as they are made and
  * are copied into the one model.safetensors at the end, so nothing model-sized is resident. */
 #include "quant.h"
+#include "qla.h"
 #include "../io/io.h"
 #include "../model/model.h"
 
@@ -35,6 +36,7 @@ typedef struct qctx {
     tcq_hadamard *h;
     tcq_pool *pool;
     tcq_cuda_ctx *gpu;          /* opts->cuda: the GPU encoder's context */
+    tcq_qla *qla;               /* opts->cuda with a calibration: Hessians, LDL, LDLQ products there */
     int64_t n;                  /* hidden size: the rotated dimension */
     int tied;                   /* lm_head comes from the embedding */
     int rotate_only;            /* bits 0: fold and rotate, code nothing, keep f32 */
@@ -187,7 +189,8 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
     if (s == TCQ_OK && H && c->o->method == TCQ_QMETHOD_LDLQ) {
         const tcq_ldlq_args a = {c->p, &c->o->enc, c->pool, rows, R, C, axis, H, c->o->damp > 0 ? c->o->damp : 0.1,
                                  c->o->refit_scales, codes, scales, What,
-                                 c->o->ldlq_passes ? TCQ_MAX(c->o->ldlq_passes, 0) : 1, scale_search(c)};
+                                 c->o->ldlq_passes ? TCQ_MAX(c->o->ldlq_passes, 0) : 1, scale_search(c), c->qla,
+                                 c->gpu};
         s = tcq_quant_ldlq(&a);
         for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) err += ((double)rows[i] - What[i]) * ((double)rows[i] - What[i]);
     } else if (s == TCQ_OK) {
@@ -197,7 +200,9 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
         if (s == TCQ_OK && What) tcq_quant_decode_rows(c->p, codes, scales, R, C, What);
     }
     c->pr.proxy = c->pr.proxy_ref = -1;
-    if (s == TCQ_OK && H && !c->dry) s = tcq_quant_proxy(rows, What, R, C, axis, H, c->pool, &c->pr.proxy, &c->pr.proxy_ref);
+    if (s == TCQ_OK && H && !c->dry)
+        s = c->qla ? tcq_quant_proxy_on(c->qla, rows, What, R, C, axis, H, &c->pr.proxy, &c->pr.proxy_ref)
+                   : tcq_quant_proxy(rows, What, R, C, axis, H, c->pool, &c->pr.proxy, &c->pr.proxy_ref);
     if (s == TCQ_OK && c->dry)
         s = What && c->sens ? tcq_quant_sens_kl(c->sens, c->dry_slot, What, R, C, &c->dry_kl)
                             : tcq_fail(TCQ_ERR_INTERNAL, "allocation pass without a Hessian or sensitivity");
@@ -706,6 +711,7 @@ static tcq_status open_hessians(qctx *c, int save)
                             c->hin.n_layers, c->n_layers);
     } else if (o->calib) {
         TCQ_TRY(tcq_quant_cal_open(c->in_dir, c->h, &c->calib, c->pool, &c->cal));
+        tcq_quant_cal_set_qla(c->cal, c->qla);
         const tcq_model_config *mc = &tcq_quant_cal_model(c->cal)->cfg;
         if (mc->n_layers < c->n_layers)
             return tcq_fail(TCQ_ERR_FORMAT, "%s: config has %d layers, the tensors %d", c->in_dir, mc->n_layers,
@@ -863,8 +869,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: scale search %d: 0 to 9 candidates", opts->scale_search);
     if (opts->alloc_windows < 0 || opts->alloc_windows > 1 << 16)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: allocation windows %d: 0 (4) to 65536", opts->alloc_windows);
-    if (calibrated && (c.rotate_only || opts->cuda))
-        return tcq_fail(TCQ_ERR_UNSUPPORTED, "quantize: calibration needs bits and the CPU coder");
+    if (calibrated && c.rotate_only) return tcq_fail(TCQ_ERR_UNSUPPORTED, "quantize: calibration needs bits");
     if (opts->damp < 0 || !isfinite(opts->damp))
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: damping %g: >= 0", opts->damp);
     if (!c.rotate_only) TCQ_TRY(tcq_block_check(c.p));
@@ -879,7 +884,9 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
         if (c.p.L > 12)
             return tcq_fail(TCQ_ERR_UNSUPPORTED, "quantize --device cuda: the GPU encoder handles L <= 12 (not --L %d)", c.p.L);
         tcq_status gs = tcq_cuda_ctx_create(0, &c.gpu);
+        if (gs == TCQ_OK && calibrated) gs = tcq_qla_create(c.gpu, &c.qla);
         if (gs != TCQ_OK) {
+            tcq_cuda_ctx_free(c.gpu);
             tcq_error_prefix("quantize --device cuda");
             return gs;
         }
@@ -887,6 +894,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
     json_t *cfg = NULL;
     tcq_status rs = read_config(in_dir, &cfg, &c.n, &c.tied);
     if (rs != TCQ_OK) {
+        tcq_qla_free(c.qla);
         tcq_cuda_ctx_free(c.gpu);
         return rs;
     }
@@ -919,6 +927,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
     json_decref(cfg);
     tcq_quant_lhess_free(&c.lh);
     tcq_pool_free(c.pool);
+    tcq_qla_free(c.qla);   /* before its context */
     tcq_cuda_ctx_free(c.gpu);
     tcq_hadamard_free(c.h);
     tcq_st_set_close(c.set);

@@ -95,7 +95,10 @@ tcq_status tcq_quant_sens_open(const char *in_dir, const char *calib, int ctx, i
                       "(--alloc-windows)", calib, n_ids / (size_t)ctx, ctx, windows);
     tcq_quant_sens *s = st == TCQ_OK ? calloc(1, sizeof *s) : NULL;
     if (st == TCQ_OK && !s) st = tcq_fail(TCQ_ERR_NOMEM, "sensitivity state");
-    const tcq_model_opts mo = {.n_threads = threads};
+    /* the exact path (f32 activations), as calibration pins it: under AUTO the bf16 fast GEMM
+     * rounds the mapped bf16 layers' activations from M = 33 but not an f32 candidate's, so an
+     * unchanged tensor would no longer measure 0 */
+    const tcq_model_opts mo = {.n_threads = threads, .path = TCQ_PATH_EXACT};
     if (st == TCQ_OK) st = tcq_model_load(in_dir, &mo, &s->m);
     if (st == TCQ_OK) {
         const int keep = s->m->cfg.n_layers;   /* one layer's cache, as calib.c's */

@@ -74,6 +74,15 @@ check 0 "layer 1/1: Hessians ready" "$model" "$tmp/q1" --bits 2 --method ldlq --
     --calib-tokens 1024 --calib-ctx 128 --calib-mode sequential --layers 1 --threads 2
 grep -q '"num_hidden_layers": *1' "$tmp/q1/config.json" || { echo "FAIL: --layers 1 config"; cat "$tmp/q1/config.json"; fail=1; }
 grep -Eq "model.layers.0.mlp.down_proj.weight +k=2 proxy .* [0-9.]+ s$" "$tmp/err" || { echo "FAIL: tensor line"; cat "$tmp/err"; fail=1; }
+# --device cuda with a calibration (the GPU's Hessians, LDL and LDLQ): without CUDA or a device a
+# clear error, non-zero, nothing written; with one it runs (tests/cuda/quantize-ldlq-on-device.sh
+# compares it with the CPU's)
+"$TCQ" quantize "$model" "$tmp/qg" --bits 2 --method ldlq --calib "$tmp/calib.txt" --calib-tokens 1024 \
+    --calib-ctx 128 --threads 2 --device cuda >"$tmp/out" 2>&1
+rc=$?
+if [ $rc != 0 ] && { [ $rc != 1 ] || ! grep -q "quantize --device cuda" "$tmp/out" || [ -e "$tmp/qg" ]; }; then
+    echo "FAIL: --device cuda --method ldlq without a GPU -> rc $rc (want 1, a message, no output dir):"; cat "$tmp/out"; fail=1
+fi
 for q in q1 q2 qm qk; do
     "$TCQ" run "$tmp/$q" -p "the quick" -n 4 --temp 0 >"$tmp/run" 2>&1 || { echo "FAIL: run $q"; cat "$tmp/run"; fail=1; }
 done

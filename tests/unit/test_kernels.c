@@ -12,6 +12,7 @@
  * op x format x ISA x path x regime appears, the other parameters are random per run. */
 #include "test.h"
 #include "kernels/registry.h"
+#include "kernels/kernels.h"   /* tcq_d16_ref_dp, tcq_d16_round_bf16_ref */
 
 #include <float.h>
 
@@ -113,6 +114,7 @@ static void make_weight(uint64_t *st, int f, int out, int in, tcq_block_params p
  * d = amax/127 in f32 as documented for TCQ_FAST_QB blocks, y the integer code value, then
  * sum_blk d * sum y q * scale / 147.8: an implementation that quantizes differently fails it. */
 static int g_scalar;     /* dense16 sums sequentially: the scalar ISA, a GEMM regime (reference()'s bound) */
+static int g_dp;         /* the bf16-activation GEMM ran: kernels.h's bound for it */
 
 static void reference(const wbuf *b, const float *x, int64_t M, int fast, int q16, double *ref, double *bound,
                       double *spec, double *tol)
@@ -169,6 +171,11 @@ static void reference(const wbuf *b, const float *x, int64_t M, int fast, int q1
             ref[m * out + o] = s;
             bound[m * out + o] = fast ? sq * (1 + 1e-4) + (nblk + 4) * u * sr + 0x1p-21 * sa + 1e-30
                                       : n16 * u * sa + 1e-30;
+            if (g_dp) {   /* kernels.h, "bf16 activations" */
+                double sw = 0;
+                for (int64_t i = 0; i < in; i++) sw += fabs(Wr[i]);
+                bound[m * out + o] = 0x1p-8 * sa + (double)(in / 16 + 5) * u * (1 + 0x1p-8) * sa + 0x1p-125 * sw + 1e-30;
+            }
             if (spec) {
                 spec[m * out + o] = sp * so / TCQ_RMAD_DIV;
                 tol[m * out + o] = 4 * (nblk + 8) * u * spa * so / TCQ_RMAD_DIV + 1e-30;
@@ -183,7 +190,8 @@ static int g_long;      /* tile and GEMM cases: always a long call; 2: also > 10
 static int g_force_k;   /* > 0: L = 12, T = 256 and this k (the block shape of every artifact) */
 static int g_force_M;   /* > 0: this M */
 static int g_cases, g_isas[TCQ_ISA_COUNT + 2], g_nisa;
-static double g_worst_exact, g_worst_fast_rel, g_worst_fast_ratio;
+static double g_worst_exact, g_worst_fast_rel, g_worst_fast_ratio, g_worst_dp_rel;
+static int64_t g_dp_outputs, g_dp_ref_differ;   /* the dp GEMM's outputs checked, and those off the C order's bits */
 
 static tcq_kpath path_of(int p) { return p ? TCQ_PATH_FAST : TCQ_PATH_EXACT; }
 
@@ -274,8 +282,10 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     double *sp = malloc((size_t)(M * O) * 8), *tl = malloc((size_t)(M * O) * 8);
     double *sp2 = malloc((size_t)(M * O) * 8), *tl2 = malloc((size_t)(M * O) * 8);
     const int q16 = strstr(tcq_kctx_last_kernel(c2), ".i16") != NULL;
-    const int d16_gemm = strstr(tcq_kctx_last_kernel(c2), ".stored.gemm.") != NULL;
+    const int dp = strstr(tcq_kctx_last_kernel(c2), ".dpbf16.") != NULL;
+    const int d16_gemm = strstr(tcq_kctx_last_kernel(c2), ".stored.gemm.") != NULL && !dp;
     g_scalar = isa == TCQ_ISA_SCALAR || d16_gemm;   /* both: one sequential sum over k */
+    g_dp = dp;
     reference(&g, x, M, fast, q16, ref, bd, sp, tl);
     if (swiglu) {
         reference(&up, x, M, fast, q16, ref2, bd2, sp2, tl2);
@@ -316,7 +326,9 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     }
     const double rel = r2 > 0 ? sqrt(e2 / r2) : sqrt(e2);
     CHECK(bad == 0, "%s: %d outputs outside the bound", label, bad);
-    if (!fast) {
+    if (dp) {
+        g_worst_dp_rel = fmax(g_worst_dp_rel, rel);
+    } else if (!fast) {
         /* the aggregate 1e-5 needs a handful of outputs: with one or two, all of them may sit where
          * the result is ill-conditioned (TCQ_TEST_SEED=13473334221: a SwiGLU of 2 outputs, both with
          * gate ~ -20, where d ln|silu(g)| / dg ~ 1 turns g's f32 rounding, (n+4) 2^-24 sum|w x|,
@@ -337,7 +349,42 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
         CHECK(badq == 0, "%s: %d outputs differ from the fast-path specification", label, badq);
     }
     CHECK(memcmp(y, y1, (size_t)(M * O) * 4) == 0, "%s: 1-thread and 2-thread outputs differ", label);
-    if ((f == F_F16 || f == F_BF16) && !swiglu && isa != TCQ_ISA_SCALAR) {
+    if (dp && !swiglu) {
+        /* the bf16-activation GEMM: against float64 of its own operands (W times x rounded to bf16
+         * by tcq_f32_to_bf16), within the accumulation's rounding alone, so a kernel that rounds x
+         * otherwise fails; against the order written out in C (ref/dense_ref.c), counted; and a
+         * shifted run of rows called alone (other tiles) gives the same bits */
+        const int64_t ld = (I + 31) / 32 * 32;
+        uint16_t *xb = malloc((size_t)(M * ld) * 2);
+        tcq_d16_round_bf16_ref(x, I, 0, M, xb, ld);
+        const uint16_t *Wh = g.w.dense;
+        int badq = 0;
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t o = 0; o < O; o++) {
+                double sp = 0, spa = 0, sw = 0;
+                for (int64_t i = 0; i < I; i++) {
+                    const double t = (double)tcq_bf16_to_f32(Wh[o * I + i]) * tcq_bf16_to_f32(xb[m * ld + i]);
+                    sp += t, spa += fabs(t), sw += fabs((double)tcq_bf16_to_f32(Wh[o * I + i]));
+                }
+                const double tol = (double)(I / 16 + 5) * 0x1p-24 * spa + 0x1p-125 * sw + 1e-30;
+                if (!(fabs((double)y[m * O + o] - sp) <= tol) && badq++ < 3)
+                    fprintf(stderr, "  %s: y[%lld][%lld]=%.9g, float64 of the bf16 operands %.9g, tol %.3g\n", label,
+                            (long long)m, (long long)o, y[m * O + o], sp, tol);
+            }
+        CHECK(badq == 0, "%s: %d outputs off the float64 sum of their bf16 operands", label, badq);
+        const kd16_args ra = {.w = &g.w, .M = M, .x = x, .y = y1, .ldy = O, .xb = xb, .ldxb = ld};
+        tcq_d16_ref_dp(&ra, 0, O);
+        for (int64_t j = 0; j < M * O; j++) g_dp_ref_differ += memcmp(&y[j], &y1[j], 4) != 0;
+        g_dp_outputs += M * O;
+        free(xb);
+        if (M > 6 && (M - 6 > TCQ_MAX_BATCH || reg == TCQ_KR_GEMM)) {
+            const int64_t a = rnd(st, 1, 5);
+            CHECK_OK(tcq_linear(&g.w, x + a * I, y1, M - a, c1));
+            CHECK(memcmp(y + a * O, y1, (size_t)((M - a) * O) * 4) == 0, "%s: rows from %lld called alone differ", label,
+                  (long long)a);
+        }
+    }
+    if ((f == F_F16 || f == F_BF16) && !swiglu && isa != TCQ_ISA_SCALAR && !dp) {
         /* against the scalar reference (both bounds), and each row on its own: an output depends
          * on its rows of W and x alone (kernels.h), whatever M, chunk or panel the call took */
         tcq_kctx *cr = NULL;
@@ -615,6 +662,9 @@ int main(void)
                  (tcq_kregime)rnd(&st, 0, TCQ_KR_COUNT - 1));
     fprintf(stderr, "%d cases; worst exact rel err %.3g; fast: worst rel err %.3g, worst err/bound %.3f\n",
             g_cases, g_worst_exact, g_worst_fast_rel, g_worst_fast_ratio);
+    if (g_dp_outputs)
+        fprintf(stderr, "bf16-activation GEMM: worst rel err %.3g; %lld of %lld outputs differ from ref/dense_ref.c's order\n",
+                g_worst_dp_rel, (long long)g_dp_ref_differ, (long long)g_dp_outputs);
     tcq_pool_free(g_pool2);
     return test_done("test_kernels");
 }

@@ -8,7 +8,8 @@
  *     direct kernel's rows do not depend on M <= 32), elsewhere within 1e-5 of the logits' scale.
  *   merge_rows 1: the layers see all sequences' rows at once (M = 75), so rows round as at that
  *     M: within 1e-5 of the logits' scale on dense/exact weights, 0.05 on the fast path (its
- *     regimes quantize activations differently; test_batch_rows).
+ *     regimes quantize activations differently; test_batch_rows) and on dense bf16 under AUTO
+ *     (from M = 33 the GEMM rounds activations to bf16).
  * Bad arguments fail before anything runs and leave the sessions where they were. */
 #include "test.h"
 
@@ -99,11 +100,47 @@ static void run(int bits, tcq_kpath path, const char *name, double rel_merged, i
     tcq_model_free(m);
 }
 
+/* tcq_model_prefill skips the last layer's query, attention, output projection and FFN for the
+ * rows whose logits nobody wants (forward.c, layer_rows' kf): the last row's logits match those of
+ * a forward that keeps every row to f32 noise, and the caches match to the bit (the next token's
+ * logits). */
+static void pruned_last_layer(int bits, tcq_kpath path, const char *name)
+{
+    tcq_model_config c = {.arch = TCQ_ARCH_QWEN3, .dim = 256, .hidden_dim = 512, .n_layers = 2, .n_heads = 4,
+                          .n_kv_heads = 2, .head_dim = 128, .vocab_size = V, .max_seq = 64};
+    tcq_model_opts o = {.n_threads = 2, .path = path};
+    tcq_model *m = NULL;
+    CHECK_OK(tcq_model_synthetic(&c, bits, 11, &o, &m));
+    if (!m) return;
+    enum { N = 40 };
+    int32_t tok[N + 1];
+    for (int t = 0; t <= N; t++) tok[t] = (int32_t)((7 * t + 3) % V);
+    float *all = malloc((size_t)N * V * 4), *last = malloc(V * 4), *na = malloc(V * 4), *nb_ = malloc(V * 4);
+    tcq_session *a = NULL, *b = NULL;
+    CHECK_OK(tcq_session_create(m, 64, TCQ_KV_F32, &a));
+    CHECK_OK(tcq_session_create(m, 64, TCQ_KV_F32, &b));
+    CHECK_OK(tcq_model_forward(m, a, tok, N, all));    /* every row through every layer */
+    CHECK_OK(tcq_model_prefill(m, b, tok, N, last));   /* the last layer for the last row alone */
+    double scale = 0, d = maxdiff(all + (size_t)(N - 1) * V, last, V, &scale);
+    CHECK(d <= 1e-5 * scale, "%s: pruned prefill's last logits off by %g (scale %g)", name, d, scale);
+    CHECK_OK(tcq_model_forward(m, a, tok + N, 1, na));
+    CHECK_OK(tcq_model_forward(m, b, tok + N, 1, nb_));
+    CHECK(memcmp(na, nb_, V * 4) == 0, "%s: the caches after a pruned prefill differ", name);
+    printf("%-12s pruned last layer: last logits %.1e of %.1f, next =\n", name, d, scale);
+    tcq_session_free(a);
+    tcq_session_free(b);
+    free(all), free(last), free(na), free(nb_);
+    tcq_model_free(m);
+}
+
 int main(void)
 {
     const int avx512 = tcq_isa_active() == TCQ_ISA_AVX512 && !tcq_cpu()->amx_int8;
-    run(0, TCQ_PATH_AUTO, "dense bf16", 1e-5, avx512);
+    run(0, TCQ_PATH_EXACT, "dense bf16", 1e-5, avx512);
+    run(0, TCQ_PATH_AUTO, "bf16 auto", 0.05, avx512);   /* M = 75: the bf16-activation GEMM */
     run(2, TCQ_PATH_EXACT, "k=2 exact", 1e-5, avx512);
     run(2, TCQ_PATH_FAST, "k=2 fast", 0.05, avx512);
+    pruned_last_layer(0, TCQ_PATH_EXACT, "dense bf16");
+    pruned_last_layer(2, TCQ_PATH_EXACT, "k=2 exact");
     return test_done("test_prefill_batch");
 }

@@ -60,7 +60,7 @@ static double check_feedback(uint64_t *st, int64_t R, int64_t C, int axis, const
     for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st);
     tcq_pool *pool = NULL;
     CHECK_OK(tcq_pool_create(2, &pool));
-    const tcq_ldlq_args a = {p, &enc, pool, W, R, C, axis, H, damp, 0, codes, scales, What, 0, 0};
+    const tcq_ldlq_args a = {p, &enc, pool, W, R, C, axis, H, damp, 0, codes, scales, What, 0, 0, NULL, NULL};
     CHECK_OK(tcq_quant_ldlq(&a));
     CHECK_OK(tcq_encode_rows(p, &enc, W, NULL, R, C, rcodes, rscales, pool, NULL));
     tcq_quant_decode_rows(p, rcodes, rscales, R, C, Wr);

@@ -13,7 +13,7 @@ static float *run_model(const char *dir, const int32_t *tok, int n, int *vocab)
 {
     tcq_model *m = NULL;
     tcq_session *s = NULL;
-    tcq_model_opts mo = {.n_threads = 2};
+    tcq_model_opts mo = {.n_threads = 2, .path = TCQ_PATH_EXACT};   /* f32 activations: the 1e-4 checks */
     float *logits = NULL;
     CHECK_OK(tcq_model_load(dir, &mo, &m));
     if (!m) return NULL;

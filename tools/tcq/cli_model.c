@@ -36,11 +36,13 @@ void cli_progress_done(void)
     if (isatty(2)) fprintf(stderr, "\r%60s\r", "");
 }
 
-int cli_model_load(const char *path, int threads, tcq_model **out)
+int cli_model_load(const char *path, int threads, tcq_model **out) { return cli_model_load_kpath(path, threads, cli_kpath, out); }
+
+int cli_model_load_kpath(const char *path, int threads, tcq_kpath kp, tcq_model **out)
 {
     cli_progress_start();
     const double t0 = progress_t0;
-    tcq_model_opts o = {.n_threads = threads, .path = cli_kpath, .progress = isatty(2) ? progress : NULL, .prefault = 1,
+    tcq_model_opts o = {.n_threads = threads, .path = kp, .progress = isatty(2) ? progress : NULL, .prefault = 1,
                         .device = cli_device, .device_index = cli_device_index};
     tcq_status s = tcq_model_load(path, &o, out);
     cli_progress_done();

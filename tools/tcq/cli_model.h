@@ -7,11 +7,14 @@
 /* Load a model, printing progress and a summary (geometry, weight format and bytes) to stderr.
  * Returns 0 or prints the error and returns 1. */
 int cli_model_load(const char *path, int threads, tcq_model **out);
+/* ... on numerical path kp instead of --kpath's (tcq kl's reference model: exact) */
+int cli_model_load_kpath(const char *path, int threads, tcq_kpath kp, tcq_model **out);
 /* The models' progress callback also reports evaluation windows, with an ETA from the last
  * cli_progress_start(); cli_progress_done() clears the line. */
 void cli_progress_start(void);
 void cli_progress_done(void);
-/* --kpath auto|exact|fast: the trellis numerical path cli_model_load gives models (default auto). */
+/* --kpath auto|exact|fast: the numerical path cli_model_load gives models (default auto): trellis
+ * weights' int8 activations, dense bf16 prefill's bf16 activations (fast, auto) or f32 (exact). */
 extern tcq_kpath cli_kpath;
 int cli_parse_kpath(const char *s);
 /* --device cpu|cuda|cuda:N|auto: where cli_model_load runs models (default cpu). */

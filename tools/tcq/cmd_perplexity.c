@@ -117,10 +117,12 @@ int cmd_perplexity(int argc, char **argv)
 static void help_kl(FILE *f)
 {
     fprintf(f,
-            "usage: tcq kl MODEL REF_MODEL FILE [--ctx N] [--windows N] [--threads N] [--tokenizer P] [--device cpu|cuda|cuda:N|auto] [--json]\n"
+            "usage: tcq kl MODEL REF_MODEL FILE [--ctx N] [--windows N] [--threads N] [--tokenizer P] [--kpath auto|exact|fast]\n"
+            "              [--device cpu|cuda|cuda:N|auto] [--json]\n"
             "  Mean KL(ref || model) of the next-token distributions (nats), its 95th percentile, top-1\n"
             "  agreement and both perplexities; both models run window by window (tokenized with MODEL's\n"
-            "  tokenizer).\n%s",
+            "  tokenizer).  --kpath is MODEL's path; REF_MODEL always runs the exact path (f32\n"
+            "  activations), so the reference does not move with it.\n%s",
             convention);
 }
 
@@ -131,7 +133,7 @@ int cmd_kl(int argc, char **argv)
     if (r) return r == 1 ? 0 : r;
     tcq_model *m, *ref;
     if (cli_model_load(e.model, (int)e.threads, &m)) return 1;
-    if (cli_model_load(e.ref, (int)e.threads, &ref)) {
+    if (cli_model_load_kpath(e.ref, (int)e.threads, TCQ_PATH_EXACT, &ref)) {
         tcq_model_free(m);
         return 1;
     }

@@ -18,7 +18,7 @@ static void help(FILE *f)
             "  --ctx N                context length (default: the model's, at most 4096)\n"
             "  --kv f32|f16           KV cache dtype (default f32)\n"
             "  --threads N            worker threads (default: all CPUs)\n"
-            "  --kpath auto|exact|fast  trellis numerical path (default auto)\n"
+            "  --kpath auto|exact|fast  numerical path (default auto; exact: f32 activations everywhere)\n"
             "  --device cpu|cuda|cuda:N|auto  where the model runs (default cpu; auto: the GPU if present)\n"
             "  --parallel N           N (2..4) samples with seeds S..S+N-1, decoded together as one batch;\n"
             "                         printed one after another at the end\n"

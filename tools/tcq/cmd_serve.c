@@ -18,7 +18,7 @@ static void help(FILE *f)
             "  --ctx N                positions per slot (default: the model's, at most 4096)\n"
             "  --kv f32|f16           KV cache dtype (default f32)\n"
             "  --threads N            worker threads (default: all CPUs)\n"
-            "  --kpath auto|exact|fast  trellis numerical path (default auto)\n"
+            "  --kpath auto|exact|fast  numerical path (default auto; exact: f32 activations everywhere)\n"
             "  --api-key KEY          require 'Authorization: Bearer KEY' on /v1/* and /metrics\n"
             "  --alias NAME           model id in responses and /v1/models (default: the model path's last part)\n"
             "  --tokenizer PATH       tokenizer.json / directory (default: the model directory's)\n"

@@ -1,0 +1,192 @@
+/* tcq_quant_ldlq_pass (ldlq_pass.c) with its products on a qla backend (qla.h): the same block
+ * coordinate descent, arranged so that nothing O(R C m) runs on the host.
+ *   axis 1: E and H stay on the device; per block, G = E H[:, b] and E_b H_bb are products there,
+ *     as are the two solves by H_bb's factor and the loss change's d H_bb and e H_bb (the CPU
+ *     path's per-row T x T loops); E's block columns go up after each block.
+ *   axis 0: G = (H + lambda I) E is kept up to date lazily (GPTQ's batches): a coded row's change
+ *     d reaches the rows of its batch at once on the host and the rows below the batch in one
+ *     product per batch on the device, where G lives; each batch's rows of G come down before it
+ *     is coded (only row i of G is read, when row i is coded, so the order of the sums is all that
+ *     differs from the CPU path's row-by-row update). */
+#include "qla.h"
+#include "quant.h"
+
+#include <math.h>
+#include <string.h>
+
+#define PASS0_BATCH 64
+
+static tcq_status axis1(const tcq_ldlq_args *a, const double *H, double lambda)
+{
+    tcq_qla *q = a->qla;
+    const tcq_block_params p = a->p;
+    const int64_t R = a->R, C = a->C, T = p.T, nb = C / T, rw = C * p.k / 32, bw = tcq_block_words(p);
+    double *E = malloc((size_t)(R * C) * sizeof *E), *G = malloc((size_t)(R * T) * sizeof *G);
+    double *Hb = malloc((size_t)(T * T) * sizeof *Hb), *Eo = malloc((size_t)(R * T) * sizeof *Eo);
+    double *Z = malloc((size_t)(R * T) * sizeof *Z), *HD = malloc((size_t)(R * T) * sizeof *HD);
+    double *HE = malloc((size_t)(R * T) * sizeof *HE);
+    float *x = malloc((size_t)(R * T) * sizeof *x), *wt = malloc((size_t)(R * T) * sizeof *wt);
+    float *wh = malloc((size_t)T * sizeof *wh), *WH = malloc((size_t)(R * T) * sizeof *WH);
+    uint32_t *words = malloc((size_t)(R * bw) * sizeof *words);
+    tcq_status s = TCQ_OK;
+    if (!E || !G || !Hb || !Eo || !Z || !HD || !HE || !x || !wt || !wh || !WH || !words)
+        s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ pass buffers for [%lld, %lld]", (long long)R, (long long)C);
+    for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) E[i] = (double)a->W[i] - (double)a->What[i];
+    int mir_e = 0, mir_h = 0;
+    if (s == TCQ_OK) s = tcq_qla_mirror(q, E, (size_t)(R * C) * sizeof *E, 0);
+    mir_e = s == TCQ_OK;
+    if (s == TCQ_OK) s = tcq_qla_mirror(q, H, (size_t)(C * C) * sizeof *H, 0);
+    mir_h = s == TCQ_OK && mir_e;
+    for (int64_t b = nb - 1; s == TCQ_OK && b >= 0; b--) {
+        const int64_t c0 = b * T;
+        /* G = E_rest H_rest,b = E H[:, b] - E_b H_bb */
+        s = tcq_qla_dgemm(q, 0, 0, R, T, C, 1.0, E, C, H + c0, C, 0.0, G, T);
+        for (int64_t r = 0; r < T; r++) memcpy(Hb + r * T, H + (c0 + r) * C + c0, (size_t)T * sizeof *Hb);
+        if (s == TCQ_OK) s = tcq_qla_dgemm(q, 0, 0, R, T, T, 1.0, E + c0, C, Hb, T, 0.0, Eo, T);
+        if (s != TCQ_OK) break;
+        for (int64_t i = 0; i < R * T; i++) G[i] -= Eo[i];
+        for (int64_t t = 0; t < T; t++) Hb[t * T + t] += lambda;
+        double mean = 0;
+        for (int64_t t = 0; t < T; t++) mean += Hb[t * T + t];
+        mean /= (double)T;
+        for (int64_t t = 0; t < T; t++) wh[t] = (float)(Hb[t * T + t] / mean);   /* the Viterbi's weights */
+        /* Z = G H_bb^-1 (H_bb = U U^T, U lower: Z U U^T = G) */
+        memcpy(Z, G, (size_t)(R * T) * sizeof *Z);
+        s = tcq_quant_cholesky(Hb, T);
+        if (s == TCQ_OK) s = tcq_qla_trsm_right_lower(q, 1, R, T, Hb, T, Z, T);
+        if (s == TCQ_OK) s = tcq_qla_trsm_right_lower(q, 0, R, T, Hb, T, Z, T);
+        if (s != TCQ_OK) break;
+        for (int64_t r = 0; r < R; r++) {
+            const float sc = tcq_f16_to_f32(a->scales[r]);
+            for (int64_t t = 0; t < T; t++) {
+                x[r * T + t] = (float)(((double)a->W[r * C + c0 + t] + Z[r * T + t]) / sc);
+                wt[r * T + t] = wh[t];
+            }
+        }
+        s = tcq_quant_encode_blocks(a, x, wt, R, words);
+        if (s != TCQ_OK) break;
+        /* Hb now holds H_bb's Cholesky factor; the loss change uses H_bb itself */
+        for (int64_t r = 0; r < T; r++) memcpy(Hb + r * T, H + (c0 + r) * C + c0, (size_t)T * sizeof *Hb);
+        for (int64_t t = 0; t < T; t++) Hb[t * T + t] += lambda;
+        /* d = e' - e = w^ - w^' per row (in Eo);  loss change = d H d^T + 2 d (H e^T + g^T) */
+        for (int64_t r = 0; r < R; r++) {
+            tcq_block_decode_f32(p, words + r * bw, tcq_f16_to_f32(a->scales[r]), WH + r * T);
+            for (int64_t t = 0; t < T; t++) Eo[r * T + t] = (double)a->What[r * C + c0 + t] - (double)WH[r * T + t];
+        }
+        s = tcq_qla_dgemm(q, 0, 0, R, T, T, 1.0, Eo, T, Hb, T, 0.0, HD, T);
+        if (s == TCQ_OK) s = tcq_qla_dgemm(q, 0, 0, R, T, T, 1.0, E + c0, C, Hb, T, 0.0, HE, T);
+        if (s != TCQ_OK) break;
+        for (int64_t r = 0; r < R; r++) {
+            const double *d = Eo + r * T, *hd = HD + r * T, *he = HE + r * T, *g = G + r * T;
+            double dhd = 0, lin = 0;
+            for (int64_t t = 0; t < T; t++) {
+                dhd += d[t] * hd[t];
+                lin += d[t] * (he[t] + g[t]);
+            }
+            if (dhd + 2 * lin >= 0) continue;
+            memcpy(a->codes + r * rw + b * bw, words + r * bw, (size_t)bw * sizeof *words);
+            for (int64_t t = 0; t < T; t++) {
+                a->What[r * C + c0 + t] = WH[r * T + t];
+                E[r * C + c0 + t] = (double)a->W[r * C + c0 + t] - (double)WH[r * T + t];
+            }
+        }
+        s = tcq_qla_push(q, E + c0, R, T, C, sizeof *E);
+    }
+    if (mir_e) tcq_qla_unmirror(q, E);
+    if (mir_h) tcq_qla_unmirror(q, H);
+    free(E);
+    free(G);
+    free(Hb);
+    free(Eo);
+    free(Z);
+    free(HD);
+    free(HE);
+    free(x);
+    free(wt);
+    free(wh);
+    free(WH);
+    free(words);
+    return s;
+}
+
+static tcq_status axis0(const tcq_ldlq_args *a, const double *H, double lambda)
+{
+    tcq_qla *q = a->qla;
+    const tcq_block_params p = a->p;
+    const int64_t R = a->R, C = a->C, rw = C * p.k / 32;
+    double *E = malloc((size_t)(R * C) * sizeof *E), *G = malloc((size_t)(R * C) * sizeof *G);
+    double *d = malloc((size_t)C * sizeof *d), *db = malloc((size_t)(PASS0_BATCH * C) * sizeof *db);
+    float *tg = malloc((size_t)C * sizeof *tg), *x = malloc((size_t)C * sizeof *x), *wh = malloc((size_t)C * sizeof *wh);
+    uint32_t *cw = malloc((size_t)rw * sizeof *cw);
+    tcq_status s = TCQ_OK;
+    if (!E || !G || !d || !db || !tg || !x || !wh || !cw)
+        s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ pass buffers for [%lld, %lld]", (long long)R, (long long)C);
+    for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) E[i] = (double)a->W[i] - (double)a->What[i];
+    int mir_h = 0, mir_g = 0;
+    if (s == TCQ_OK) s = tcq_qla_mirror(q, H, (size_t)(R * R) * sizeof *H, 0);
+    mir_h = s == TCQ_OK;
+    if (s == TCQ_OK) s = tcq_qla_mirror(q, G, (size_t)(R * C) * sizeof *G, 1);
+    mir_g = s == TCQ_OK && mir_h;
+    if (s == TCQ_OK) s = tcq_qla_dgemm(q, 0, 0, R, C, R, 1.0, H, R, E, C, 0.0, G, C);   /* on the device */
+    for (int64_t hi = R; s == TCQ_OK && hi > 0; hi -= PASS0_BATCH) {
+        const int64_t lo = TCQ_MAX(0, hi - PASS0_BATCH);
+        s = tcq_qla_pull(q, G + lo * C, hi - lo, C, C, sizeof *G);
+        /* the damping's part of G_i: lambda e_i, e_i as it is until row i is coded */
+        for (int64_t i = lo * C; i < hi * C; i++) G[i] += lambda * E[i];
+        memset(db, 0, (size_t)(PASS0_BATCH * C) * sizeof *db);
+        for (int64_t i = hi - 1; s == TCQ_OK && i >= lo; i--) {
+            const double hii = H[i * R + i] + lambda;
+            const float *w = a->W + i * C;
+            double *e = E + i * C, *gi = G + i * C;
+            /* g = G_i - H_ii e_i: the other rows' pull; target w + g / H_ii */
+            for (int64_t t = 0; t < C; t++) tg[t] = (float)((double)w[t] + (gi[t] - hii * e[t]) / hii);
+            uint16_t sc16 = tcq_scale_for_row(p.L, tg, C);
+            const float sc = tcq_f16_to_f32(sc16);
+            for (int64_t t = 0; t < C; t++) x[t] = tg[t] / sc;
+            s = tcq_quant_encode_blocks(a, x, NULL, C / p.T, cw);
+            if (s == TCQ_OK && a->refit) s = tcq_quant_refit_scales(p, tg, 1, C, cw, &sc16, NULL);
+            if (s != TCQ_OK) break;
+            const float scf = tcq_f16_to_f32(sc16);
+            for (int64_t b = 0; b < C / p.T; b++)
+                tcq_block_decode_f32(p, cw + b * tcq_block_words(p), scf, wh + b * p.T);
+            /* d = e' - e;  change = H_ii |d|^2 + 2 <d, G_i> */
+            double dd = 0, dg = 0;
+            for (int64_t t = 0; t < C; t++) {
+                d[t] = (double)a->What[i * C + t] - (double)wh[t];
+                dd += d[t] * d[t];
+                dg += d[t] * gi[t];
+            }
+            if (hii * dd + 2 * dg >= 0) continue;
+            memcpy(a->codes + i * rw, cw, (size_t)rw * sizeof *cw);
+            a->scales[i] = sc16;
+            memcpy(db + (i - lo) * C, d, (size_t)C * sizeof *d);
+            for (int64_t t = 0; t < C; t++) {
+                a->What[i * C + t] = wh[t];
+                e[t] += d[t];
+            }
+            for (int64_t j = lo; j < i; j++) {   /* the batch's rows still to code: G_j += H_ji d */
+                const double h = H[j * R + i];
+                double *gj = G + j * C;
+                for (int64_t t = 0; t < C; t++) gj[t] += h * d[t];
+            }
+        }
+        /* the rows below the batch: G[0:lo] += H[0:lo, lo:hi] D_batch, on the device */
+        if (s == TCQ_OK && lo > 0) s = tcq_qla_dgemm(q, 0, 0, lo, C, hi - lo, 1.0, H + lo, R, db, C, 1.0, G, C);
+    }
+    if (mir_g) tcq_qla_unmirror(q, G);
+    if (mir_h) tcq_qla_unmirror(q, H);
+    free(E);
+    free(G);
+    free(d);
+    free(db);
+    free(tg);
+    free(x);
+    free(wh);
+    free(cw);
+    return s;
+}
+
+tcq_status tcq_quant_ldlq_pass_qla(const tcq_ldlq_args *a, const double *H, double lambda)
+{
+    return a->axis ? axis1(a, H, lambda) : axis0(a, H, lambda);
+}

@@ -1,0 +1,235 @@
+/* The quantizer's GPU linear algebra (quant/qla.h) on its host emulation, whose "device" copies
+ * are separate buffers, so a missing push / pull shows here as on a GPU:
+ *   - row-major DGEMM / SGEMM through mirrors and staging, every transpose, against CBLAS;
+ *   - DSYRK into a mirrored Hessian, the two DTRSM forms, the blocked Cholesky (blocks of 512:
+ *     m = 1100 is three) against tcq_quant_cholesky, the block LDL on it (blocks of 1 and 256)
+ *     against tcq_quant_block_ldl, the proxy's one product against tcq_quant_proxy;
+ *   - BlockLDLQ plus one pass with the products on the emulation against the CPU path, both axes
+ *     (axis 0 over several of its batches), without and with a scale search of 3 candidates:
+ *     the proxy loss within 1 % (other summation orders move a few Viterbi decisions, not the
+ *     loss), and the same bits on a second run.
+ * Where a GPU is present (a CUDA build on the device), all of it again on cuBLAS. */
+#include "test.h"
+#include "quant/qla.h"
+#include "quant/quant.h"
+
+#include <cblas.h>
+
+static double max_rel(const double *a, const double *b, int64_t n)
+{
+    double m = 0, s = 0;
+    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(a[i] - b[i])), s = fmax(s, fabs(b[i]));
+    return s > 0 ? m / s : m;
+}
+
+static void fill(uint64_t *st, double *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = test_gauss(st);
+}
+
+static void check_gemm(uint64_t *st, tcq_qla *q)
+{
+    const int64_t M = 37, N = 29, K = 41, ld = 50;   /* ld > every width: strided operands */
+    double *A = malloc(sizeof(double) * 64 * ld), *B = malloc(sizeof(double) * 64 * ld);
+    double *C = malloc(sizeof(double) * 64 * ld), *Cr = malloc(sizeof(double) * 64 * ld);
+    float *Af = malloc(sizeof(float) * 64 * ld), *Bf = malloc(sizeof(float) * 64 * ld);
+    float *Cf = malloc(sizeof(float) * 64 * ld), *Crf = malloc(sizeof(float) * 64 * ld);
+    for (int mir = 0; mir < 4; mir++)
+        for (int ta = 0; ta <= 1; ta++)
+            for (int tb = 0; tb <= 1; tb++) {
+                fill(st, A, 64 * ld);
+                fill(st, B, 64 * ld);
+                fill(st, C, 64 * ld);
+                memcpy(Cr, C, sizeof(double) * 64 * ld);
+                for (int64_t i = 0; i < 64 * ld; i++) Af[i] = (float)A[i], Bf[i] = (float)B[i], Cf[i] = Crf[i] = (float)C[i];
+                /* mir bit 0: A mirrored; bit 1: C mirrored (then its result comes back by a pull) */
+                if (mir & 1) CHECK_OK(tcq_qla_mirror(q, A, sizeof(double) * 64 * ld, 0));
+                if (mir & 2) CHECK_OK(tcq_qla_mirror(q, C, sizeof(double) * 64 * ld, 0));
+                CHECK_OK(tcq_qla_dgemm(q, ta, tb, M, N, K, 0.5, A + 3, ld, B + 1, ld, 1.5, C + 2, ld));
+                if (mir & 2) CHECK_OK(tcq_qla_pull(q, C + 2, M, N, ld, sizeof *C));
+                tcq_qla_unmirror(q, A);
+                tcq_qla_unmirror(q, C);
+                cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                            (int)K, 0.5, A + 3, (int)ld, B + 1, (int)ld, 1.5, Cr + 2, (int)ld);
+                CHECK(max_rel(C, Cr, 64 * ld) < 1e-13, "dgemm ta %d tb %d mirrors %d: %g", ta, tb, mir,
+                      max_rel(C, Cr, 64 * ld));
+                CHECK_OK(tcq_qla_sgemm(q, ta, tb, M, N, K, 1.0f, Af, ld, Bf, ld, 1.0f, Cf, ld));
+                cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                            (int)K, 1.0f, Af, (int)ld, Bf, (int)ld, 1.0f, Crf, (int)ld);
+                double e = 0;
+                for (int64_t i = 0; i < 64 * ld; i++) e = fmax(e, fabs((double)Cf[i] - Crf[i]));
+                CHECK(e < 1e-4, "sgemm ta %d tb %d: %g", ta, tb, e);
+            }
+    /* a pushed rectangle reaches the device copy; an unpushed change does not */
+    fill(st, A, 64 * ld);
+    fill(st, B, 64 * ld);
+    CHECK_OK(tcq_qla_mirror(q, A, sizeof(double) * 64 * ld, 0));
+    const double a0 = A[0];
+    A[0] = a0 + 1;   /* not pushed */
+    CHECK_OK(tcq_qla_dgemm(q, 0, 0, 1, 1, 1, 1.0, A, ld, B, ld, 0.0, C, ld));
+    CHECK(C[0] == a0 * B[0], "an unpushed change reached the device copy");
+    CHECK_OK(tcq_qla_push(q, A, 1, 1, ld, sizeof *A));
+    CHECK_OK(tcq_qla_dgemm(q, 0, 0, 1, 1, 1, 1.0, A, ld, B, ld, 0.0, C, ld));
+    CHECK(C[0] == A[0] * B[0], "a pushed change did not reach the device copy");
+    CHECK(tcq_qla_mirror(q, A, 8, 0) != TCQ_OK, "a second mirror of one array was taken");
+    tcq_qla_unmirror(q, A);
+    free(A), free(B), free(C), free(Cr), free(Af), free(Bf), free(Cf), free(Crf);
+}
+
+static void check_factor(uint64_t *st, tcq_qla *q)
+{
+    /* DSYRK into a mirrored H */
+    const int64_t d = 70, M = 33;
+    double *H = calloc((size_t)(d * d), sizeof *H), *Hr = calloc((size_t)(d * d), sizeof *Hr);
+    double *X = malloc(sizeof(double) * (size_t)(M * d));
+    fill(st, H, d * d);
+    memcpy(Hr, H, sizeof(double) * (size_t)(d * d));
+    fill(st, X, M * d);
+    CHECK_OK(tcq_qla_mirror(q, H, sizeof(double) * (size_t)(d * d), 0));
+    CHECK_OK(tcq_qla_syrk(q, H, d, X, M));
+    CHECK_OK(tcq_qla_pull(q, H, d, d, d, sizeof *H));
+    tcq_qla_unmirror(q, H);
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, (int)M, 1.0, X, (int)d, 1.0, Hr, (int)d);
+    double e = 0;
+    for (int64_t i = 0; i < d; i++)
+        for (int64_t j = i; j < d; j++) e = fmax(e, fabs(H[i * d + j] - Hr[i * d + j]));
+    CHECK(e < 1e-12, "syrk: upper triangle off by %g", e);
+
+    /* the blocked Cholesky (m over three blocks) and one of a single block (the CPU's bits) */
+    for (int64_t m = 300; m <= 1100; m += 800) {
+        double *S = malloc(sizeof(double) * (size_t)(m * m)), *L = malloc(sizeof(double) * (size_t)(m * m));
+        double *Lr = malloc(sizeof(double) * (size_t)(m * m));
+        test_random_spd(st, m, S);
+        memcpy(L, S, sizeof(double) * (size_t)(m * m));
+        memcpy(Lr, S, sizeof(double) * (size_t)(m * m));
+        CHECK_OK(tcq_qla_cholesky(q, L, m));
+        CHECK_OK(tcq_quant_cholesky(Lr, m));
+        const double r = max_rel(L, Lr, m * m);
+        CHECK(m > 512 ? r < 1e-10 : r == 0, "cholesky m=%lld: %g from the CPU's factor", (long long)m, r);
+        /* the two solves by the factor: Z L^T = G, then Z L = G */
+        const int64_t R = 45, n = m > 512 ? 256 : 64;
+        double *G = malloc(sizeof(double) * (size_t)(R * n)), *Gr = malloc(sizeof(double) * (size_t)(R * n));
+        fill(st, G, R * n);
+        memcpy(Gr, G, sizeof(double) * (size_t)(R * n));
+        for (int t = 1; t >= 0; t--) {
+            CHECK_OK(tcq_qla_trsm_right_lower(q, t, R, n, Lr, m, G, n));
+            cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, t ? CblasTrans : CblasNoTrans, CblasNonUnit, (int)R,
+                        (int)n, 1.0, Lr, (int)m, Gr, (int)n);
+        }
+        CHECK(max_rel(G, Gr, R * n) < 1e-10, "trsm: %g", max_rel(G, Gr, R * n));
+        free(G), free(Gr);
+        free(S), free(L), free(Lr);
+    }
+    /* the block LDL on it: blocks of one (its row-wise finish) and of 256 */
+    for (int b = 1; b <= 256; b += 255) {
+        const int64_t m = 768;
+        double *S = malloc(sizeof(double) * (size_t)(m * m)), *L0 = malloc(sizeof(double) * (size_t)(m * m));
+        double *L1 = malloc(sizeof(double) * (size_t)(m * m)), *D0 = malloc(sizeof(double) * (size_t)(m * b));
+        double *D1 = malloc(sizeof(double) * (size_t)(m * b));
+        test_random_spd(st, m, S);
+        CHECK_OK(tcq_quant_block_ldl(S, m, b, L0, D0));
+        CHECK_OK(tcq_quant_block_ldl_on(q, S, m, b, L1, D1));
+        CHECK(max_rel(L1, L0, m * m) < 1e-10 && max_rel(D1, D0, m * b) < 1e-10, "block LDL b=%d: L %g, D %g", b,
+              max_rel(L1, L0, m * m), max_rel(D1, D0, m * b));
+        free(S), free(L0), free(L1), free(D0), free(D1);
+    }
+    double bad[4] = {1, 2, 2, 1};
+    CHECK(tcq_qla_cholesky(q, bad, 2) == TCQ_ERR_INVALID_ARG, "indefinite matrix");
+    free(H), free(Hr), free(X);
+}
+
+static void check_proxy(uint64_t *st, tcq_qla *q)
+{
+    for (int axis = 0; axis <= 1; axis++) {
+        const int64_t R = 90, C = 256, m = axis ? C : R;
+        double *H = malloc(sizeof(double) * (size_t)(m * m));
+        float *W = malloc(sizeof(float) * (size_t)(R * C)), *Wh = malloc(sizeof(float) * (size_t)(R * C));
+        test_random_spd(st, m, H);
+        for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st), Wh[i] = W[i] + 0.1f * (float)test_gauss(st);
+        double l0, r0, l1, r1;
+        CHECK_OK(tcq_quant_proxy(W, Wh, R, C, axis, H, NULL, &l0, &r0));
+        CHECK_OK(tcq_quant_proxy_on(q, W, Wh, R, C, axis, H, &l1, &r1));
+        CHECK(fabs(l1 - l0) <= 1e-10 * l0 && fabs(r1 - r0) <= 1e-10 * r0, "proxy axis %d: %.17g %.17g vs %.17g %.17g",
+              axis, l1, r1, l0, r0);
+        free(H), free(W), free(Wh);
+    }
+}
+
+/* BlockLDLQ + one pass of W [R, C] with a scale search of `search` candidates, the products on q
+ * (NULL: the CPU path); proxy loss out. */
+static tcq_cuda_ctx *gpu_enc;   /* the GPU run: its encoder codes the blocks */
+
+static double ldlq(tcq_qla *q, int search, const float *W, int64_t R, int64_t C, int axis, const double *H,
+                   uint32_t *codes, uint16_t *scales)
+{
+    const tcq_block_params p = {12, 2, 256};
+    const tcq_encode_opts enc = {0};
+    float *What = malloc(sizeof(float) * (size_t)(R * C));
+    const tcq_ldlq_args a = {p, &enc, NULL, W, R, C, axis, H, 0.01, 0, codes, scales, What, 1, search, q,
+                             q ? gpu_enc : NULL};
+    CHECK_OK(tcq_quant_ldlq(&a));
+    double l = -1;
+    CHECK_OK(tcq_quant_proxy(W, What, R, C, axis, H, NULL, &l, NULL));
+    free(What);
+    return l;
+}
+
+static void check_ldlq(uint64_t *st, tcq_qla *q)
+{
+    /* search 3: BlockLDLQ's mirrors set up and dropped once per candidate (axis 1), the
+     * candidates' encodes through the GPU encoder (axis 0) */
+    for (int run = 0; run < 4; run++) {
+        const int search = run / 2 * 3, axis = run % 2;
+        /* axis 0: 300 stored rows = 3 BlockLDLQ batches of 128, 5 pass batches of 64 */
+        const int64_t R = axis ? 40 : 300, C = axis ? 768 : 256, m = axis ? C : R, rw = C * 2 / 32;
+        double *H = malloc(sizeof(double) * (size_t)(m * m));
+        float *W = malloc(sizeof(float) * (size_t)(R * C));
+        uint32_t *c0 = malloc((size_t)(R * rw) * 4), *c1 = malloc((size_t)(R * rw) * 4), *c2 = malloc((size_t)(R * rw) * 4);
+        uint16_t *s0 = malloc((size_t)R * 2), *s1 = malloc((size_t)R * 2), *s2 = malloc((size_t)R * 2);
+        test_random_spd(st, m, H);
+        for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st);
+        const double lc = ldlq(NULL, search, W, R, C, axis, H, c0, s0);
+        const double lq = ldlq(q, search, W, R, C, axis, H, c1, s1);
+        const double lq2 = ldlq(q, search, W, R, C, axis, H, c2, s2);
+        int64_t same = 0;
+        for (int64_t r = 0; r < R; r++) same += !memcmp(c0 + r * rw, c1 + r * rw, (size_t)rw * 4) && s0[r] == s1[r];
+        fprintf(stderr, "search %d, axis %d: proxy CPU %.6g, %s GPU path %.6g (%+.3f%%), rows identical %lld of "
+                "%lld\n", search, axis, lc, tcq_qla_on_gpu(q) ? "the" : "emulated", lq, 100 * (lq / lc - 1),
+                (long long)same, (long long)R);
+        CHECK(fabs(lq / lc - 1) < 0.01, "search %d, axis %d: proxy %g vs the CPU's %g", search, axis, lq, lc);
+        CHECK(lq2 == lq && !memcmp(c1, c2, (size_t)(R * rw) * 4) && !memcmp(s1, s2, (size_t)R * 2),
+              "search %d, axis %d: a second run differs", search, axis);
+        free(H), free(W), free(c0), free(c1), free(c2), free(s0), free(s1), free(s2);
+    }
+}
+
+static void check_all(uint64_t *st, tcq_cuda_ctx *ctx)
+{
+    tcq_qla *q = NULL;
+    CHECK_OK(tcq_qla_create(ctx, &q));
+    CHECK(tcq_qla_on_gpu(q) == (ctx != NULL), "qla on a GPU: %d", tcq_qla_on_gpu(q));
+    gpu_enc = ctx;
+    check_gemm(st, q);
+    check_factor(st, q);
+    check_proxy(st, q);
+    check_ldlq(st, q);
+    tcq_qla_free(q);
+}
+
+int main(void)
+{
+    uint64_t st = test_seed();
+    check_all(&st, NULL);
+    /* a CUDA build with a device (tests/cuda/quantize-ldlq-on-device.sh runs it there): the same
+     * checks on cuBLAS, the LDLQ one with the GPU encoder */
+    tcq_cuda_ctx *ctx = NULL;
+    if (tcq_cuda_ctx_create(0, &ctx) == TCQ_OK) {
+        fprintf(stderr, "the same on the GPU:\n");
+        check_all(&st, ctx);
+        tcq_cuda_ctx_free(ctx);
+    } else {
+        fprintf(stderr, "no GPU (%s): the host emulation only\n", tcq_last_error());
+        tcq_error_clear();
+    }
+    return test_done("test_quant_qla");
+}
