@@ -14,7 +14,7 @@ if have_data tinyqwen/model.safetensors.index.json; then
   grep -q "totals: 90 tensors, 58739712 bytes" <<<"$out" || fail "tinyqwen totals"
   grep -q "29369856 parameters" <<<"$out" || fail "tinyqwen parameters"
   grep -Eq "model.embed_tokens.weight +BF16 \[8192, 512\]" <<<"$out" || fail "embed_tokens line"
-  "$tcq" inspect --json "$data/tinyqwen" | grep -q '"params": 29369856' || fail "tinyqwen --json"
+  grep -q '"params": 29369856' <<<"$("$tcq" inspect --json "$data/tinyqwen")" || fail "tinyqwen --json"   # captured first: grep -q closing the pipe early is a SIGPIPE under pipefail
 fi
 
 # A model with one trellis module (k=2, T=256, 2 rows of 256: all-zero codes are a valid
@@ -49,6 +49,6 @@ grep -q "none" "$tmp/err" || fail "missing path message"
 head -c 100 "$tmp/m/model.safetensors" > "$tmp/cut.safetensors"
 if "$tcq" inspect "$tmp/cut.safetensors" 2>"$tmp/err"; then fail "truncated file accepted"; fi
 grep -q "runs past the end of the file" "$tmp/err" || fail "truncated message: $(cat "$tmp/err")"
-"$tcq" inspect --help | grep -q "usage: tcq inspect" || fail "--help"
+grep -q "usage: tcq inspect" <<<"$("$tcq" inspect --help)" || fail "--help"
 echo "inspect: ok"
 test_exit 0
