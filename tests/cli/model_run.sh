@@ -36,14 +36,7 @@ check "parallel sample 1 equals a single run with its seed" "cmp -s \"$t/one.txt
 # a model whose vocabulary is larger than its tokenizer's (Qwen3: 151936 rows, 151669 tokens):
 # tiny_qwen3 with its tokenizer cut to the first 384 ids, as tests/server/vocab.mjs; greedy text
 # then holds ids without text, which are tokens without text, not an error
-node -e '
-const fs = require("fs"), [src, dst] = process.argv.slice(1), n = 384;
-const t = JSON.parse(fs.readFileSync(src + "/tokenizer.json", "utf8")), m = t.model;
-m.vocab = Object.fromEntries(Object.entries(m.vocab).filter(([, id]) => id < n));
-m.merges = m.merges.filter(p => (Array.isArray(p) ? p.join("") : p.replace(" ", "")) in m.vocab);
-fs.writeFileSync(dst + "/tokenizer.json", JSON.stringify(t));
-fs.copyFileSync(src + "/tokenizer_config.json", dst + "/tokenizer_config.json");
-' "$SRC/tests/data/tiny_chat_tok" "$t"
+node "$SRC/tests/cli/cut_tokenizer.mjs" "$SRC/tests/data/tiny_chat_tok" "$t" 384
 "$TCQ" run "$SRC/tests/data/tiny_qwen3" --tokenizer "$t" -p "the river and the stone" --temp 0 -n 32 >"$t/cut.txt" 2>"$t/err"
 check "run: ids past the tokenizer are tokens without text" "[ $? -eq 0 ] && grep -q 'decode: 32 tokens' \"$t/err\""
 

@@ -45,14 +45,7 @@ grep -c '^POST' "$log/main.err" | sed 's/^/server: request lines logged: /'
 # answer 503 until it is ready, then 200.  The model is the tiny one with a
 # tokenizer cut to its first 384 ids, so that replies hold ids without text (tests/server/vocab.mjs).
 mkdir -p "$log/tok384"
-node -e '
-const fs = require("fs"), [src, dst] = process.argv.slice(1), n = 384;
-const t = JSON.parse(fs.readFileSync(src + "/tokenizer.json", "utf8")), m = t.model;
-m.vocab = Object.fromEntries(Object.entries(m.vocab).filter(([, id]) => id < n));
-m.merges = m.merges.filter(p => (Array.isArray(p) ? p.join("") : p.replace(" ", "")) in m.vocab);
-fs.writeFileSync(dst + "/tokenizer.json", JSON.stringify(t));
-fs.copyFileSync(src + "/tokenizer_config.json", dst + "/tokenizer_config.json");
-' "$root/tests/data/tiny_chat_tok" "$log/tok384"
+node "$root/tests/cli/cut_tokenizer.mjs" "$root/tests/data/tiny_chat_tok" "$log/tok384" 384
 "$tcq" serve "$root/tests/data/tiny_qwen3" --tokenizer "$log/tok384" --port 0 --parallel 4 --load-after "$log/gate" \
     >"$log/slow.out" 2>"$log/slow.err" &
 pid=$!
