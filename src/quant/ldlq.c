@@ -10,7 +10,7 @@
  *     every stored row is coded (its own scale, from its target) and fed back before the next,
  *     GPTQ's column-by-column order, in GPTQ's act-order (the inputs of largest H_ii first; H is
  *     factored permuted, the codes land in the stored rows).  tinyqwen k = 3: the proxy loss of
- *     every o/down projection 2-20 % lower than in the natural order (docs/PERFORMANCE.md). */
+ *     every o/down projection 1.5-20 % lower than in the natural order (docs/PERFORMANCE.md). */
 #include "quant.h"
 #include "qla.h"
 
