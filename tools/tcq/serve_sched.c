@@ -344,7 +344,8 @@ static void pc_free(pc_entry *e)
 static void pc_save(srv_sched *s, slot *sl)
 {
     const int n = sl->n_cache;
-    if (!s->o.cache_bytes || sl->n_prev_prompt <= 0 || n < 1) return;
+    /* a prompt cut short (its request cancelled or failed mid-prefill) could never match */
+    if (!s->o.cache_bytes || sl->n_prev_prompt <= 0 || n < sl->n_prev_prompt) return;
     const size_t bytes = tcq_model_kv_bytes(s->m, n, s->o.kv) + (size_t)n * sizeof(int32_t);
     if (bytes > s->o.cache_bytes) return;
     for (int i = 0; i < s->pc_n;) {
