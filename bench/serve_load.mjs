@@ -13,6 +13,11 @@ const url = args[0];
 const opt = (name, def) => { const i = args.indexOf(name); return i > 0 ? args[i + 1] : def; };
 const clients = opt('--clients', '1,4,16').split(',').map(Number);
 const gen = Number(opt('--gen', '16')), words = Number(opt('--prompt-words', '24')), waves = Number(opt('--waves', '3'));
+if (!/^https?:\/\/./.test(url || '') || ![...clients, gen, words, waves].every(n => Number.isInteger(n) && n > 0)) {
+  console.error('usage: node bench/serve_load.mjs http://HOST:PORT [--clients 1,4,16] [--gen 16] [--prompt-words 24] ' +
+                '[--waves 3] [--seed N]  (counts: positive integers)');
+  process.exit(2);
+}
 const vocab = ['time', 'river', 'stone', 'light', 'market', 'garden', 'number', 'paper', 'winter', 'engine',
                'silver', 'window', 'forest', 'letter', 'morning', 'island', 'bridge', 'signal', 'copper', 'harbor'];
 let seed = Number(opt('--seed', String(Date.now() % 2147483648)));
