@@ -156,12 +156,14 @@ tcq_status tcq_quant_refit_scales(tcq_block_params p, const float *rows, int64_t
     return TCQ_OK;
 }
 
-/* The LDLQ scale search's candidates: 5 by default (tinyqwen eval KL, 8 windows, k = 2 / 3 / 4:
- * -2.7 / -3.5 / -10.8 % against 1; docs/PERFORMANCE.md, "Quantizer"), 1 in the allocation pass
- * (the candidates' KL is measured without it: 5x the coding of 168 candidates for a ranking). */
+/* The LDLQ scale search's candidates: 9 by default (tinyqwen eval KL, 8 windows, k = 2 / 3 / 4:
+ * 5 gave -2.7 / -3.5 / -10.8 % against 1; k = 3, 32 and 64 windows: 9 another -1.4 %, what meets
+ * the issue's -30 %, for 1.5x the CPU time of 5; docs/PERFORMANCE.md, "Quantizer"), 1 in the
+ * allocation pass (the candidates' KL is measured without it: 9x the coding of 168 candidates
+ * for a ranking). */
 static int scale_search(const qctx *c)
 {
-    return c->dry ? 1 : c->o->scale_search ? c->o->scale_search : 5;
+    return c->dry ? 1 : c->o->scale_search ? c->o->scale_search : 9;
 }
 
 /* Code rows [R, C] as module `mod` (P.weight U32 [R, C*k/32], P.scales F16 [R]). */

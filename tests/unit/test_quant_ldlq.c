@@ -2,7 +2,8 @@
  *   - block LDL: L D L^T = H, L unit lower block triangular, for blocks of 1, 4 and 256;
  *   - the feedback: every block's codes are what the encoder gives for the target
  *     w_b + sum_{j>b} e_j L_jb computed here in double from the final errors (axis 1: the trellis
- *     blocks with the row scale, weighted by diag(D_b); axis 0: each stored row with its own scale);
+ *     blocks with the row scale, weighted by diag(D_b); axis 0: each stored row with its own scale,
+ *     in act-order: by ascending H_ii, coded from the last);
  *   - H = I (any damping): LDLQ's codes and scales equal tcq_encode_rows' bit for bit, both axes;
  *   - a correlated H: the proxy loss is lower than rounding's;
  *   - errors: a matrix that is not positive definite, a Hessian without signal. */
@@ -72,7 +73,20 @@ static double check_feedback(uint64_t *st, int64_t R, int64_t C, int axis, const
     const int b = axis ? p.T : 1;
     double *D = malloc((size_t)(m * b) * sizeof *D);
     CHECK_OK(tcq_quant_damp(H, m, damp, Hd));
-    CHECK_OK(tcq_quant_block_ldl(Hd, m, b, L, D));
+    /* axis 0 codes the stored rows in act-order: by ascending H_ii (ties by index), from the
+     * last, so the reference factors P Hd P^T; axis 1 keeps the natural order (perm = identity) */
+    int64_t *perm = malloc((size_t)m * sizeof *perm);
+    for (int64_t i = 0; i < m; i++) perm[i] = i;
+    for (int64_t i = 1; !axis && i < m; i++)   /* insertion sort: stable, so ties stay by index */
+        for (int64_t j = i; j > 0 && Hd[perm[j - 1] * m + perm[j - 1]] > Hd[perm[j] * m + perm[j]]; j--) {
+            const int64_t t = perm[j];
+            perm[j] = perm[j - 1], perm[j - 1] = t;
+        }
+    double *Hp = malloc((size_t)(m * m) * sizeof *Hp);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < m; j++) Hp[i * m + j] = Hd[perm[i] * m + perm[j]];
+    CHECK_OK(tcq_quant_block_ldl(Hp, m, b, L, D));
+    free(Hp);
     int64_t units = 0, same = 0;
     float x[256], tg[4096];
     uint32_t words[64];
@@ -98,16 +112,18 @@ static double check_feedback(uint64_t *st, int64_t R, int64_t C, int axis, const
             }
         }
     } else {
-        for (int64_t i = 0; i < R; i++) {
+        for (int64_t i = 0; i < R; i++) {   /* position i of the order: stored row perm[i] */
+            const int64_t pi = perm[i];
             for (int64_t t = 0; t < C; t++) {
-                double v = W[i * C + t];
-                for (int64_t j = i + 1; j < R; j++) v += ((double)W[j * C + t] - What[j * C + t]) * L[j * m + i];
+                double v = W[pi * C + t];
+                for (int64_t j = i + 1; j < R; j++)
+                    v += ((double)W[perm[j] * C + t] - What[perm[j] * C + t]) * L[j * m + i];
                 tg[t] = (float)v;
             }
             uint16_t sc;
             uint32_t rowc[4096 * 2 / 32];
             CHECK_OK(tcq_encode_rows(p, &enc, tg, NULL, 1, C, rowc, &sc, NULL, NULL));
-            same += sc == scales[i] && !memcmp(rowc, codes + i * rw, (size_t)rw * 4);
+            same += sc == scales[pi] && !memcmp(rowc, codes + pi * rw, (size_t)rw * 4);
             units++;
         }
     }
@@ -121,6 +137,7 @@ static double check_feedback(uint64_t *st, int64_t R, int64_t C, int axis, const
     CHECK(lp == l && l1 == l && rp == r1, "axis %d proxy on the pool: %.17g / %.17g, alone %.17g / %.17g", axis, lp,
           rp, l, r1);
     free(Hd);
+    free(perm);
     free(L);
     free(D);
     free(W);
