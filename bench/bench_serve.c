@@ -14,12 +14,13 @@ static void help(FILE *f)
 {
     fprintf(f, "usage: tcq bench serve [--bits K] [--layers N] [--vocab V] [--clients 1,4,16] [--prompt P] [--gen G]\n"
                "                       [--waves W] [--threads N] [--kpath auto|exact|fast] [--max-batch N]\n"
-               "                       [--prefill-chunk N] [--prefill-batch LIST] [--prefill-merge LIST] [--json]\n"
+               "                       [--prefill-chunk N] [--prefill-batch LIST] [--prefill-merge LIST] [--trace] [--json]\n"
                "  synthetic Qwen3-14B geometry (dim 5120, ffn 17408, 40 heads / 8 kv of 128) with --layers (4)\n"
                "  random layers at --bits (2; 0 = bf16) and --vocab (151936) tied bf16 embeddings.  Defaults:\n"
                "  --prompt 64 --gen 32 --waves 1; each client count gets fresh slots; the median wave is shown.\n"
                "  --prefill-batch / --prefill-merge (tcq serve's options): one value, or one per --clients entry\n"
-               "  (alternated A/B runs in one process: --clients 4,4,4,4 --prefill-batch 1,32,1,32).\n");
+               "  (alternated A/B runs in one process: --clients 4,4,4,4 --prefill-batch 1,32,1,32).\n"
+               "  --trace: the scheduler's timing line per step and per first token (tcq serve --trace) on stderr.\n");
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -32,7 +33,7 @@ int bench_serve(int argc, char **argv)
 {
     long long bits = 2, layers = 4, vocab = 151936, prompt = 64, gen = 32, waves = 1, threads = 0, max_batch = 32,
               chunk = TCQ_PREFILL_CHUNK;
-    int clients[16] = {1, 4, 16}, n_clients = 3, json = 0, pbatch[16] = {0}, n_pbatch = 1, pmerge[16] = {0},
+    int clients[16] = {1, 4, 16}, n_clients = 3, json = 0, trace = 0, pbatch[16] = {0}, n_pbatch = 1, pmerge[16] = {0},
         n_pmerge = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -41,6 +42,7 @@ int bench_serve(int argc, char **argv)
             help(stdout);
             return 0;
         } else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--trace")) trace = 1;
         else if (!strcmp(a, "--kpath")) {
             if (cli_parse_kpath(v)) return 2;
             i++;
@@ -107,7 +109,7 @@ int bench_serve(int argc, char **argv)
         const int C = clients[ci];
         srv_sched_opts so = {.n_slots = C, .ctx = ctx, .kv = TCQ_KV_F32, .max_batch = (int)max_batch,
                              .prefill_chunk = (int)chunk, .prefill_batch = pbatch[n_pbatch > 1 ? ci : 0],
-                             .prefill_merge = pmerge[n_pmerge > 1 ? ci : 0]};
+                             .prefill_merge = pmerge[n_pmerge > 1 ? ci : 0], .admit_wait_ms = 5, .trace = trace};
         srv_sched *s = NULL;
         if ((st = srv_sched_create(m, NULL, &so, &s)) != TCQ_OK) {
             rc = cli_fail(st, "bench serve");

@@ -1,18 +1,27 @@
 // Load client for any OpenAI-compatible server (tcq serve, llama-server, ...): node only, no packages.
-//   node bench/serve_load.mjs URL [--clients 1,4,16] [--gen 16] [--prompt-words 24] [--waves 3]
+//   node bench/serve_load.mjs URL [--clients 1,4,16] [--gen 16] [--prompt-words 24] [--waves 3] [--seed N]
 // For each client count C, `--waves` times: C concurrent streamed /v1/completions requests, each
 // a distinct prompt of --prompt-words random words, --gen greedy tokens with end tokens ignored
 // (ignore_eos, a llama-server extension tcq serve also takes).  Prints per C the median wave's
 // aggregate generated tokens/s (first request sent to last token received) and the median and
 // worst time to first token.
+// The prompts come from --seed (default: a new one each run, printed).  A fixed seed sends the
+// same prompts as an earlier run, which a server's prompt cache (llama-server's --cache-ram, tcq
+// serve's --cache-ram) answers without a prefill: that measures the cache, not the prefill.
 const args = process.argv.slice(2);
 const url = args[0];
 const opt = (name, def) => { const i = args.indexOf(name); return i > 0 ? args[i + 1] : def; };
 const clients = opt('--clients', '1,4,16').split(',').map(Number);
 const gen = Number(opt('--gen', '16')), words = Number(opt('--prompt-words', '24')), waves = Number(opt('--waves', '3'));
+if (!/^https?:\/\/./.test(url || '') || ![...clients, gen, words, waves].every(n => Number.isInteger(n) && n > 0)) {
+  console.error('usage: node bench/serve_load.mjs http://HOST:PORT [--clients 1,4,16] [--gen 16] [--prompt-words 24] ' +
+                '[--waves 3] [--seed N]  (counts: positive integers)');
+  process.exit(2);
+}
 const vocab = ['time', 'river', 'stone', 'light', 'market', 'garden', 'number', 'paper', 'winter', 'engine',
                'silver', 'window', 'forest', 'letter', 'morning', 'island', 'bridge', 'signal', 'copper', 'harbor'];
-let seed = 7;
+let seed = Number(opt('--seed', String(Date.now() % 2147483648)));
+console.log(`prompts from --seed ${seed}`);
 const rnd = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
 
 async function one() {

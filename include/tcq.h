@@ -235,6 +235,12 @@ TCQ_API size_t tcq_session_kv_bytes(const tcq_session *s);
 /* Forget positions >= pos, so the next forward continues from pos (a shared prefix kept, the
  * rest regenerated).  Fails: TCQ_ERR_INVALID_ARG if pos is outside [0, current position]. */
 TCQ_API tcq_status tcq_session_rewind(tcq_session *s, int pos);
+/* dst takes src's first n positions (keys and values of every layer, bit for bit) and continues
+ * from n, as if it had run src's first n tokens itself: a prompt cache keeps a finished
+ * sequence's state in a session of just its length and puts it back into a running one.
+ * Fails: TCQ_ERR_INVALID_ARG (n outside [0, src's position] or above dst's context, sessions of
+ * different models or cache dtypes, dst == src), TCQ_ERR_UNSUPPORTED (a session on a device). */
+TCQ_API tcq_status tcq_session_copy(tcq_session *dst, const tcq_session *src, int n);
 /* KV cache bytes for a session of ctx positions (for reporting before allocating). */
 TCQ_API size_t tcq_model_kv_bytes(const tcq_model *m, int ctx, tcq_kv_dtype kv);
 

@@ -515,9 +515,14 @@ TCQ_API void tcq_kctx_free(tcq_kctx *ctx);
 /* y = x W^T for M rows: x [M, in], y [M, out]. Any format, any M >= 1.  Dense f16/bf16 weights
  * are read in their stored format and widened exactly in registers: f32 activations, one fmaf per
  * term, f32 sums (|error| <= (K + 4) 2^-24 sum |w x|; the same bits for any thread count).  The
- * exception: bf16 weights at M >= 33 on the fast path (TCQ_PATH_FAST or AUTO) where the CPU has
- * AVX-512 BF16 round the activations to bf16 for vdpbf16ps, |error| <= (2^-8 + (K/16 + 5) 2^-24
- * (1 + 2^-8)) sum |w x| + 2^-125 sum |w|, the same bits for any thread count and any M >= 33. */
+ * exception: at M >= 33 on the fast path (TCQ_PATH_FAST or AUTO) where the CPU has AVX-512 BF16,
+ * the activations are rounded to bf16 (RNE) for vdpbf16ps, and so are f16 weights, 16 rows at a
+ * time into a cache-resident block (most f16 checkpoints are bf16-trained models cast to f16, for
+ * which the rounding is exact; otherwise it is bf16's unit roundoff, as on the activations).
+ * bf16 weights: |error| <= (2^-8 + (K/16 + 5) 2^-24 (1 + 2^-8)) sum |w x| + 2^-125 sum |w|;
+ * f16 weights: |error| <= (2^-7 + 2^-16 + (K/16 + 5) 2^-24 (1 + 2^-8)^2) sum |w x|
+ * + 2^-125 (1 + 2^-8) sum |w|; the same bits for any thread count and any M >= 33.
+ * TCQ_PATH_EXACT keeps f32 activations and exact weights for every M. */
 TCQ_API tcq_status tcq_linear(const tcq_weight *w, const float *x /* [M, in] */, float *y /* [M, out] */,
                               int64_t M, tcq_kctx *ctx);
 /* Fused gate/up + SwiGLU: y = silu(x gate^T) * (x up^T), gate and up both [out, in]. */

@@ -215,23 +215,35 @@ typedef struct kd16_args {
     int64_t ldxb;              /* in rounded up to 32 */
 } kd16_args;
 
-/* ---- dense bf16, bf16 activations (the fast path's GEMM regime) -----------------------------
- * TCQ_PATH_FAST and AUTO, bf16 weights, M >= the table's gemm_from, where the CPU has AVX-512
- * BF16 (elsewhere the exact kernels above run).  Contract: the activations rounded once to bf16
- * (round to nearest even, tcq_f32_to_bf16), bf16 x bf16 products (exact in f32) accumulated in
- * f32 by vdpbf16ps (denormal inputs and results flushed to zero).  Order, from (W row, x row)
- * alone: 16 lanes, lane l adding the products of k = 32 j + 2 l + 1 and then 32 j + 2 l, for j
- * ascending, one rounding each (the SDM's vdpbf16ps); then d16_hsum4_512's tree.  Bound per
- * output, u = 2^-24, n = K/16 + 5:
+/* ---- dense bf16 and f16, bf16 activations (the fast path's GEMM regime) -------------------
+ * TCQ_PATH_FAST and AUTO, bf16 or f16 weights, M >= the table's gemm_from, where the CPU has
+ * AVX-512 BF16 (elsewhere the exact kernels above run).  Contract: the activations rounded once to
+ * bf16 (round to nearest even, tcq_f32_to_bf16); f16 weights rounded to bf16 the same way
+ * (tcq_f32_to_bf16(tcq_f16_to_f32(h)), a 16-row block at a time into scratch, kept in cache for
+ * every row tile of the call); bf16 x bf16 products (exact in f32) accumulated in f32 by
+ * vdpbf16ps (denormal inputs and results flushed to zero).  Order, from (W row, x row) alone: 16
+ * lanes, lane l adding the products of k = 32 j + 2 l + 1 and then 32 j + 2 l, for j ascending,
+ * one rounding each (the SDM's vdpbf16ps); then d16_hsum4_512's tree.  Bound per output, u =
+ * 2^-24, n = K/16 + 5, bf16 weights:
  *     |y - sum_k W x| <= 2^-8 sum_k |W x| + n u (1 + 2^-8) sum_k |W x| + 2^-125 sum_k |W|
- * (2^-8: bf16's unit roundoff on x; the last term: flushed denormals).  ref/dense_ref.c
- * (tcq_d16_ref_dp) writes the order out in C; test_kernels holds the kernel to the bound. */
+ * (2^-8: bf16's unit roundoff on x; the last term: flushed denormals).  f16 weights: the same
+ * bound for the rounded weights bf(W), |bf(W) - W| <= 2^-8 |W| (never a bf16 denormal: f16's
+ * range sits inside bf16's normal one), so against W itself
+ *     |y - sum_k W x| <= (2^-7 + 2^-16) sum_k |W x| + n u (1 + 2^-8)^2 sum_k |W x| + 2^-125 (1 + 2^-8) sum_k |W|.
+ * Why rounding f16 weights is acceptable on the fast path: most f16 checkpoints are bf16-trained
+ * models cast to f16, where every weight in f16's normal range has at most 8 significant bits and
+ * the rounding gives it back exactly; otherwise the weight moves by at most bf16's unit roundoff,
+ * the error already accepted for the activations.  The exact path (f32 activations, W widened
+ * exactly) stays the reference.  ref/dense_ref.c (tcq_d16_ref_dp) writes the order out in C;
+ * test_kernels holds the kernel to the bound. */
 typedef void (*kd16_gemm_fn)(const kd16_args *a, int64_t r0, int64_t r1, void *scratch);
-/* x/dense16_dp_avx512x.c: the GEMM (outputs [r0, r1) of every row; scratch unused) and the
- * rounding of rows [m0, m1) of x [M, K] into xb [M, ldxb] */
+/* x/dense16_dp_avx512x.c: the GEMM (outputs [r0, r1), r1 - r0 <= 16, of every row; scratch: f16
+ * weights, 16 rows of ldxb bf16, 64-byte aligned; unused for bf16), the rounding of rows [m0, m1)
+ * of x [M, K] into xb [M, ldxb], and of f16 weight rows [r0, r1) of W [., K] into wb [r1 - r0, ld] */
 kd16_gemm_fn tcq_d16_gemm_dp_avx512x(void);
 void tcq_d16_round_bf16_avx512x(const float *x, int64_t K, int64_t m0, int64_t m1, uint16_t *xb, int64_t ldxb);
-/* ref/dense_ref.c: the same two, scalar (any CPU; the golden of the order above) */
+void tcq_d16_f16_to_bf16_avx512x(const uint16_t *W, int64_t K, int64_t r0, int64_t r1, uint16_t *wb, int64_t ld);
+/* ref/dense_ref.c: the same order, scalar (any CPU; the golden of the order above) */
 void tcq_d16_round_bf16_ref(const float *x, int64_t K, int64_t m0, int64_t m1, uint16_t *xb, int64_t ldxb);
 void tcq_d16_ref_dp(const kd16_args *a, int64_t r0, int64_t r1);
 

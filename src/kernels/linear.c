@@ -22,7 +22,8 @@ enum {
     DENSE_ROWS = 64,       /* dense/affine outputs per work item */
     DENSE16_ROWS = 32,     /* dense f16/bf16 outputs per work item (a multiple of the tiles' 4) */
     DENSE16_GEMM_ROWS = 64,   /* ... in a table's GEMM regime: one panel of 64 */
-    DENSE16_DP_ROWS = 16,     /* ... in the bf16-activation GEMM: 16 weight rows stay in L2 for every tile */
+    DENSE16_DP_ROWS = 16,     /* ... in the bf16-activation GEMM: 16 weight rows (f16: their bf16 copy)
+                                 stay in L2 for every tile */
     TILE_CHUNK_M = 128,    /* the tile regime takes a longer call in chunks of at most this many rows */
     PANEL_CHUNK_M = 256,   /* ... and the tables' own GEMM kernels */
 };
@@ -546,12 +547,11 @@ static int d16_gemm(const kd16_isa *k, tcq_kregime reg, int64_t M)
     return k && k->gemm && (reg == TCQ_KR_AUTO ? M >= k->gemm_from : reg == TCQ_KR_GEMM);
 }
 
-/* ... and for bf16 weights on the fast path (AUTO included) where the CPU has AVX-512 BF16, that
- * GEMM on bf16 activations (kernels.h, "bf16 activations") */
+/* ... and on the fast path (AUTO included) where the CPU has AVX-512 BF16, that GEMM on bf16
+ * activations, f16 weights rounded to bf16 a block at a time (kernels.h, "bf16 activations") */
 static int d16_dp(const kd16_isa *k, tcq_wformat fmt, tcq_kpath path, tcq_kregime reg, int64_t M)
 {
-    return fmt == TCQ_WF_BF16 && path != TCQ_PATH_EXACT && k == tcq_d16_avx512(fmt) && tcq_cpu()->avx512bf16 &&
-           d16_gemm(k, reg, M);
+    return path != TCQ_PATH_EXACT && k && k == tcq_d16_avx512(fmt) && tcq_cpu()->avx512bf16 && d16_gemm(k, reg, M);
 }
 
 /* ... and its M = 1 row kernel, unless another regime is pinned (tiles at M = 1: --regime tile) */
@@ -646,6 +646,7 @@ static tcq_status dense16_linear(tcq_kctx *c, const tcq_weight *w, const float *
         d.dp = tcq_d16_gemm_dp_avx512x();
         d.rows = DENSE16_DP_ROWS;
         d.a.ldxb = (w->in + 31) / 32 * 32;
+        if (w->fmt == TCQ_WF_F16) TCQ_TRY(ensure_scratch(c, (size_t)(DENSE16_DP_ROWS * d.a.ldxb) * 2));
         if ((size_t)(M * d.a.ldxb) > c->xb_cap) {
             tcq_afree(c->xb);
             c->xb = tcq_amalloc((size_t)(M * d.a.ldxb) * 2);

@@ -67,3 +67,24 @@ tcq_status tcq_session_rewind(tcq_session *s, int pos)
     s->pos = pos;
     return TCQ_OK;
 }
+
+tcq_status tcq_session_copy(tcq_session *dst, const tcq_session *src, int n)
+{
+    if (!dst || !src || dst == src)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_session_copy: two distinct sessions are needed");
+    if (dst->on_device || src->on_device)
+        return tcq_fail(TCQ_ERR_UNSUPPORTED, "tcq_session_copy: sessions on a device are not copied");
+    if (dst->kv != src->kv || dst->n_layers != src->n_layers || dst->kv_dim != src->kv_dim)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_session_copy: the sessions' caches differ (dtype or geometry)");
+    if (n < 0 || n > src->pos || n > dst->ctx)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "tcq_session_copy: %d positions, the source holds %d, the destination %d",
+                        n, src->pos, dst->ctx);
+    /* [n_layers, ctx, kv_dim] each: a layer's first n positions are contiguous */
+    const size_t es = src->kv == TCQ_KV_F16 ? 2 : 4, row = (size_t)src->kv_dim * es, len = (size_t)n * row;
+    for (int l = 0; l < src->n_layers && len; l++) {
+        memcpy((char *)dst->kcache + (size_t)l * dst->ctx * row, (const char *)src->kcache + (size_t)l * src->ctx * row, len);
+        memcpy((char *)dst->vcache + (size_t)l * dst->ctx * row, (const char *)src->vcache + (size_t)l * src->ctx * row, len);
+    }
+    dst->pos = n;
+    return TCQ_OK;
+}

@@ -289,6 +289,22 @@ await test('a conversation that goes on reuses its cached prefix', async () => {
     `reused ${m.tcq_prompt_tokens_reused_total - before.tcq_prompt_tokens_reused_total}, first prompt ${a.usage.prompt_tokens}`);
 });
 
+await test('the prompt cache: a prompt whose slot went to others is served from the cache', async () => {
+  // 17 new prompts one after another on 16 slots: the 17th takes the slot of the first, whose
+  // content (prompt and reply) goes to the prompt cache; the first prompt again is then a hit.
+  const p = i => `Cache test prompt ${i}: tell me about ${'qrstuvwxyzabcdefg'[i]}.`;
+  const first = (await client.chat.completions.create(chat(p(0), { max_tokens: 6 }))).choices[0].message.content;
+  for (let i = 1; i <= 16; i++) await client.chat.completions.create(chat(p(i), { max_tokens: 2 }));
+  const before = await metrics();
+  assert.ok(before.tcq_prompt_cache_entries >= 1 && before.tcq_prompt_cache_bytes > 0, 'entries kept');
+  const again = await client.chat.completions.create(chat(p(0), { max_tokens: 6 }));
+  const m = await metrics();
+  assert.equal(m.tcq_prompt_cache_hits_total - before.tcq_prompt_cache_hits_total, 1);
+  assert.ok(m.tcq_prompt_tokens_reused_total - before.tcq_prompt_tokens_reused_total >= again.usage.prompt_tokens - 1,
+    `reused ${m.tcq_prompt_tokens_reused_total - before.tcq_prompt_tokens_reused_total} of ${again.usage.prompt_tokens}`);
+  assert.equal(again.choices[0].message.content, first, 'the same greedy reply from the cached prefix');
+});
+
 await test('metrics: Prometheus text', async () => {
   const r = await raw('/metrics', { headers: auth });
   assert.match(r.type, /^text\/plain/);

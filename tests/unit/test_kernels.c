@@ -171,10 +171,13 @@ static void reference(const wbuf *b, const float *x, int64_t M, int fast, int q1
             ref[m * out + o] = s;
             bound[m * out + o] = fast ? sq * (1 + 1e-4) + (nblk + 4) * u * sr + 0x1p-21 * sa + 1e-30
                                       : n16 * u * sa + 1e-30;
-            if (g_dp) {   /* kernels.h, "bf16 activations" */
+            if (g_dp) {   /* kernels.h, "bf16 activations": f16 weights rounded to bf16 as well */
                 double sw = 0;
                 for (int64_t i = 0; i < in; i++) sw += fabs(Wr[i]);
-                bound[m * out + o] = 0x1p-8 * sa + (double)(in / 16 + 5) * u * (1 + 0x1p-8) * sa + 0x1p-125 * sw + 1e-30;
+                const double n = (double)(in / 16 + 5), e = 0x1p-8;
+                bound[m * out + o] = w->fmt == TCQ_WF_F16
+                                         ? (2 * e + e * e) * sa + n * u * (1 + e) * (1 + e) * sa + 0x1p-125 * (1 + e) * sw + 1e-30
+                                         : e * sa + n * u * (1 + e) * sa + 0x1p-125 * sw + 1e-30;
             }
             if (spec) {
                 spec[m * out + o] = sp * so / TCQ_RMAD_DIV;
@@ -350,10 +353,11 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
     }
     CHECK(memcmp(y, y1, (size_t)(M * O) * 4) == 0, "%s: 1-thread and 2-thread outputs differ", label);
     if (dp && !swiglu) {
-        /* the bf16-activation GEMM: against float64 of its own operands (W times x rounded to bf16
-         * by tcq_f32_to_bf16), within the accumulation's rounding alone, so a kernel that rounds x
-         * otherwise fails; against the order written out in C (ref/dense_ref.c), counted; and a
-         * shifted run of rows called alone (other tiles) gives the same bits */
+        /* the bf16-activation GEMM: against float64 of its own operands (x rounded to bf16 by
+         * tcq_f32_to_bf16, W as stored or, f16, rounded the same way), within the accumulation's
+         * rounding alone, so a kernel that rounds x or W otherwise fails; against the order
+         * written out in C (ref/dense_ref.c), counted; and a shifted run of rows called alone
+         * (other tiles, other M) gives the same bits */
         const int64_t ld = (I + 31) / 32 * 32;
         uint16_t *xb = malloc((size_t)(M * ld) * 2);
         tcq_d16_round_bf16_ref(x, I, 0, M, xb, ld);
@@ -363,8 +367,10 @@ static void run_case(uint64_t *st, int swiglu, int f, int isa, int path, tcq_kre
             for (int64_t o = 0; o < O; o++) {
                 double sp = 0, spa = 0, sw = 0;
                 for (int64_t i = 0; i < I; i++) {
-                    const double t = (double)tcq_bf16_to_f32(Wh[o * I + i]) * tcq_bf16_to_f32(xb[m * ld + i]);
-                    sp += t, spa += fabs(t), sw += fabs((double)tcq_bf16_to_f32(Wh[o * I + i]));
+                    const uint16_t h = Wh[o * I + i];
+                    const double wv = tcq_bf16_to_f32(f == F_F16 ? tcq_f32_to_bf16(tcq_f16_to_f32(h)) : h);
+                    const double t = wv * tcq_bf16_to_f32(xb[m * ld + i]);
+                    sp += t, spa += fabs(t), sw += fabs(wv);
                 }
                 const double tol = (double)(I / 16 + 5) * 0x1p-24 * spa + 0x1p-125 * sw + 1e-30;
                 if (!(fabs((double)y[m * O + o] - sp) <= tol) && badq++ < 3)
@@ -460,6 +466,31 @@ static void d16_row_vs_tiles(uint64_t *st)
             wfree(&b);
         }
     }
+}
+
+/* The f16 -> bf16 weight rounding of the bf16-activation GEMM (x/dense16_dp_avx512x.c) is
+ * tcq_f32_to_bf16(tcq_f16_to_f32(h)) for all 65536 h (NaN: a NaN), rows of any length with zeros
+ * past K */
+static void f16_to_bf16_all(void)
+{
+    if (!tcq_cpu()->avx512bf16) return;
+    enum { K = 65536 + 7, LD = (K + 31) / 32 * 32 };
+    uint16_t *h = malloc(K * 2), *o = malloc(LD * 2 * 2);
+    for (int i = 0; i < K; i++) h[i] = (uint16_t)(i * 40503u);   /* every h once (40503 odd), then 7 again */
+    for (int i = 0; i < 2 * LD; i++) o[i] = 0xdead;
+    tcq_d16_f16_to_bf16_avx512x(h, K, 0, 1, o, LD);
+    int bad = 0, pad = 0;
+    for (int i = 0; i < K; i++) {
+        const uint16_t want = tcq_f32_to_bf16(tcq_f16_to_f32(h[i]));
+        const int nan = isnan(tcq_f16_to_f32(h[i]));
+        if (nan ? !isnan(tcq_bf16_to_f32(o[i])) : o[i] != want) {
+            if (bad++ < 3) fprintf(stderr, "  f16 %04x -> bf16 %04x, want %04x\n", h[i], o[i], want);
+        }
+    }
+    for (int i = K; i < 2 * LD; i++) pad += o[i] != (i < LD ? 0 : 0xdead);
+    CHECK(bad == 0, "f16 -> bf16 rounding: %d of %d values differ from tcq_f32_to_bf16(tcq_f16_to_f32(h))", bad, K);
+    CHECK(pad == 0, "f16 -> bf16 rounding: %d values past K not zero or past the row written", pad);
+    free(h), free(o);
 }
 
 /* test_cuda's CPU fast reference (scalar ISA, tile regime pinned) must run the scalar int8 fast
@@ -599,6 +630,7 @@ int main(void)
     nonfinite(&st);
     scalar_fast_reference(&st);
     d16_row_vs_tiles(&st);
+    f16_to_bf16_all();
     /* every op x format x ISA x path x regime once (regimes and paths only where they differ),
      * plus random extra cases */
     for (int op = 0; op < 2; op++)
@@ -618,6 +650,14 @@ int main(void)
                     for (int f = 0; f <= F_TR0I; f++)
                         run_case(&st, op, f, g_isas[ii], 1, g_force_M == 1 ? TCQ_KR_M1 : TCQ_KR_SHARED);
     g_force_k = g_force_M = 0;
+    /* the bf16-activation GEMM of both formats at M >= 33 (AUTO) and from M = 5 (pinned), more
+     * often than the draws above reach it (each case also calls a shifted run of its rows alone) */
+    if (tcq_cpu()->avx512bf16)
+        for (int i = 0; i < 16; i++) {
+            g_force_M = i % 2 ? rnd(&st, 33, 200) : 0;
+            run_case(&st, 0, i % 4 < 2 ? F_F16 : F_BF16, TCQ_ISA_AVX512, 1, i % 2 ? TCQ_KR_AUTO : TCQ_KR_GEMM);
+        }
+    g_force_M = 0;
     /* long calls of the fast tile and GEMM regimes on every ISA (the chunks), then with > 1024
      * outputs: the AVX-512 panel kernel's 64-row asm blocks need work items of >= 64 rows */
     for (g_long = 1; g_long <= 2; g_long++)

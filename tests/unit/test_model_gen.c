@@ -416,6 +416,52 @@ static void test_attention(void)
             }
 }
 
+/* tcq_session_copy: a session given another's first n positions continues exactly as one that ran
+ * those n tokens itself (f32 and f16 caches); bad calls fail without touching either session. */
+static void test_session_copy(tcq_model *m)
+{
+    enum { N = 40, V = 512 };
+    int32_t toks[N + 1];
+    uint64_t st = 5;
+    toks[0] = 1;
+    for (int i = 1; i <= N; i++) toks[i] = 3 + (int32_t)(test_rand(&st) % 500);
+    for (int kv = 0; kv < 2; kv++) {
+        const tcq_kv_dtype dt = kv ? TCQ_KV_F16 : TCQ_KV_F32;
+        tcq_session *a, *b, *c, *o;
+        CHECK_OK(tcq_session_create(m, 64, dt, &a));
+        CHECK_OK(tcq_session_create(m, 30, dt, &b));   /* just long enough for what it keeps */
+        CHECK_OK(tcq_session_create(m, 64, dt, &c));
+        CHECK_OK(tcq_session_create(m, 64, dt ? TCQ_KV_F32 : TCQ_KV_F16, &o));
+        float la[V], lc[V];
+        CHECK_OK(tcq_model_prefill(m, a, toks, N, NULL));
+        CHECK_OK(tcq_session_copy(b, a, 27));   /* a's first 27 into a short session ... */
+        CHECK(tcq_session_pos(b) == 27, "pos after copy: %d", tcq_session_pos(b));
+        CHECK_OK(tcq_model_prefill(m, c, toks + 30, 5, NULL));   /* ... and back into a used one */
+        CHECK_OK(tcq_session_copy(c, b, 25));
+        CHECK(tcq_session_pos(c) == 25, "pos after the second copy: %d", tcq_session_pos(c));
+        CHECK_OK(tcq_session_rewind(a, 25));
+        CHECK_OK(tcq_model_prefill(m, a, toks + 25, 3, la));
+        CHECK_OK(tcq_model_prefill(m, c, toks + 25, 3, lc));
+        CHECK(memcmp(la, lc, sizeof la) == 0, "kv %d: the copied session's logits differ (max |d| %g)", kv,
+              maxdiff(la, lc, V));
+        CHECK_OK(tcq_model_prefill(m, a, toks + 28, 8, NULL));   /* a at 36 */
+        CHECK(tcq_session_copy(b, a, 30) == TCQ_OK && tcq_session_copy(b, a, 31) == TCQ_ERR_INVALID_ARG,
+              "31 positions into a session of 30");
+        CHECK(tcq_session_copy(c, b, 31) == TCQ_ERR_INVALID_ARG, "more than the source holds (30)");
+        CHECK(tcq_session_copy(o, a, 4) == TCQ_ERR_INVALID_ARG, "f32 and f16 caches");
+        CHECK(tcq_session_copy(a, a, 4) == TCQ_ERR_INVALID_ARG, "a session into itself");
+        CHECK(tcq_session_copy(NULL, a, 4) == TCQ_ERR_INVALID_ARG, "NULL destination");
+        CHECK(tcq_session_pos(c) == 28 && tcq_session_pos(b) == 30 && tcq_session_pos(a) == 36,
+              "failed copies moved a session");
+        CHECK_OK(tcq_session_copy(c, a, 0));
+        CHECK(tcq_session_pos(c) == 0, "0 positions: an empty session");
+        tcq_session_free(a);
+        tcq_session_free(b);
+        tcq_session_free(c);
+        tcq_session_free(o);
+    }
+}
+
 int main(void)
 {
     test_attention();
@@ -433,6 +479,7 @@ int main(void)
     test_stopper();
     test_eval(m1);
     test_generate_batch(m2);
+    test_session_copy(m2);
     tcq_model_free(m1);
     tcq_model_free(m2);
     return test_done("test_model_gen");

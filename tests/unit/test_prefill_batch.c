@@ -1,6 +1,6 @@
 /* tcq_model_prefill_batch (tcq serve prefills the prompts admitted in one step together) against
- * each sequence prefilled alone with tcq_model_prefill, on synthetic models (dense bf16, trellis
- * k = 2 exact and fast; the lm_head is the tied bf16 embedding).  Prompt lengths 1..40 mix the
+ * each sequence prefilled alone with tcq_model_prefill, on synthetic models (dense bf16 and f16,
+ * trellis k = 2 exact and fast; the lm_head is the tied bf16 or f16 embedding).  Prompt lengths 1..40 mix the
  * per-row attention (< 5 rows) and the sgemm block.
  *   merge_rows 0: every sequence runs through the layers alone, so the caches are the same bits
  *     (the next token's logits, decoded alone, are equal on any ISA); the last rows' logits come
@@ -8,8 +8,8 @@
  *     direct kernel's rows do not depend on M <= 32), elsewhere within 1e-5 of the logits' scale.
  *   merge_rows 1: the layers see all sequences' rows at once (M = 75), so rows round as at that
  *     M: within 1e-5 of the logits' scale on dense/exact weights, 0.05 on the fast path (its
- *     regimes quantize activations differently; test_batch_rows) and on dense bf16 under AUTO
- *     (from M = 33 the GEMM rounds activations to bf16).
+ *     regimes quantize activations differently; test_batch_rows) and on dense bf16 and f16 under
+ *     AUTO (from M = 33 the GEMM rounds activations, and f16 weights, to bf16).
  * Bad arguments fail before anything runs and leave the sessions where they were. */
 #include "test.h"
 
@@ -138,6 +138,8 @@ int main(void)
     const int avx512 = tcq_isa_active() == TCQ_ISA_AVX512 && !tcq_cpu()->amx_int8;
     run(0, TCQ_PATH_EXACT, "dense bf16", 1e-5, avx512);
     run(0, TCQ_PATH_AUTO, "bf16 auto", 0.05, avx512);   /* M = 75: the bf16-activation GEMM */
+    run(16, TCQ_PATH_EXACT, "dense f16", 1e-5, avx512);
+    run(16, TCQ_PATH_AUTO, "f16 auto", 0.05, avx512);   /* ... f16 weights rounded to bf16 as well */
     run(2, TCQ_PATH_EXACT, "k=2 exact", 1e-5, avx512);
     run(2, TCQ_PATH_FAST, "k=2 fast", 0.05, avx512);
     pruned_last_layer(0, TCQ_PATH_EXACT, "dense bf16");

@@ -28,11 +28,17 @@ static void help(FILE *f)
             "                         their last rows share one lm_head call)\n"
             "  --prefill-merge        those slots' prompt rows also go through the layers together: faster for\n"
             "                         short prompts, but a reply then depends (to rounding) on what else was admitted\n"
+            "  --cache-ram MIB        prompt cache: a slot's content (prompt and reply) is kept in up to MIB MiB\n"
+            "                         when another request takes the slot, for a later request that extends it\n"
+            "                         or repeats its prompt (default 2048; 0: off)\n"
+            "  --admit-wait MS        after an idle spell, wait up to MS ms for more requests before the first\n"
+            "                         step, so that clients sending together prefill together (default 5)\n"
             "  --body-limit BYTES     largest request body (default 4194304)\n"
             "  --device D             cpu (default), cuda, cuda:N or auto: where the model runs\n"
             "  --synthetic LAYERS,BITS  no MODEL: a random Qwen3-14B-geometry model (as tcq bench model; vocab\n"
             "                         151936, BITS 0 = bf16 or 1..4 trellis) for benchmarks; needs --tokenizer\n"
             "  --quiet                no line per request\n"
+            "  --trace                a timing line per scheduler step and per request's first token (stderr)\n"
             "  --load-after FILE      load the model only once FILE exists (tests: /health answers 503 until\n"
             "                         then; a test, not a clock, decides when loading starts)\n"
             "Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n"
@@ -44,9 +50,9 @@ int cmd_serve(int argc, char **argv)
 {
     const char *model = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL;
     long long port = 8080, parallel = 4, max_batch = TCQ_MAX_BATCH, chunk = TCQ_PREFILL_CHUNK, body = 4 << 20,
-              pbatch = 0;
+              pbatch = 0, admit_wait = 5, cache_mib = 2048;
     const char *load_after = NULL;
-    int quiet = 0, merge = 0, synth[2] = {0, 0};
+    int quiet = 0, merge = 0, trace = 0, synth[2] = {0, 0};
     cli_gen_flags g = {.think = -1, .kv = TCQ_KV_F32};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -71,6 +77,7 @@ int cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--load-after") && v) load_after = argv[++i];
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--prefill-merge")) merge = 1;
+        else if (!strcmp(a, "--trace")) trace = 1;
         else if (!strcmp(a, "--synthetic") && v) {
             if (cli_parse_int_list(argv[++i], synth, 2) != 2 || synth[0] < 1 || synth[1] < 0 || synth[1] > 4) {
                 fprintf(stderr, "tcq serve: --synthetic needs LAYERS,BITS (BITS 0..4)\n");
@@ -84,6 +91,8 @@ int cmd_serve(int argc, char **argv)
         else if (!strcmp(a, "--prefill-chunk")) li = &chunk;
         else if (!strcmp(a, "--body-limit")) li = &body;
         else if (!strcmp(a, "--prefill-batch")) li = &pbatch;
+        else if (!strcmp(a, "--admit-wait")) li = &admit_wait;
+        else if (!strcmp(a, "--cache-ram")) li = &cache_mib;
         else if (a[0] != '-' && !model) model = a;
         else {
             fprintf(stderr, "tcq serve: unexpected argument '%s'\n", a);
@@ -100,9 +109,10 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
     if (port < 0 || port > 65535 || parallel < 1 || parallel > 1024 || max_batch < 1 || max_batch > TCQ_MAX_BATCH ||
-        chunk < 1 || chunk > TCQ_PREFILL_CHUNK || body < 1 || pbatch < 0 || pbatch > max_batch) {
+        chunk < 1 || chunk > TCQ_PREFILL_CHUNK || body < 1 || pbatch < 0 || pbatch > max_batch || admit_wait < 0 ||
+        admit_wait > 1000 || cache_mib < 0 || cache_mib > (1LL << 30)) {
         fprintf(stderr, "tcq serve: --port 0..65535, --parallel 1..1024, --max-batch 1..%d, --prefill-chunk 1..%d, "
-                        "--prefill-batch 1..--max-batch, --body-limit >= 1\n",
+                        "--prefill-batch 1..--max-batch, --body-limit >= 1, --admit-wait 0..1000, --cache-ram >= 0\n",
                 TCQ_MAX_BATCH, TCQ_PREFILL_CHUNK);
         return 2;
     }
@@ -169,7 +179,8 @@ int cmd_serve(int argc, char **argv)
     if (!rc && ctx <= 0) ctx = tcq_model_get_config(m)->max_seq < 4096 ? tcq_model_get_config(m)->max_seq : 4096;
     if (!rc) {
         srv_sched_opts so = {.n_slots = (int)parallel, .ctx = (int)ctx, .kv = g.kv, .max_batch = (int)max_batch,
-                             .prefill_chunk = (int)chunk, .prefill_batch = (int)pbatch, .prefill_merge = merge};
+                             .prefill_chunk = (int)chunk, .prefill_batch = (int)pbatch, .prefill_merge = merge, .admit_wait_ms = (int)admit_wait,
+                             .cache_bytes = (size_t)cache_mib << 20, .trace = trace};
         st = srv_sched_create(m, tok, &so, &sched);
         if (st != TCQ_OK) rc = cli_fail(st, "serve");
     }

@@ -75,9 +75,14 @@ typedef struct srv_job {
     char error[256];             /* set when the job failed */
     int cancelled;               /* the client went away */
     int refs;
-    double t_submit, t_first, t_done;   /* cli_now() */
+    double t_arrive;        /* the request's first byte in (HTTP); 0 when not from HTTP */
+    double c_arrive;        /* the process's CPU seconds then (--trace) */
+    double t_submit, t_admit, t_first, t_done;   /* cli_now() */
+    unsigned long long id;  /* for --trace lines */
 } srv_job;
 
+/* CPU seconds of the whole process, every thread (--trace) */
+double srv_cpu_now(void);
 /* A job for the given prompt (copied); refs = 1 for the caller. */
 srv_job *srv_job_create(const int32_t *prompt, int n_prompt);
 void srv_job_unref(srv_job *j);
@@ -97,12 +102,18 @@ typedef struct srv_sched_opts {
     int prefill_chunk;      /* prompt tokens per prefill call; a step prefills about this many */
     int prefill_batch;      /* slots prefilled by one call, 1..max_batch (0: max_batch) */
     int prefill_merge;      /* their rows through the layers together (tcq_model_prefill_batch) */
+    int admit_wait_ms;      /* after an idle spell, wait up to this long for the slots to fill */
+    size_t cache_bytes;     /* prompt cache: finished requests' caches kept beyond the slots (0: none) */
+    int trace;              /* a timing line per scheduler step and per first token on stderr */
 } srv_sched_opts;
 
 typedef struct srv_stats {
     uint64_t requests, prompt_tokens, reused_tokens, generated_tokens, cancelled, failed;
     int busy_slots, n_slots, queued;
     double busy_s;          /* seconds with at least one slot busy */
+    uint64_t cache_hits;    /* requests that took their prefix from the prompt cache */
+    int cache_entries;
+    size_t cache_bytes;
     double decode_steps;
 } srv_stats;
 

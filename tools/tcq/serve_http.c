@@ -30,6 +30,8 @@ struct srv_http {
 };
 
 typedef struct conn {
+    double t_arrive;   /* cli_now() at the request's first call */
+    double c_arrive;   /* srv_cpu_now() then */
     char *body;
     size_t len, cap;
     int too_big;
@@ -319,6 +321,9 @@ static enum MHD_Result completion(srv_http *h, struct MHD_Connection *c, const c
     rq.n_stop = 0;
     const int stream = rq.stream, include_usage = rq.include_usage;
     srv_request_free(&rq);
+    j->t_arrive = cs->t_arrive;
+    j->c_arrive = cs->c_arrive;
+    j->id = (unsigned long long)atomic_fetch_add(&h->next_id, 1);
 
     call *k = calloc(1, sizeof *k);
     if (!k || srv_sched_submit(h->sched, j)) {
@@ -332,8 +337,7 @@ static enum MHD_Result completion(srv_http *h, struct MHD_Connection *c, const c
     k->created = (long long)time(NULL);
     k->include_usage = include_usage;
     k->url = kind == SRV_CHAT ? "/v1/chat/completions" : "/v1/completions";
-    snprintf(k->id, sizeof k->id, "%s-%llu", kind == SRV_CHAT ? "chatcmpl" : "cmpl",
-             (unsigned long long)atomic_fetch_add(&h->next_id, 1));
+    snprintf(k->id, sizeof k->id, "%s-%llu", kind == SRV_CHAT ? "chatcmpl" : "cmpl", j->id);
     if (stream) {
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, k, call_free);
         if (!r) {
@@ -407,6 +411,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         cs = calloc(1, sizeof *cs);
         if (!cs) return MHD_NO;
         *con_cls = cs;
+        cs->t_arrive = cli_now();
+        cs->c_arrive = srv_cpu_now();
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > h->cfg.body_limit) cs->too_big = 1;
         return MHD_YES;

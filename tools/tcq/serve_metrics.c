@@ -20,6 +20,8 @@ char *srv_metrics_text(const srv_stats *st)
     COUNTER("prompt_tokens_reused_total", "Prompt tokens taken from a slot's cache instead of prefilled.",
             st->reused_tokens);
     COUNTER("generated_tokens_total", "Tokens generated.", st->generated_tokens);
+    COUNTER("prompt_cache_hits_total", "Requests whose prefix came from the prompt cache (beyond the slots).",
+            st->cache_hits);
     COUNTER("requests_cancelled_total", "Requests whose client went away before the end.", st->cancelled);
     COUNTER("requests_failed_total", "Requests that ended with an error.", st->failed);
     GAUGE("generated_tokens_per_second", "Generated tokens per second of busy time (a slot in use).", "%.3f",
@@ -28,6 +30,8 @@ char *srv_metrics_text(const srv_stats *st)
     GAUGE("slots_busy", "Slots serving a request.", "%d", st->busy_slots);
     GAUGE("slots_total", "Slots (parallel requests).", "%d", st->n_slots);
     GAUGE("queue_length", "Requests waiting for a slot.", "%d", st->queued);
+    GAUGE("prompt_cache_entries", "Finished requests' caches kept beyond the slots.", "%d", st->cache_entries);
+    GAUGE("prompt_cache_bytes", "Bytes those entries take.", "%zu", st->cache_bytes);
 #undef COUNTER
 #undef GAUGE
     fclose(f);

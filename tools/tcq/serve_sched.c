@@ -8,13 +8,22 @@
  * cut by what other slots do, and through the layers alone (unless --prefill-merge): a request's
  * prefill is the same computation alone or beside others.  Its prompt's last row (the lm_head)
  * and its decode rows run beside other slots' rows; docs/PERFORMANCE.md, "Server" says where the
- * kernels make that bit-identical to running alone. */
+ * kernels make that bit-identical to running alone.  A prompt with one token left to run (its
+ * prefix reused) is a decode row from the start.
+ *
+ * Admission: after an idle spell the loop waits up to admit_wait_ms for the slots to fill, and
+ * jobs that arrive during a step's prefill join it while its budget lasts, so clients that send
+ * together start together.  Prefix reuse: a free slot whose last request is a prefix of the new
+ * prompt keeps that part of its cache; with cache_bytes, a slot's content that a new request
+ * would overwrite moves to a prompt cache first (a session of just its length), where a later
+ * request that extends or repeats it finds it. */
 #include "serve.h"
 #include "cli.h"
 #include "core/internal.h"   /* tcq_fail, TCQ_TRY, TCQ_MIN */
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- jobs ---------------------------------------------------------------------------------- */
 
@@ -33,6 +42,7 @@ srv_job *srv_job_create(const int32_t *prompt, int n_prompt)
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     j->t_submit = cli_now();
+    j->c_arrive = srv_cpu_now();
     return j;
 }
 
@@ -118,7 +128,19 @@ typedef struct slot {
     int prefill_at;           /* next prompt token to prefill */
     int32_t next;             /* sampled, not yet in the cache: fed at the next decode step */
     uint64_t last_used;
+    uint64_t pf_step;         /* the step that last prefilled a chunk of it (one chunk a step) */
 } slot;
+
+/* The prompt cache: what a slot held (a finished request's prompt and reply, keys and values
+ * included) before a request that shares none of it took the slot, in a session of just its
+ * length, up to cache_bytes in all, least recently used out first. */
+typedef struct pc_entry {
+    tcq_session *sess;
+    int32_t *tokens;          /* [n] */
+    int n, n_prompt;          /* positions held; how many of them were the request's prompt */
+    size_t bytes;
+    uint64_t last_used;
+} pc_entry;
 
 struct srv_sched {
     tcq_model *m;
@@ -138,7 +160,26 @@ struct srv_sched {
     int stopping;
     srv_stats st;
     uint64_t clock;
+    uint64_t step;            /* scheduler steps so far, from 1 */
+    pc_entry *pc;
+    int pc_n, pc_cap;
+    size_t pc_bytes;
+    /* --trace: this step's work */
+    struct {
+        int admitted, pf_calls, pf_slots, pf_rows, dec_calls, dec_rows;
+        double pf_s, dec_s, smp_s;
+    } tr;
+    double t_start;           /* the first step's cli_now() (--trace times count from it) */
 };
+
+/* CPU seconds of the whole process (the pool's threads too): a step's wall time beyond it was
+ * spent waiting (other processes on the cores, or a thread pool's wakeups) */
+double srv_cpu_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static void stats_add(srv_sched *s, int field_generated, int n)
 {
@@ -188,7 +229,16 @@ static int slot_token(srv_sched *s, slot *sl, int32_t tok)
             return 1;
         }
     pthread_mutex_lock(&j->mu);
-    if (!j->n_generated) j->t_first = cli_now();
+    if (!j->n_generated) {
+        j->t_first = cli_now();
+        if (s->o.trace)
+            fprintf(stderr, "trace job %llu first token: prompt %d, arrived +%.4f s, http %.1f ms, queued %.1f ms, admitted->first %.1f ms, "
+                    "+%.3f s, %.1f cpu ms since it arrived\n",
+                    j->id, j->n_prompt, (j->t_arrive > 0 ? j->t_arrive : j->t_submit) - s->t_start,
+                    j->t_arrive > 0 ? 1e3 * (j->t_submit - j->t_arrive) : 0.0,
+                    1e3 * (j->t_admit - j->t_submit), 1e3 * (j->t_first - j->t_admit), j->t_first - s->t_start,
+                    1e3 * (srv_cpu_now() - j->c_arrive));
+    }
     j->n_generated++;
     const int n_gen = j->n_generated;
     pthread_mutex_unlock(&j->mu);
@@ -234,8 +284,9 @@ static int lcp(const int32_t *a, int na, const int32_t *b, int nb)
 }
 
 /* A free slot for j: one whose last request is a prefix of j's prompt (a conversation going on:
- * its cache is reused), else the least recently used. */
-static slot *pick_slot(srv_sched *s, srv_job *j, int *reuse)
+ * its cache is reused), else the least recently used.  *entry: a prompt cache entry that matches
+ * longer than any free slot (it is copied into that slot), else -1. */
+static slot *pick_slot(srv_sched *s, srv_job *j, int *reuse, int *entry)
 {
     slot *best = NULL, *lru = NULL;
     int best_n = 0;
@@ -250,9 +301,90 @@ static slot *pick_slot(srv_sched *s, srv_job *j, int *reuse)
             best_n = n;
         }
     }
+    *entry = -1;
+    for (int i = 0; lru && i < s->pc_n; i++) {   /* the same rule: the entry's prompt is a prefix of j's */
+        const pc_entry *e = &s->pc[i];
+        const int n = lcp(e->tokens, e->n, j->prompt, j->n_prompt);
+        if (n >= e->n_prompt && n > best_n) {
+            *entry = i;
+            best = NULL;
+            best_n = n;
+        }
+    }
     /* at least the last prompt token is run again: its logits give the first token */
-    *reuse = best ? (best_n < j->n_prompt ? best_n : j->n_prompt - 1) : 0;
+    *reuse = best || *entry >= 0 ? (best_n < j->n_prompt ? best_n : j->n_prompt - 1) : 0;
     return best ? best : lru;
+}
+
+static void pc_publish(srv_sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->st.cache_entries = s->pc_n;
+    s->st.cache_bytes = s->pc_bytes;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Entry i out of the cache (its session and tokens are the caller's now) */
+static pc_entry pc_take(srv_sched *s, int i)
+{
+    pc_entry e = s->pc[i];
+    s->pc[i] = s->pc[--s->pc_n];
+    s->pc_bytes -= e.bytes;
+    return e;
+}
+
+static void pc_free(pc_entry *e)
+{
+    tcq_session_free(e->sess);
+    free(e->tokens);
+}
+
+/* Keep slot sl's cache before a request that shares none of it overwrites it.  Best effort: a
+ * copy that does not fit or fails is simply not kept. */
+static void pc_save(srv_sched *s, slot *sl)
+{
+    const int n = sl->n_cache;
+    /* a prompt cut short (its request cancelled or failed mid-prefill) could never match */
+    if (!s->o.cache_bytes || sl->n_prev_prompt <= 0 || n < sl->n_prev_prompt) return;
+    const size_t bytes = tcq_model_kv_bytes(s->m, n, s->o.kv) + (size_t)n * sizeof(int32_t);
+    if (bytes > s->o.cache_bytes) return;
+    for (int i = 0; i < s->pc_n;) {
+        pc_entry *e = &s->pc[i];
+        const int c = lcp(e->tokens, e->n, sl->cache, n);
+        if (c == n && e->n_prompt <= sl->n_prev_prompt) {   /* held already, and matched as often */
+            e->last_used = ++s->clock;
+            return;
+        }
+        if (c == e->n && e->n_prompt >= sl->n_prev_prompt) {   /* this one extends it: it goes */
+            pc_entry d = pc_take(s, i);
+            pc_free(&d);
+            continue;
+        }
+        i++;
+    }
+    while (s->pc_n && s->pc_bytes + bytes > s->o.cache_bytes) {
+        int lru = 0;
+        for (int i = 1; i < s->pc_n; i++)
+            if (s->pc[i].last_used < s->pc[lru].last_used) lru = i;
+        pc_entry d = pc_take(s, lru);
+        pc_free(&d);
+    }
+    if (s->pc_n == s->pc_cap) {
+        const int cap = s->pc_cap ? 2 * s->pc_cap : 16;
+        pc_entry *a = realloc(s->pc, (size_t)cap * sizeof *a);
+        if (!a) return;
+        s->pc = a;
+        s->pc_cap = cap;
+    }
+    pc_entry e = {.n = n, .n_prompt = sl->n_prev_prompt, .bytes = bytes, .last_used = ++s->clock};
+    e.tokens = malloc((size_t)n * sizeof *e.tokens);
+    if (!e.tokens || tcq_session_create(s->m, n, s->o.kv, &e.sess) != TCQ_OK || tcq_session_copy(e.sess, sl->sess, n) != TCQ_OK) {
+        pc_free(&e);
+        return;
+    }
+    memcpy(e.tokens, sl->cache, (size_t)n * sizeof *e.tokens);
+    s->pc[s->pc_n++] = e;
+    s->pc_bytes += bytes;
 }
 
 static tcq_status slot_start(srv_sched *s, slot *sl, srv_job *j, int reuse)
@@ -275,8 +407,18 @@ static tcq_status slot_start(srv_sched *s, slot *sl, srv_job *j, int reuse)
         tcq_sampler_accept(sl->smp, j->prompt[i]);
     }
     sl->job = j;
+    j->t_admit = cli_now();
+    s->tr.admitted++;
     sl->state = SLOT_PREFILL;
     sl->prefill_at = reuse;
+    if (j->n_prompt - reuse == 1) {
+        /* one token left to run (a reused prefix, a prompt of one token): that is a decode row, and
+         * joins the step's decode batch instead of a forward of its own.  Alone it is the same
+         * computation as a one-row prefill (M = 1, then the lm_head at M = 1). */
+        sl->state = SLOT_DECODE;
+        sl->next = j->prompt[reuse];
+        sl->prefill_at = j->n_prompt;
+    }
     sl->n_prev_prompt = j->n_prompt;
     j->n_reused = reuse;
     return TCQ_OK;
@@ -287,13 +429,12 @@ static void admit(srv_sched *s)
     for (;;) {
         pthread_mutex_lock(&s->mu);
         srv_job *j = s->q_len ? s->queue[s->q_head] : NULL;
-        int reuse = 0;
-        slot *sl = j ? pick_slot(s, j, &reuse) : NULL;
+        int reuse = 0, entry = -1;
+        slot *sl = j ? pick_slot(s, j, &reuse, &entry) : NULL;
         if (sl) {
             s->q_head = (s->q_head + 1) % s->q_cap;
             s->q_len--;
             s->st.prompt_tokens += (uint64_t)j->n_prompt;
-            s->st.reused_tokens += (uint64_t)reuse;
             s->st.busy_slots++;
         }
         pthread_mutex_unlock(&s->mu);
@@ -307,6 +448,24 @@ static void admit(srv_sched *s)
             srv_job_unref(j);
             continue;
         }
+        if (entry >= 0) {   /* the slot's own content to the cache, then the entry's into the slot */
+            pc_entry e = pc_take(s, entry);
+            pc_save(s, sl);
+            if (tcq_session_copy(sl->sess, e.sess, reuse) == TCQ_OK) {
+                memcpy(sl->cache, e.tokens, (size_t)reuse * sizeof *sl->cache);
+                sl->n_cache = reuse;
+            } else {
+                reuse = 0;
+                sl->n_cache = sl->n_prev_prompt = 0;
+            }
+            pc_free(&e);
+        } else if (!reuse)
+            pc_save(s, sl);
+        if (s->o.cache_bytes) pc_publish(s);
+        pthread_mutex_lock(&s->mu);
+        s->st.reused_tokens += (uint64_t)reuse;
+        s->st.cache_hits += entry >= 0 && reuse > 0;
+        pthread_mutex_unlock(&s->mu);
         tcq_status st = slot_start(s, sl, j, reuse);
         if (st != TCQ_OK) {
             sl->job = j;
@@ -319,26 +478,38 @@ static void admit(srv_sched *s)
 /* Whole chunks of prompts, slot by slot, until about prefill_chunk tokens ran this step: up to
  * prefill_batch slots' chunks in one tcq_model_prefill_batch call, so the lm_head (the largest
  * matrix) runs once for all the prompts that end here.  Each chunk goes through the layers alone
- * unless prefill_merge, so a request's prefill is the same computation alone or beside others. */
+ * unless prefill_merge, so a request's prefill is the same computation alone or beside others.
+ * Jobs that arrive while a call runs are admitted before the next one and take what is left of
+ * the step's budget: clients that send together but land a few milliseconds apart get their
+ * first tokens from this step, not after the next step's decode (the budget still bounds how
+ * long the running streams wait). */
 static void prefill_step(srv_sched *s)
 {
     int budget = s->o.prefill_chunk;
-    for (int i = 0; i < s->o.n_slots && budget > 0;) {
+    while (budget > 0) {
+        admit(s);
         tcq_prefill_seq q[TCQ_MAX_BATCH];
         slot *who[TCQ_MAX_BATCH];
         int nq = 0;
-        for (; i < s->o.n_slots && budget > 0 && nq < s->o.prefill_batch; i++) {
+        for (int i = 0; i < s->o.n_slots && budget > 0 && nq < s->o.prefill_batch; i++) {
             slot *sl = &s->slots[i];
-            if (sl->state != SLOT_PREFILL) continue;
+            if (sl->state != SLOT_PREFILL || sl->pf_step == s->step) continue;   /* one chunk a step */
             srv_job *j = sl->job;
             const int n = TCQ_MIN(s->o.prefill_chunk, j->n_prompt - sl->prefill_at);
             const int last = sl->prefill_at + n == j->n_prompt;
             q[nq] = (tcq_prefill_seq){sl->sess, j->prompt + sl->prefill_at, n, last ? s->logits + (size_t)nq * s->vocab : NULL};
+            sl->pf_step = s->step;
             who[nq++] = sl;
             budget -= n;
         }
         if (!nq) break;
+        const double t0 = cli_now();
         tcq_status st = tcq_model_prefill_batch(s->m, q, nq, s->o.prefill_merge);
+        const double t1 = cli_now();
+        s->tr.pf_calls++;
+        s->tr.pf_slots += nq;
+        for (int b = 0; b < nq; b++) s->tr.pf_rows += q[b].n;
+        s->tr.pf_s += t1 - t0;
         for (int b = 0; b < nq; b++) {
             slot *sl = who[b];
             if (st != TCQ_OK) {
@@ -354,6 +525,7 @@ static void prefill_step(srv_sched *s)
                 slot_token(s, sl, tcq_sampler_sample(sl->smp, q[b].last_logits));
             }
         }
+        s->tr.smp_s += cli_now() - t1;
     }
 }
 
@@ -374,7 +546,12 @@ static void decode_step(srv_sched *s)
             nb++;
         }
         if (!nb) break;
+        const double t0 = cli_now();
         tcq_status st = tcq_model_forward_batch(s->m, sess, toks, nb, s->logits);
+        const double t1 = cli_now();
+        s->tr.dec_calls++;
+        s->tr.dec_rows += nb;
+        s->tr.dec_s += t1 - t0;
         for (int b = 0; b < nb; b++) {
             slot *sl = rows[b];
             if (st != TCQ_OK) {
@@ -385,6 +562,7 @@ static void decode_step(srv_sched *s)
             sl->cache[sl->n_cache++] = toks[b];
             slot_token(s, sl, tcq_sampler_sample(sl->smp, s->logits + (size_t)b * s->vocab));
         }
+        s->tr.smp_s += cli_now() - t1;
     }
 }
 
@@ -402,16 +580,40 @@ static void *loop(void *arg)
     for (;;) {
         pthread_mutex_lock(&s->mu);
         while (!s->stopping && !s->q_len && !s->st.busy_slots) pthread_cond_wait(&s->cv, &s->mu);
+        if (!s->st.busy_slots && s->o.admit_wait_ms > 0) {
+            /* Idle until this request: clients that send together reach the queue a few ms apart
+             * (connections, parsing, tokenizing), and a step started on the first one alone would
+             * keep the others out until after its prefill and decode.  Wait a little for them,
+             * until every slot has a job. */
+            struct timespec dl;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            const long long ns = dl.tv_nsec + (long long)s->o.admit_wait_ms * 1000000;
+            dl.tv_sec += (time_t)(ns / 1000000000);
+            dl.tv_nsec = (long)(ns % 1000000000);
+            while (!s->stopping && s->q_len < s->o.n_slots && pthread_cond_timedwait(&s->cv, &s->mu, &dl) == 0) {}
+        }
         const int stop = s->stopping;
         pthread_mutex_unlock(&s->mu);
         if (stop) break;
-        const double t0 = cli_now();
+        s->step++;
+        const double t0 = cli_now(), c0 = s->o.trace ? srv_cpu_now() : 0;
+        if (!s->t_start) s->t_start = t0;
         drop_cancelled(s);
         admit(s);
+        const double t_admit = cli_now();
         prefill_step(s);
         decode_step(s);
+        const double t1 = cli_now();
+        if (s->o.trace) {
+            fprintf(stderr, "trace step %llu +%.3f s: admit %d (%.1f ms) | prefill %d calls %d slots %d rows %.1f ms | "
+                            "decode %d calls %d rows %.1f ms | sample+emit %.1f ms | step %.1f ms, cpu %.1f ms\n",
+                    (unsigned long long)s->step, t0 - s->t_start, s->tr.admitted, 1e3 * (t_admit - t0), s->tr.pf_calls,
+                    s->tr.pf_slots, s->tr.pf_rows, 1e3 * s->tr.pf_s, s->tr.dec_calls, s->tr.dec_rows, 1e3 * s->tr.dec_s,
+                    1e3 * s->tr.smp_s, 1e3 * (t1 - t0), 1e3 * (srv_cpu_now() - c0));
+        }
+        memset(&s->tr, 0, sizeof s->tr);
         pthread_mutex_lock(&s->mu);
-        s->st.busy_s += cli_now() - t0;
+        s->st.busy_s += t1 - t0;
         s->st.decode_steps += 1;
         pthread_mutex_unlock(&s->mu);
     }
@@ -432,7 +634,7 @@ tcq_status srv_sched_create(tcq_model *m, const tcq_tokenizer *tok, const srv_sc
 {
     *out = NULL;
     if (o->n_slots < 1 || o->max_batch < 1 || o->max_batch > TCQ_MAX_BATCH || o->prefill_chunk < 1 || o->ctx < 2 ||
-        o->prefill_batch < 0 || o->prefill_batch > o->max_batch)
+        o->prefill_batch < 0 || o->prefill_batch > o->max_batch || o->admit_wait_ms < 0)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "serve: bad scheduler options");
     srv_sched *s = calloc(1, sizeof *s);
     if (!s) return tcq_fail(TCQ_ERR_NOMEM, "serve: scheduler");
@@ -441,6 +643,7 @@ tcq_status srv_sched_create(tcq_model *m, const tcq_tokenizer *tok, const srv_sc
     s->o = *o;
     if (!s->o.prefill_batch) s->o.prefill_batch = o->max_batch;
     s->vocab = tcq_model_get_config(m)->vocab_size;
+    if (strcmp(tcq_model_device(m), "cpu") != 0) s->o.cache_bytes = 0;   /* tcq_session_copy: host sessions only */
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     /* what ends a reply: the chat end tokens the vocabulary has, its EOS, the model's EOS ids */
@@ -525,6 +728,8 @@ void srv_sched_free(srv_sched *s)
         tcq_stopper_free(sl->stop);
         free(sl->cache);
     }
+    for (int i = 0; i < s->pc_n; i++) pc_free(&s->pc[i]);
+    free(s->pc);
     free(s->slots);
     free(s->queue);
     free(s->logits);

@@ -36,6 +36,9 @@ static float bf16_daz(uint16_t h)
 /* f32 result flushed to zero when denormal (vdpbf16ps's FTZ) */
 static float ftz(float v) { return fabsf(v) < FLT_MIN ? copysignf(0.0f, v) : v; }
 
+/* a weight as the bf16-activation GEMM multiplies it: bf16 as stored, f16 rounded to bf16 (RNE) */
+static uint16_t wbf(tcq_wformat fmt, uint16_t h) { return fmt == TCQ_WF_F16 ? tcq_f32_to_bf16(tcq_f16_to_f32(h)) : h; }
+
 /* The bf16-activation GEMM's order (kernels.h): 16 lanes over pairs of k, odd then even */
 void tcq_d16_ref_dp(const kd16_args *a, int64_t r0, int64_t r1)
 {
@@ -47,9 +50,9 @@ void tcq_d16_ref_dp(const kd16_args *a, int64_t r0, int64_t r1)
             float lane[16] = {0};
             for (int64_t k = 0; k < K; k += 2) {
                 const int l = (int)(k / 2 % 16);
-                const float w1 = k + 1 < K ? bf16_daz(wr[k + 1]) : 0.0f;
+                const float w1 = k + 1 < K ? bf16_daz(wbf(a->w->fmt, wr[k + 1])) : 0.0f;
                 lane[l] = ftz(lane[l] + w1 * bf16_daz(xm[k + 1]));
-                lane[l] = ftz(lane[l] + bf16_daz(wr[k]) * bf16_daz(xm[k]));
+                lane[l] = ftz(lane[l] + bf16_daz(wbf(a->w->fmt, wr[k])) * bf16_daz(xm[k]));
             }
             /* d16_hsum4_512's tree for one accumulator: halves, quarters, then pairs */
             float h[8], q[4], p[2];

@@ -1,9 +1,10 @@
 /* AVX-512 dense f16 / bf16 kernels: below the GEMM regime the weights widened in registers (f16
  * by vcvtph2ps, bf16 by a shift) times the f32 activations by vfmadd231ps, a tile of up to 6
  * activation rows x 4 outputs (24 accumulators of 16 lanes); the GEMM regime in
- * dense16_gemm_avx512.h.  vdpbf16ps (AVX-512 BF16) was tried and is gone: it needs the
- * activations rounded to bf16, which moved tinyqwen's logits 0.05 from transformers' (the
- * parity tests allow 1e-3), and on Zen 5 its GEMM ran 1.5x the time of this one. */
+ * dense16_gemm_avx512.h.  These are the exact path's kernels (f32 activations): vdpbf16ps needs
+ * the activations rounded to bf16, which moved tinyqwen's logits 0.05 from transformers' (the
+ * parity tests allow 1e-3); the fast path's vdpbf16ps GEMM is dense16_dp_avx512x.c (a panel
+ * form of it here ran 1.5x this GEMM's time on Zen 5 and is gone). */
 #include "dense16_gemm_avx512.h"
 
 #define KC 1024

@@ -1,4 +1,4 @@
-/* AVX-512 BF16 GEMM for dense bf16 weights on the fast path (linear.c runs it only where
+/* AVX-512 BF16 GEMM for dense bf16 and f16 weights on the fast path (linear.c runs it only where
  * tcq_cpu()->avx512bf16; kernels.h, "bf16 activations", states its contract).
  *
  * The activations are rounded to bf16 once per call (tcq_d16_round_bf16_avx512x: RNE, the bits of
@@ -17,7 +17,14 @@
  * Loop order inside an item (16 outputs, DENSE16_DP_ROWS in linear.c): 6-row tiles outermost, the
  * item's 4 groups of 4 outputs inside, each tile over all of k: the tile's activations (6 rows,
  * <= 204 KB at K = 17408) and the item's weights (16 rows, <= 557 KB) stay in the 1 MB L2, and the
- * 10 row streams of a tile are long enough for the hardware prefetchers. */
+ * 10 row streams of a tile are long enough for the hardware prefetchers.
+ *
+ * f16 weights: the item's 16 rows (whole k) are rounded to bf16 first (vcvtph2ps, exact, then
+ * vcvtne2ps2bf16, RNE: the bits of tcq_f32_to_bf16(tcq_f16_to_f32(h)) for every h, test_kernels
+ * checks all 65536) into the thread's scratch, <= 557 KB at K = 17408, and every tile of the call
+ * runs over that copy while it sits in L2: one conversion per weight per call, never a copy of the
+ * whole matrix.  The rest is the bf16 kernel as it stands, so an output's bits still depend on its
+ * W row and x row alone. */
 #include "dense16_x86.h"
 
 AI __m512bh bh(__m512i v) { return (__m512bh)v; }
@@ -58,17 +65,40 @@ AI void dp_tile(const int MR, const kd16_args *a, int64_t m0, const uint16_t *co
         d16_store(a->y + (m0 + m) * a->ldy + n0, d16_hsum4_512(acc[m][0], acc[m][1], acc[m][2], acc[m][3]), nv, 1);
 }
 
+/* rows [r0, r1) of f16 W [., K] rounded to bf16 rows of ld (>= K rounded up to 32) in wb, zeros
+ * past K */
+void tcq_d16_f16_to_bf16_avx512x(const uint16_t *W, int64_t K, int64_t r0, int64_t r1, uint16_t *wb, int64_t ld)
+{
+    for (int64_t r = r0; r < r1; r++) {
+        const uint16_t *s = W + r * K;
+        uint16_t *o = wb + (r - r0) * ld;
+        for (int64_t k = 0; k < ld; k += 32) {
+            const int64_t n = TCQ_MAX(0, TCQ_MIN(32, K - k));
+            const __mmask16 lo = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+            const __mmask16 hi = n >= 32 ? (__mmask16)0xffff : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
+            const __m512 a = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lo, s + k));
+            const __m512 b = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(hi, s + k + 16));
+            _mm512_storeu_si512(o + k, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+        }
+    }
+}
+
 static void gemm_dp(const kd16_args *a, int64_t r0, int64_t r1, void *scratch)
 {
-    (void)scratch;
-    const int64_t K = a->w->in, M = a->M;
-    const uint16_t *W = a->w->dense;
+    const int64_t M = a->M;
+    int64_t ld = a->w->in;
+    const uint16_t *W = (const uint16_t *)a->w->dense + r0 * ld;   /* row r0 */
+    if (a->w->fmt == TCQ_WF_F16) {   /* the item's rows as bf16, read by every tile below */
+        tcq_d16_f16_to_bf16_avx512x(a->w->dense, a->w->in, r0, r1, scratch, a->ldxb);
+        W = scratch;
+        ld = a->ldxb;
+    }
     for (int64_t m0 = 0; m0 < M; m0 += 6) {
         const int mr = (int)TCQ_MIN(6, M - m0);
         for (int64_t n0 = r0; n0 < r1; n0 += 4) {
             const int nv = (int)TCQ_MIN(4, r1 - n0);
             const uint16_t *w[4];
-            for (int n = 0; n < 4; n++) w[n] = W + (n0 + TCQ_MIN(n, nv - 1)) * K;
+            for (int n = 0; n < 4; n++) w[n] = W + (n0 - r0 + TCQ_MIN(n, nv - 1)) * ld;
             switch (mr) {
             case 1: dp_tile(1, a, m0, w, nv, n0); break;
             case 2: dp_tile(2, a, m0, w, nv, n0); break;
