@@ -27,13 +27,20 @@ static double maxdiff(const float *a, const float *b, size_t n, double *scale)
     return w;
 }
 
-static void run(int bits, tcq_kpath path, const char *name, double rel_merged, int head_exact)
+/* The test model: a 2-layer synthetic Qwen3 of `bits` (0 bf16, 16 f16, 1..4 trellis), 2 threads. */
+static tcq_model *synth(int bits, tcq_kpath path)
 {
-    tcq_model_config c = {.arch = TCQ_ARCH_QWEN3, .dim = 256, .hidden_dim = 512, .n_layers = 2, .n_heads = 4,
-                          .n_kv_heads = 2, .head_dim = 128, .vocab_size = V, .max_seq = 64};
-    tcq_model_opts o = {.n_threads = 2, .path = path};
+    const tcq_model_config c = {.arch = TCQ_ARCH_QWEN3, .dim = 256, .hidden_dim = 512, .n_layers = 2, .n_heads = 4,
+                                .n_kv_heads = 2, .head_dim = 128, .vocab_size = V, .max_seq = 64};
+    const tcq_model_opts o = {.n_threads = 2, .path = path};
     tcq_model *m = NULL;
     CHECK_OK(tcq_model_synthetic(&c, bits, 11, &o, &m));
+    return m;
+}
+
+static void run(int bits, tcq_kpath path, const char *name, double rel_merged, int head_exact)
+{
+    tcq_model *m = synth(bits, path);
     if (!m) return;
     tcq_session *a[NB] = {0}, *b[NB] = {0};
     int32_t tok[NB][40];
@@ -106,11 +113,7 @@ static void run(int bits, tcq_kpath path, const char *name, double rel_merged, i
  * logits). */
 static void pruned_last_layer(int bits, tcq_kpath path, const char *name)
 {
-    tcq_model_config c = {.arch = TCQ_ARCH_QWEN3, .dim = 256, .hidden_dim = 512, .n_layers = 2, .n_heads = 4,
-                          .n_kv_heads = 2, .head_dim = 128, .vocab_size = V, .max_seq = 64};
-    tcq_model_opts o = {.n_threads = 2, .path = path};
-    tcq_model *m = NULL;
-    CHECK_OK(tcq_model_synthetic(&c, bits, 11, &o, &m));
+    tcq_model *m = synth(bits, path);
     if (!m) return;
     enum { N = 40 };
     int32_t tok[N + 1];
