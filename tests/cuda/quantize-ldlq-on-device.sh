@@ -31,11 +31,11 @@ if [ "$mode" = pack ]; then
   root=$here/../..
   shared=$root/../shared/data
   rm -rf "$dest"
-  mkdir -p "$dest/data/tiny_llama" "$dest/data/tinyqwen1" "$dest/lib"
+  mkdir -p "$dest/data/tiny_llama" "$dest/data/tinyqwen1"
   for f in tcq test_quant_qla; do cp "$bin/$f" "$dest/$f" && strip "$dest/$f" && xz -9 -f -T2 "$dest/$f"; done
-  cp $(ldd "$bin/tcq" | awk '/=> \//{print $3}' | grep -vE 'libc\.so|libm\.so|libstdc|libgcc|libpthread|libdl|librt|libcublas') "$dest/lib/"
-  (cd "$dest" && tar cJf lib.tar.xz lib && rm -rf lib)
-  cp "$0" "$dest/quantize-ldlq-on-device.sh"
+  . "$here/device-common.sh"
+  pack_libs "$bin" "$dest"
+  cp "$0" "$here/device-common.sh" "$dest/"
   cp "$root/bench/synth_qwen3_14b.py" "$dest/"
   cp "$root/tests/data/tiny_llama/config.json" "$root/tests/data/tiny_llama/model.safetensors" "$dest/data/tiny_llama/"
   # tinyqwen's first layer as one safetensors file (the embedding is tied: no lm_head)
@@ -87,15 +87,13 @@ mkdir -p "$out"
 cd "$dir" || exit 1
 t_start=$(date +%s)
 left() { echo $(( 570 - ($(date +%s) - t_start) )); }
-unxz() { xz -dc "$1" 2>/dev/null || python3 -c 'import lzma,sys; sys.stdout.buffer.write(lzma.open(sys.argv[1]).read())' "$1"; }
-for f in tcq test_quant_qla; do [ -f $f.xz ] && unxz $f.xz > $f && chmod +x $f; done
-[ -f lib.tar.xz ] && unxz lib.tar.xz | tar x
+. ./device-common.sh
+unpack tcq test_quant_qla
 for f in data/tinyqwen1/model.safetensors data/tinyqwen1/tokenizer.json data/tiny_llama/model.safetensors \
     data/calib.txt data/eval.txt; do
   [ -f $f.xz ] && unxz $f.xz > $f && rm -f $f.xz
 done
 [ -f data/qwen3-tokenizer.json.xz ] && unxz data/qwen3-tokenizer.json.xz > data/qwen3-tokenizer.json
-export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 threads=$(nproc)
 summary=()
 pass=0 failn=0

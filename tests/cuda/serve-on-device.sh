@@ -3,9 +3,9 @@
 # runtime exists; the scheduler is the same").  Python stdlib client (serve_client.py): the device
 # image has no node for the CI's openai-package tests (tests/server).
 #   tests/cuda/serve-on-device.sh run DIR [OUT_DIR]
-#       DIR holds tcq (and lib/ if the image lacks libraries), data/tq3 (a small Qwen3 trellis
-#       artifact with a chat template), data/qwen3-tokenizer.json and serve_client.py (the packs of
-#       quantize-ldlq-on-device.sh / model-on-device.sh plus these files).
+#       DIR: a pack of quantize-ldlq-on-device.sh (tcq, lib.tar.xz, device-common.sh,
+#       data/qwen3-tokenizer.json.xz) plus serve_client.py, this script and data/tq3 (a small
+#       Qwen3 trellis artifact with a chat template).
 #       (a) the API on tq3 on the GPU (serve_client.py check), --kpath exact and auto, with the
 #           count of 16 concurrent greedy streams identical to 16 sequential ones;
 #       (b) aggregate tokens/s at 1, 4 and 16 clients on the synthetic Qwen3-14B geometry
@@ -17,7 +17,9 @@ dir=$2
 out=${3:-${OUT:-/tmp/tcq-serve-out}}
 mkdir -p "$out"
 cd "$dir" || exit 1
-export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+. ./device-common.sh
+unpack tcq
+[ -f data/qwen3-tokenizer.json.xz ] && unxz data/qwen3-tokenizer.json.xz >data/qwen3-tokenizer.json
 summary=()
 port=18300
 serve() {   # serve LOG ARGS...: start tcq serve, wait for its address; sets pid and url
