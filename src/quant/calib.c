@@ -7,7 +7,18 @@
  * weights, i+1's Hessians are taken with 0..i already quantized (sequential, as GPTQ/QTIP do).
  * So the memory is X, one layer's weights and one layer's four Hessians, never the model's.
  * The readers' taps see the residual stream before the RMSNorm: normalised without a gain (the
- * fold moved it into the weights), already rotated. */
+ * fold moved it into the weights), already rotated.
+ *
+ * On a GPU (tcq_quant_cal_set_qla): the Hessians' rank-M updates run there (tcq_qla_syrk), and so
+ * do the forward's projections: each call mirrors the layer's dense f32 weights (one push of the
+ * seven, ~1.3 GB f32 for a 14B layer; dropped when it returns, so the next call's weights, e.g.
+ * the coded ones changed in place, are pushed afresh) and the model's projection hook (model.h's
+ * mm) sends every projection to cuBLAS SGEMM, the rows staged up and the outputs down; SwiGLU's
+ * silu(g) * u stays on the host, with tcq_linear_swiglu's formula.  Attention, norms, rope and
+ * the taps' normalisation and widening stay on the host.  Numerical contract (qla.h): the same
+ * products in f32 (no TF32), another summation order than the CPU kernels, so the stream and the
+ * Hessians match the CPU path to rounding (test_quant_qla measures it), not bit for bit; the same
+ * run to run and for any thread count (one stream, no atomics; the host parts are the CPU path's). */
 #include "quant.h"
 #include "qla.h"
 #include "../model/model.h"
@@ -87,7 +98,10 @@ struct tcq_quant_cal {
     tcq_quant_lhess *lh;
     float *fbuf;              /* [chunk, dim] */
     double *dbuf;             /* [chunk, max dim] */
-    tcq_qla *qla;             /* set: the Hessians accumulate on its device (tcq_quant_cal_set_qla) */
+    tcq_qla *qla;             /* set: the Hessians accumulate and the projections run on its device */
+    const void *wdev[7];      /* the current layer's weights mirrored on qla (dense f32) */
+    int n_wdev;
+    float *ubuf;              /* [chunk, hidden]: up's output beside gate's (the hook's SwiGLU) */
     tcq_status s;
 };
 
@@ -117,6 +131,34 @@ static void tap(void *user, int layer, int site, const float *x, int M)
         return;
     }
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, M, 1.0, c->dbuf, (int)d, 1.0, c->lh->H[site], (int)d);
+}
+
+/* w's weights are one of the layer's mirrors. */
+static int on_device(const tcq_quant_cal *c, const tcq_weight *w)
+{
+    for (int i = 0; w->fmt == TCQ_WF_F32 && i < c->n_wdev; i++)
+        if (w->dense == c->wdev[i]) return 1;
+    return 0;
+}
+
+/* tcq_linear_swiglu's silu(g) * u (src/kernels/linear.c) */
+static inline float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+/* The projection hook (model.h's mm) while the layer's weights are mirrored: y = x W^T as one
+ * SGEMM on qla (x staged up, y down, W its mirror); anything not mirrored goes to the kernels. */
+static tcq_status mm(void *user, const tcq_weight *W, const tcq_weight *up, const float *x, float *y, int M)
+{
+    tcq_quant_cal *c = user;
+    tcq_kctx *k = c->m->kctx;
+    if (!on_device(c, W) || (up && (!on_device(c, up) || up->out != W->out || up->in != W->in ||
+                                    up->out > c->m->cfg.hidden_dim)))
+        return up ? tcq_linear_swiglu(W, up, x, y, M, k) : tcq_linear(W, x, y, M, k);
+    const int64_t N = W->out, K = W->in;
+    TCQ_TRY(tcq_qla_sgemm(c->qla, 0, 1, M, N, K, 1.0f, x, K, W->dense, K, 0.0f, y, N));
+    if (!up) return TCQ_OK;
+    TCQ_TRY(tcq_qla_sgemm(c->qla, 0, 1, M, N, K, 1.0f, x, K, up->dense, K, 0.0f, c->ubuf, N));
+    for (int64_t j = 0; j < M * N; j++) y[j] = silu_mul(y[j], c->ubuf[j]);
+    return TCQ_OK;
 }
 
 static tcq_status read_text(const char *path, char **text, size_t *len)
@@ -182,6 +224,7 @@ void tcq_quant_cal_free(tcq_quant_cal *c)
     free(c->win);
     free(c->fbuf);
     free(c->dbuf);
+    free(c->ubuf);
     free(c);
 }
 
@@ -247,6 +290,7 @@ tcq_status tcq_quant_cal_open(const char *in_dir, const tcq_hadamard *h, const t
 
 int64_t tcq_quant_cal_tokens(const tcq_quant_cal *c) { return c->windows * c->ctx; }
 tcq_model *tcq_quant_cal_model(tcq_quant_cal *c) { return c->m; }
+const float *tcq_quant_cal_stream(const tcq_quant_cal *c) { return c->X; }
 
 tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const tcq_layer *L, tcq_quant_lhess *lh, int advance)
 {
@@ -267,6 +311,21 @@ tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const tcq_layer *L, 
     for (; lh && c->qla && s == TCQ_OK && mirrored < TCQ_TAP_SITES; mirrored++)
         s = tcq_qla_mirror(c->qla, lh->H[mirrored], (size_t)(lh->dim[mirrored] * lh->dim[mirrored]) * sizeof(double), 0);
     if (s != TCQ_OK) mirrored--;
+    /* the projections on the device: the layer's dense f32 weights mirrored (each array once) */
+    const tcq_weight *const ws[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+    c->n_wdev = 0;
+    if (c->qla && s == TCQ_OK && !c->ubuf &&
+        !(c->ubuf = malloc((size_t)TCQ_PREFILL_CHUNK * (size_t)m->cfg.hidden_dim * sizeof *c->ubuf)))
+        s = tcq_fail(TCQ_ERR_NOMEM, "calibration: SwiGLU buffer");
+    for (int j = 0; c->qla && s == TCQ_OK && j < 7; j++) {
+        const tcq_weight *w = ws[j];
+        if (w->fmt != TCQ_WF_F32 || !w->dense || on_device(c, w)) continue;
+        s = tcq_qla_mirror(c->qla, w->dense, (size_t)(w->out * w->in) * sizeof(float), 0);
+        if (s == TCQ_OK) c->wdev[c->n_wdev++] = w->dense;
+        else tcq_error_prefix("layer %d: weights to the device", layer);
+    }
+    m->mm = c->n_wdev ? mm : NULL;
+    m->mm_user = c;
     for (int64_t w = 0; s == TCQ_OK && w < c->windows; w++) {
         float *x = c->X + w * c->ctx * c->dim;
         if (!advance) x = memcpy(c->win, x, (size_t)(c->ctx * c->dim) * sizeof *x);
@@ -275,7 +334,10 @@ tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const tcq_layer *L, 
         if (s == TCQ_OK) s = c->s;
     }
     m->tap = NULL;
+    m->mm = NULL;
     c->lh = NULL;
+    for (int j = 0; j < c->n_wdev; j++) tcq_qla_unmirror(c->qla, c->wdev[j]);
+    c->n_wdev = 0;
     for (int i = 0; i < mirrored; i++) {
         const int64_t d = lh->dim[i];
         if (s == TCQ_OK) s = tcq_qla_pull(c->qla, lh->H[i], d, d, d, sizeof(double));
