@@ -12,7 +12,8 @@
  *     and Hessian sums on the emulation, both passes of a sequential calibration (taps, then the
  *     advance with the weights changed in place, as quantize.c's coded ones): the Hessians and
  *     the residual stream against the CPU path within CAL_BOUND, every projection on qla (its
- *     GEMM count), the same bits run to run and for 1 and 2 threads.  The emulation's SGEMM is
+ *     GEMM count), the same bits run to run and for 1 and 2 threads (the CPU path's too: the
+ *     taps' and SwiGLU's per-row host work runs on the pool).  The emulation's SGEMM is
  *     OpenBLAS', as the CPU's dense kernel: there the bits match; cuBLAS sums in another order.
  *     A weight change that did not reach the device copy (a mirror kept across the two passes)
  *     moves the Hessians and the stream by 0.1-0.2 (measured with that bug put in).
@@ -350,8 +351,10 @@ static void check_cal(tcq_qla *q)
     if (ready < 0) ready = cal_setup(model, calib, sizeof model);
     CHECK(ready, "calibration test files in %s", cal_dir);
     if (!ready) return;
-    cal_out cpu, dev, dev2, dev1;
+    cal_out cpu, cpu1, dev, dev2, dev1;
     cal_run(model, calib, NULL, 2, &cpu);
+    cal_run(model, calib, NULL, 1, &cpu1);
+    CHECK(cal_same(&cpu, &cpu1), "calibration on the CPU: 1 thread differs from 2");
     const int64_t g0 = tcq_qla_gemms(q);
     cal_run(model, calib, q, 2, &dev);
     /* every projection on q: 2 layers x 2 passes x 8 windows of one chunk x 7 */
@@ -379,7 +382,7 @@ static void check_cal(tcq_qla *q)
     }
     CHECK(cal_same(&dev, &dev2), "calibration on qla: a second run differs");
     CHECK(cal_same(&dev, &dev1), "calibration on qla: 1 thread differs from 2");
-    cal_free(&cpu), cal_free(&dev), cal_free(&dev2), cal_free(&dev1);
+    cal_free(&cpu), cal_free(&cpu1), cal_free(&dev), cal_free(&dev2), cal_free(&dev1);
 }
 
 static void check_all(uint64_t *st, tcq_cuda_ctx *ctx)
