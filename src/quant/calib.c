@@ -322,7 +322,8 @@ tcq_status tcq_quant_cal_open(const char *in_dir, const tcq_hadamard *h, const t
 }
 
 /* H's lower triangle from its upper one (DSYRK filled the upper), in 64 x 64 tiles (a row at a
- * time the writes stride by d: 2.8 s against 1.4 s for d = 17408 here), a tile row an item. */
+ * time the writes stride by d: 2.8-3.0 s against 1.4-1.5 s for d = 17408 on one thread here), a
+ * tile row an item. */
 #define SYM_TILE 64
 
 typedef struct sym_job {
