@@ -10,8 +10,9 @@
 #       (0) test_quant_qla: the GPU's GEMM / SYRK / TRSM / Cholesky / proxy against CBLAS, and
 #           BlockLDLQ + a pass on them (GPU encoder) against the CPU path on random matrices;
 #       (a) per tiny model, k = 2: CPU and GPU LDLQ (BlockLDLQ + 1 pass) from the same calibration;
-#           PASS when the saved Hessians agree to 1e-10 of each matrix's largest entry (double
-#           sums in another order), every tensor's proxy loss is within 5 % of the CPU's and their
+#           PASS when the saved Hessians agree to 1e-5 of each matrix's largest entry (the
+#           calibration forward's projections in f32 and the double sums in cuBLAS' order:
+#           test_quant_qla's CAL_BOUND), every tensor's proxy loss is within 5 % of the CPU's and their
 #           sum within 1 % (the GPU path sums in other orders: the same algorithm, not the same
 #           bits), the GPU
 #           artifact is byte-identical on a second run (deterministic), and on tinyqwen the KL
@@ -139,7 +140,7 @@ for spec in "tiny_llama $w/tiny_calib.txt 2048 128" "tinyqwen1 data/calib.txt 81
     echo "$m $run: $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}") s" | tee -a "$out/times.txt"
   done
   [ $ok = 1 ] || continue
-  # the Hessians: the GPU's DSYRK sums against the CPU's, per layer and site
+  # the Hessians: the GPU's (its SGEMM forward, DSYRK sums) against the CPU's, per layer and site
   hd=$(python3 - $w/h_${m}_cpu/hessians.bin $w/h_${m}_gpu/hessians.bin <<'PY'
 import array, sys
 a, b = (open(p, "rb").read() for p in sys.argv[1:3])
@@ -156,10 +157,10 @@ for l in range(n):
 print("%.3g" % worst)
 PY
 )
-  if [[ $hd =~ ^[0-9.e+-]+$ ]] && awk "BEGIN{exit !($hd <= 1e-10)}"; then
-    verdict OK "$m: GPU Hessians vs CPU: max |dH| / max |H| per site $hd (bound 1e-10)"
+  if [[ $hd =~ ^[0-9.e+-]+$ ]] && awk "BEGIN{exit !($hd <= 1e-5)}"; then
+    verdict OK "$m: GPU Hessians vs CPU: max |dH| / max |H| per site $hd (bound 1e-5)"
   else
-    verdict FAIL "$m: GPU Hessians vs CPU: '$hd' (bound 1e-10)"
+    verdict FAIL "$m: GPU Hessians vs CPU: '$hd' (bound 1e-5)"
   fi
   proxies "$out/${m}_cpu.log" >$w/p_cpu
   proxies "$out/${m}_gpu.log" >$w/p_gpu
