@@ -107,6 +107,55 @@ tcq_status tcq_quant_encode_blocks(const tcq_ldlq_args *a, const float *x, const
                   : tcq_encode_blocks(a->p, a->enc, x, w, n, words, a->pool, NULL);
 }
 
+tcq_status tcq_quant_code_candidates(const tcq_ldlq_args *a, const float *tg, int64_t n, int n_mult, uint32_t *codes,
+                                     uint16_t *scales)
+{
+    const tcq_block_params p = a->p;
+    const int64_t C = a->C, rw = C * p.k / 32;
+    float *x = malloc((size_t)(n * n_mult * C) * sizeof *x), *dec = malloc((size_t)C * sizeof *dec);
+    uint32_t *words = malloc((size_t)(n * n_mult * rw) * sizeof *words);
+    uint16_t *sh = malloc((size_t)(n * n_mult) * sizeof *sh);
+    tcq_status s = x && dec && words && sh ? TCQ_OK
+                 : tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale candidates: %lld rows of %lld", (long long)n, (long long)C);
+    for (int64_t r = 0; s == TCQ_OK && r < n; r++) {
+        const float *t = tg + r * C;
+        const uint16_t rms = tcq_scale_for_row(p.L, t, C);
+        for (int m = 0; m < n_mult; m++) {
+            sh[r * n_mult + m] = scaled(rms, scale_mult[m]);
+            const float sc = tcq_f16_to_f32(sh[r * n_mult + m]);
+            float *xm = x + (r * n_mult + m) * C;
+            for (int64_t c = 0; c < C; c++) xm[c] = t[c] / sc;
+        }
+    }
+    /* every trellis block is coded on its own: one call for all rows and candidates gives the
+     * words of one call per candidate (on a GPU: one launch instead of n x n_mult of C/T blocks) */
+    if (s == TCQ_OK) s = tcq_quant_encode_blocks(a, x, NULL, n * n_mult * (C / p.T), words);
+    for (int64_t r = 0; s == TCQ_OK && r < n; r++) {
+        const float *t = tg + r * C;
+        double best = INFINITY;
+        for (int m = 0; s == TCQ_OK && m < n_mult; m++) {
+            const uint32_t *wm = words + (r * n_mult + m) * rw;
+            uint16_t h = sh[r * n_mult + m];
+            if (a->refit) s = tcq_quant_refit_scales(p, t, 1, C, wm, &h, NULL);
+            if (s != TCQ_OK) break;
+            if (n_mult > 1) {
+                decode_row(p, wm, h, C, dec);
+                double err = 0;
+                for (int64_t c = 0; c < C; c++) err += ((double)t[c] - dec[c]) * ((double)t[c] - dec[c]);
+                if (m > 0 && !(err < best)) continue;   /* the first of equal errors is kept */
+                best = isnan(err) ? INFINITY : err;
+            }
+            scales[r] = h;
+            memcpy(codes + r * rw, wm, (size_t)rw * sizeof *codes);
+        }
+    }
+    free(x);
+    free(dec);
+    free(words);
+    free(sh);
+    return s;
+}
+
 tcq_status tcq_quant_proxy_on(tcq_qla *qla, const float *W, const float *What, int64_t R, int64_t C, int axis,
                               const double *H, double *loss, double *ref)
 {
@@ -203,12 +252,11 @@ static tcq_status ldlq_axis0(const tcq_ldlq_args *a, const double *Lm, const int
     const tcq_block_params p = a->p;
     const int64_t R = a->R, C = a->C, rw = C * p.k / 32;
     float *acc = calloc((size_t)(R * C), sizeof *acc), *tg = malloc((size_t)C * sizeof *tg);
-    float *x = malloc((size_t)C * sizeof *x), *eb = malloc((size_t)(AXIS0_BATCH * C) * sizeof *eb);
+    float *eb = malloc((size_t)(AXIS0_BATCH * C) * sizeof *eb);
     float *lf = malloc((size_t)(AXIS0_BATCH * R) * sizeof *lf);
     const int n_mult = TCQ_MIN(TCQ_MAX(a->scale_search, 1), 9);
-    uint32_t *cw2 = malloc((size_t)rw * sizeof *cw2);
     tcq_status s = TCQ_OK;
-    if (!acc || !tg || !x || !eb || !lf || !cw2)
+    if (!acc || !tg || !eb || !lf)
         s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
     /* on a GPU, acc lives there: the batch's products land on the device, each batch's rows come
      * down before it is coded */
@@ -226,30 +274,9 @@ static tcq_status ldlq_axis0(const tcq_ldlq_args *a, const double *Lm, const int
             for (int64_t t = 0; t < C; t++) tg[t] = w[t] + acc[i * C + t];
             /* the row's block of the LDL is itself (D_i a scalar): its term is the plain squared
              * error to its target, so the scale search compares that */
-            const uint16_t rms = tcq_scale_for_row(p.L, tg, C);
             uint32_t *cw = a->codes + pi * rw;
             float *wh = a->What + pi * C, *e = eb + (i - lo) * C;
-            double best = INFINITY;
-            for (int m = 0; s == TCQ_OK && m < n_mult; m++) {
-                uint16_t sh = scaled(rms, scale_mult[m]);
-                const float sc = tcq_f16_to_f32(sh);
-                for (int64_t t = 0; t < C; t++) x[t] = tg[t] / sc;
-                uint32_t *dst = m ? cw2 : cw;
-                s = tcq_quant_encode_blocks(a, x, NULL, C / p.T, dst);
-                if (s == TCQ_OK && a->refit) s = tcq_quant_refit_scales(p, tg, 1, C, dst, &sh, NULL);
-                if (s != TCQ_OK || n_mult == 1) {
-                    a->scales[pi] = sh;
-                    break;
-                }
-                decode_row(p, dst, sh, C, e);   /* e: scratch here */
-                double err = 0;
-                for (int64_t t = 0; t < C; t++) err += ((double)tg[t] - e[t]) * ((double)tg[t] - e[t]);
-                if (err < best) {
-                    best = err;
-                    a->scales[pi] = sh;
-                    if (m) memcpy(cw, cw2, (size_t)rw * sizeof *cw);
-                }
-            }
+            s = tcq_quant_code_candidates(a, tg, 1, n_mult, cw, a->scales + pi);
             if (s != TCQ_OK) break;
             decode_row(p, cw, a->scales[pi], C, wh);
             for (int64_t t = 0; t < C; t++) e[t] = w[t] - wh[t];
@@ -271,10 +298,8 @@ static tcq_status ldlq_axis0(const tcq_ldlq_args *a, const double *Lm, const int
     if (mir) tcq_qla_unmirror(a->qla, acc);
     free(acc);
     free(tg);
-    free(x);
     free(eb);
     free(lf);
-    free(cw2);
     return s;
 }
 

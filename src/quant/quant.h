@@ -177,6 +177,13 @@ typedef struct tcq_ldlq_args {
 } tcq_ldlq_args;
 /* Code n blocks of T targets x (weights w or NULL) with the encoder a names (ldlq.c). */
 tcq_status tcq_quant_encode_blocks(const tcq_ldlq_args *a, const float *x, const float *w, int64_t n, uint32_t *words);
+/* Code n rows of targets tg [n, C] each at the first n_mult of its candidate scales (its RMS
+ * scale times 1, 0.9, 1.1, 0.8, 1.2, 0.95, 1.05, 0.85, 1.15) in ONE encoder call of
+ * n * n_mult * C/T blocks, then per row: the refit (a->refit) and the candidate of least squared
+ * error to the row's target kept (the first of equal ones; n_mult 1: no comparison).  codes
+ * [n, C*k/32], scales [n]. */
+tcq_status tcq_quant_code_candidates(const tcq_ldlq_args *a, const float *tg, int64_t n, int n_mult, uint32_t *codes,
+                                     uint16_t *scales);
 tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a);
 /* One block coordinate descent pass over a BlockLDLQ result (ldlq_pass.c) on H + lambda I: codes,
  * scales (axis 0) and What updated where that loss drops. */
