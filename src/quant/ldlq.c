@@ -6,11 +6,8 @@
  *   axis 1 (q/k/v/gate/up, rows = outputs): the blocks are the trellis blocks of T input
  *     positions, all rows of a column block coded at once; the row scales come from the
  *     unrotated... from the rows as given, before any feedback.
- *   axis 0 (o/down, stored rows = input columns): H is over the stored rows, blocks of one:
- *     every stored row is coded (its own scale, from its target) and fed back before the next,
- *     GPTQ's column-by-column order, in GPTQ's act-order (the inputs of largest H_ii first; H is
- *     factored permuted, the codes land in the stored rows).  tinyqwen k = 3: the proxy loss of
- *     every o/down projection 1.5-20 % lower than in the natural order (docs/PERFORMANCE.md). */
+ *   axis 0 (o/down, stored rows = input columns): H is over the stored rows, blocks of g rows
+ *     (ldlq_axis0.c; g = 1: GPTQ's column-by-column order), in GPTQ's act-order. */
 #include "quant.h"
 #include "qla.h"
 
@@ -243,66 +240,6 @@ static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const dou
     return s;
 }
 
-/* Rows are coded from the last; a coded row's error reaches the rows of its batch of 128 at
- * once and the rows below the batch in one sgemm (GPTQ's lazy batch: the same sums, grouped). */
-#define AXIS0_BATCH 128
-
-static tcq_status ldlq_axis0(const tcq_ldlq_args *a, const double *Lm, const int64_t *perm)
-{
-    const tcq_block_params p = a->p;
-    const int64_t R = a->R, C = a->C, rw = C * p.k / 32;
-    float *acc = calloc((size_t)(R * C), sizeof *acc), *tg = malloc((size_t)C * sizeof *tg);
-    float *eb = malloc((size_t)(AXIS0_BATCH * C) * sizeof *eb);
-    float *lf = malloc((size_t)(AXIS0_BATCH * R) * sizeof *lf);
-    const int n_mult = TCQ_MIN(TCQ_MAX(a->scale_search, 1), 9);
-    tcq_status s = TCQ_OK;
-    if (!acc || !tg || !eb || !lf)
-        s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
-    /* on a GPU, acc lives there: the batch's products land on the device, each batch's rows come
-     * down before it is coded */
-    int mir = 0;
-    if (s == TCQ_OK && a->qla && R > AXIS0_BATCH) {
-        s = tcq_qla_mirror(a->qla, acc, (size_t)(R * C) * sizeof *acc, 1);
-        mir = s == TCQ_OK;
-    }
-    for (int64_t hi = R; s == TCQ_OK && hi > 0; hi -= AXIS0_BATCH) {
-        const int64_t lo = TCQ_MAX(0, hi - AXIS0_BATCH);
-        if (mir && hi < R) s = tcq_qla_pull(a->qla, acc + lo * C, hi - lo, C, C, sizeof *acc);
-        for (int64_t i = hi - 1; s == TCQ_OK && i >= lo; i--) {
-            const int64_t pi = perm[i];   /* Lm's row i is the stored row pi */
-            const float *w = a->W + pi * C;
-            for (int64_t t = 0; t < C; t++) tg[t] = w[t] + acc[i * C + t];
-            /* the row's block of the LDL is itself (D_i a scalar): its term is the plain squared
-             * error to its target, so the scale search compares that */
-            uint32_t *cw = a->codes + pi * rw;
-            float *wh = a->What + pi * C, *e = eb + (i - lo) * C;
-            s = tcq_quant_code_candidates(a, tg, 1, n_mult, cw, a->scales + pi);
-            if (s != TCQ_OK) break;
-            decode_row(p, cw, a->scales[pi], C, wh);
-            for (int64_t t = 0; t < C; t++) e[t] = w[t] - wh[t];
-            const double *li = Lm + i * R;   /* L[i][j], j < i: row i's feedback to the rows coded after it */
-            for (int64_t j = lo; j < i; j++) {
-                const float l = (float)li[j];
-                float *aj = acc + j * C;
-                for (int64_t t = 0; t < C; t++) aj[t] += l * e[t];
-            }
-        }
-        if (s != TCQ_OK || lo == 0) continue;
-        for (int64_t i = lo; i < hi; i++)
-            for (int64_t j = 0; j < lo; j++) lf[(i - lo) * lo + j] = (float)Lm[i * R + j];
-        if (mir) s = tcq_qla_sgemm(a->qla, 1, 0, lo, C, hi - lo, 1.0f, lf, lo, eb, C, 1.0f, acc, C);
-        else
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)lo, (int)C, (int)(hi - lo), 1.0f, lf, (int)lo, eb,
-                        (int)C, 1.0f, acc, (int)C);
-    }
-    if (mir) tcq_qla_unmirror(a->qla, acc);
-    free(acc);
-    free(tg);
-    free(eb);
-    free(lf);
-    return s;
-}
-
 tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out)
 {
     double mean = 0;
@@ -366,66 +303,10 @@ static tcq_status search_axis1(const tcq_ldlq_args *a, const double *Lm, const d
     return s;
 }
 
-/* Axis 0's coding order (GPTQ's act-order): the stored rows (inputs) by ascending H_ii, ties by
- * index, so that coding from the last takes the inputs of most energy first, while the most
- * rows are left to absorb their errors.  perm[i] is the stored row at position i of the order. */
-typedef struct ao_key {
-    double h;
-    int64_t i;
-} ao_key;
-
-static int ao_cmp(const void *x, const void *y)
-{
-    const ao_key *a = x, *b = y;
-    return a->h < b->h ? -1 : a->h > b->h ? 1 : (a->i > b->i) - (a->i < b->i);
-}
-
-static tcq_status act_order(const double *H, int64_t m, int64_t *perm)
-{
-    ao_key *k = malloc((size_t)m * sizeof *k);
-    if (!k) return tcq_fail(TCQ_ERR_NOMEM, "LDLQ order of %lld rows", (long long)m);
-    for (int64_t i = 0; i < m; i++) k[i] = (ao_key){H[i * m + i], i};
-    qsort(k, (size_t)m, sizeof *k, ao_cmp);
-    for (int64_t i = 0; i < m; i++) perm[i] = k[i].i;
-    free(k);
-    return TCQ_OK;
-}
-
-/* A <- P A P^T in place (A[i][j] = A_old[perm[i]][perm[j]]): rows by cycles, then each row's
- * columns through tmp [m]. */
-static tcq_status permute_sym(double *A, int64_t m, const int64_t *perm, double *tmp)
-{
-    char *done = calloc((size_t)m, 1);
-    if (!done) return tcq_fail(TCQ_ERR_NOMEM, "LDLQ order of %lld rows", (long long)m);
-    for (int64_t i = 0; i < m; i++) {   /* columns of each row */
-        double *r = A + i * m;
-        for (int64_t j = 0; j < m; j++) tmp[j] = r[perm[j]];
-        memcpy(r, tmp, (size_t)m * sizeof *r);
-    }
-    /* rows: follow the cycles of perm with one row of tmp */
-    for (int64_t s0 = 0; s0 < m; s0++) {
-        if (done[s0]) continue;
-        memcpy(tmp, A + s0 * m, (size_t)m * sizeof *tmp);
-        int64_t i = s0;
-        for (;;) {
-            done[i] = 1;
-            const int64_t src = perm[i];
-            if (src == s0) {
-                memcpy(A + i * m, tmp, (size_t)m * sizeof *tmp);
-                break;
-            }
-            memcpy(A + i * m, A + src * m, (size_t)m * sizeof *A);
-            i = src;
-        }
-    }
-    free(done);
-    return TCQ_OK;
-}
-
 tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a)
 {
     const int64_t m = a->axis ? a->C : a->R;
-    const int b = a->axis ? a->p.T : 1;
+    const int b = a->axis ? a->p.T : (int)tcq_quant_axis0_group(a);
     if (!a->W || !a->H || !a->codes || !a->scales || !a->What || a->R <= 0 || a->C <= 0 || a->C % a->p.T)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "LDLQ: bad arguments (shape [%lld, %lld])", (long long)a->R,
                         (long long)a->C);
@@ -437,11 +318,11 @@ tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a)
                  : tcq_fail(TCQ_ERR_NOMEM, "LDLQ: Hessian of size %lld", (long long)m);
     if (s == TCQ_OK) s = tcq_quant_damp(a->H, m, a->damp, Lm);
     if (s == TCQ_OK && !a->axis) {
-        s = act_order(a->H, m, perm);
-        if (s == TCQ_OK) s = permute_sym(Lm, m, perm, D);   /* D: scratch of m doubles here */
+        s = tcq_quant_act_order(a->H, m, perm);
+        if (s == TCQ_OK) s = tcq_quant_permute_sym(Lm, m, perm, D);   /* D: scratch of m doubles here */
     }
     if (s == TCQ_OK) s = tcq_quant_block_ldl_on(a->qla, Lm, m, b, Lm, D);
-    if (s == TCQ_OK) s = a->axis ? search_axis1(a, Lm, D) : ldlq_axis0(a, Lm, perm);
+    if (s == TCQ_OK) s = a->axis ? search_axis1(a, Lm, D) : tcq_quant_ldlq_axis0(a, Lm, perm);
     /* tinyqwen k = 2, eval KL 8 windows: BlockLDLQ 0.2800, + H-weighted scales 0.2748, + one
      * coordinate descent pass 0.2586, three passes 0.2557 (docs/PERFORMANCE.md, "Quantizer") */
     double mean = 0;   /* the damped H is H + lambda I, without another m x m copy */
