@@ -253,6 +253,21 @@ tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out)
     return TCQ_OK;
 }
 
+tcq_status tcq_quant_row_losses(tcq_qla *qla, const double *E, int64_t R, int64_t C, const double *Hd, double *EH,
+                                double *loss)
+{
+    if (qla) TCQ_TRY(tcq_qla_dgemm(qla, 0, 0, R, C, C, 1.0, E, C, Hd, C, 0.0, EH, C));
+    else
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)C, 1.0, E, (int)C, Hd, (int)C, 0.0,
+                    EH, (int)C);
+    for (int64_t r = 0; r < R; r++) {
+        double l = 0;
+        for (int64_t c = 0; c < C; c++) l += E[r * C + c] * EH[r * C + c];
+        loss[r] = l;
+    }
+    return TCQ_OK;
+}
+
 /* Axis 1 with the scale search: BlockLDLQ once per candidate multiplier of every row's RMS
  * scale (the rows are independent: each row's loss e H e^T is its own), each row keeping the
  * candidate of the lowest loss under the damped H (what BlockLDLQ minimises). */
@@ -266,23 +281,26 @@ static tcq_status search_axis1(const tcq_ldlq_args *a, const double *Lm, const d
     float *What = malloc((size_t)(R * C) * sizeof *What);
     double *E = malloc((size_t)(R * C) * sizeof *E), *EH = malloc((size_t)(R * C) * sizeof *EH);
     double *best = malloc((size_t)R * sizeof *best), *Hd = malloc((size_t)(C * C) * sizeof *Hd);
-    tcq_status s = codes && scales && What && E && EH && best && Hd ? TCQ_OK
+    double *loss = malloc((size_t)R * sizeof *loss);
+    tcq_status s = codes && scales && What && E && EH && best && Hd && loss ? TCQ_OK
                  : tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale search for [%lld, %lld]", (long long)R, (long long)C);
     if (s == TCQ_OK) s = tcq_quant_damp(a->H, C, a->damp, Hd);
+    /* on a GPU the candidates' products E Hd run there (a 14B gate/up: 17408 x 5120 x 5120, ~1
+     * Tflop in double each), Hd up once for the tensor, each E staged */
+    int mir = 0;
+    if (s == TCQ_OK && a->qla) {
+        s = tcq_qla_mirror(a->qla, Hd, (size_t)(C * C) * sizeof *Hd, 0);
+        mir = s == TCQ_OK;
+    }
     tcq_ldlq_args b = *a;
     b.codes = codes, b.scales = scales, b.What = What;
     for (int m = 0; s == TCQ_OK && m < n_mult; m++) {
         s = ldlq_axis1(m ? &b : a, Lm, D, scale_mult[m]);
         const float *wh = m ? What : a->What;
         for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) E[i] = (double)a->W[i] - (double)wh[i];
-        /* the candidates' comparison stays on the CPU even when a->qla is set: one R x C x C
-         * product per candidate beside the BlockLDLQ run it follows (a GPU version is not written) */
-        if (s == TCQ_OK)
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)C, 1.0, E, (int)C, Hd, (int)C,
-                        0.0, EH, (int)C);
+        if (s == TCQ_OK) s = tcq_quant_row_losses(a->qla, E, R, C, Hd, EH, loss);
         for (int64_t r = 0; s == TCQ_OK && r < R; r++) {
-            double l = 0;
-            for (int64_t c = 0; c < C; c++) l += E[r * C + c] * EH[r * C + c];
+            const double l = loss[r];
             if (m == 0 || l < best[r]) {
                 best[r] = l;
                 if (m) {
@@ -298,8 +316,10 @@ static tcq_status search_axis1(const tcq_ldlq_args *a, const double *Lm, const d
     free(What);
     free(E);
     free(EH);
+    if (mir) tcq_qla_unmirror(a->qla, Hd);
     free(best);
     free(Hd);
+    free(loss);
     return s;
 }
 

@@ -3,7 +3,8 @@
  *   - row-major DGEMM / SGEMM through mirrors and staging, every transpose, against CBLAS;
  *   - DSYRK into a mirrored Hessian, the two DTRSM forms, the blocked Cholesky (blocks of 512:
  *     m = 1100 is three) against tcq_quant_cholesky, the block LDL on it (blocks of 1 and 256)
- *     against tcq_quant_block_ldl, the proxy's one product against tcq_quant_proxy;
+ *     against tcq_quant_block_ldl, the proxy's one product against tcq_quant_proxy, the axis-1
+ *     scale search's per-row losses e H e^T (Hd mirrored) against CBLAS to 1e-12;
  *   - BlockLDLQ plus one pass with the products on the emulation against the CPU path, both axes
  *     (axis 0 over several of its batches; also in groups of 16 rows), without and with a scale
  *     search of 3 candidates:
@@ -156,6 +157,24 @@ static void check_proxy(uint64_t *st, tcq_qla *q)
     }
 }
 
+static void check_row_losses(uint64_t *st, tcq_qla *q)
+{
+    const int64_t R = 70, C = 512;
+    double *E = malloc(sizeof(double) * (size_t)(R * C)), *H = malloc(sizeof(double) * (size_t)(C * C));
+    double *EH = malloc(sizeof(double) * (size_t)(R * C)), *l0 = malloc(sizeof(double) * (size_t)R);
+    double *l1 = malloc(sizeof(double) * (size_t)R);
+    test_random_spd(st, C, H);
+    fill(st, E, R * C);
+    CHECK_OK(tcq_quant_row_losses(NULL, E, R, C, H, EH, l0));
+    CHECK_OK(tcq_qla_mirror(q, H, sizeof(double) * (size_t)(C * C), 0));
+    CHECK_OK(tcq_quant_row_losses(q, E, R, C, H, EH, l1));
+    tcq_qla_unmirror(q, H);
+    double worst = 0;
+    for (int64_t r = 0; r < R; r++) worst = fmax(worst, fabs(l1[r] - l0[r]) / l0[r]);
+    CHECK(worst <= 1e-12, "row losses on qla: %g relative from CBLAS's", worst);
+    free(E), free(H), free(EH), free(l0), free(l1);
+}
+
 /* BlockLDLQ + one pass of W [R, C] with a scale search of `search` candidates, the products on q
  * (NULL: the CPU path); proxy loss out. */
 static tcq_cuda_ctx *gpu_enc;   /* the GPU run: its encoder codes the blocks */
@@ -213,6 +232,7 @@ static void check_all(uint64_t *st, tcq_cuda_ctx *ctx)
     check_gemm(st, q);
     check_factor(st, q);
     check_proxy(st, q);
+    check_row_losses(st, q);
     check_ldlq(st, q);
     tcq_qla_free(q);
 }
