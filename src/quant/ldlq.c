@@ -104,15 +104,49 @@ tcq_status tcq_quant_encode_blocks(const tcq_ldlq_args *a, const float *x, const
                   : tcq_encode_blocks(a->p, a->enc, x, w, n, words, a->pool, NULL);
 }
 
+/* One (row, candidate) of tcq_quant_code_candidates after the encoder: its refit scale and its
+ * squared error to the row's target, on the pool (each item its own outputs: any thread count
+ * gives the same); on a GPU this host work is what is left per candidate. */
+typedef struct cand_job {
+    tcq_block_params p;
+    int refit, n_mult;
+    int64_t C;
+    const float *tg;          /* [n, C] */
+    const uint32_t *words;    /* [n * n_mult, C*k/32] */
+    uint16_t *sh;             /* [n * n_mult]: the candidate scales, refit in place */
+    double *err;              /* [n * n_mult] */
+    float *dec;               /* [threads][C] */
+    int *failed;              /* [n * n_mult] */
+} cand_job;
+
+static void cand_item(void *arg, int64_t item, int thread)
+{
+    const cand_job *j = arg;
+    const float *t = j->tg + item / j->n_mult * j->C;
+    const uint32_t *wm = j->words + item * (j->C * j->p.k / 32);
+    if (j->refit && tcq_quant_refit_scales(j->p, t, 1, j->C, wm, j->sh + item, NULL) != TCQ_OK) {
+        j->failed[item] = 1;
+        return;
+    }
+    if (j->n_mult == 1) return;
+    float *dec = j->dec + (size_t)thread * j->C;
+    decode_row(j->p, wm, j->sh[item], j->C, dec);
+    double err = 0;
+    for (int64_t c = 0; c < j->C; c++) err += ((double)t[c] - dec[c]) * ((double)t[c] - dec[c]);
+    j->err[item] = err;
+}
+
 tcq_status tcq_quant_code_candidates(const tcq_ldlq_args *a, const float *tg, int64_t n, int n_mult, uint32_t *codes,
                                      uint16_t *scales)
 {
     const tcq_block_params p = a->p;
-    const int64_t C = a->C, rw = C * p.k / 32;
-    float *x = malloc((size_t)(n * n_mult * C) * sizeof *x), *dec = malloc((size_t)C * sizeof *dec);
-    uint32_t *words = malloc((size_t)(n * n_mult * rw) * sizeof *words);
-    uint16_t *sh = malloc((size_t)(n * n_mult) * sizeof *sh);
-    tcq_status s = x && dec && words && sh ? TCQ_OK
+    const int64_t C = a->C, rw = C * p.k / 32, items = n * n_mult, threads = a->pool ? tcq_pool_size(a->pool) : 1;
+    float *x = malloc((size_t)(items * C) * sizeof *x), *dec = malloc((size_t)(threads * C) * sizeof *dec);
+    uint32_t *words = malloc((size_t)(items * rw) * sizeof *words);
+    uint16_t *sh = malloc((size_t)items * sizeof *sh);
+    double *err = malloc((size_t)items * sizeof *err);
+    int *failed = calloc((size_t)items, sizeof *failed);
+    tcq_status s = x && dec && words && sh && err && failed ? TCQ_OK
                  : tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale candidates: %lld rows of %lld", (long long)n, (long long)C);
     for (int64_t r = 0; s == TCQ_OK && r < n; r++) {
         const float *t = tg + r * C;
@@ -126,30 +160,31 @@ tcq_status tcq_quant_code_candidates(const tcq_ldlq_args *a, const float *tg, in
     }
     /* every trellis block is coded on its own: one call for all rows and candidates gives the
      * words of one call per candidate (on a GPU: one launch instead of n x n_mult of C/T blocks) */
-    if (s == TCQ_OK) s = tcq_quant_encode_blocks(a, x, NULL, n * n_mult * (C / p.T), words);
+    if (s == TCQ_OK) s = tcq_quant_encode_blocks(a, x, NULL, items * (C / p.T), words);
+    if (s == TCQ_OK) {
+        cand_job j = {p, a->refit, n_mult, C, tg, words, sh, err, dec, failed};
+        if (a->pool) tcq_pool_run(a->pool, items, cand_item, &j);
+        else
+            for (int64_t i = 0; i < items; i++) cand_item(&j, i, 0);
+        for (int64_t i = 0; i < items; i++)
+            if (failed[i]) s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale candidates: refit of a row of %lld", (long long)C);
+    }
     for (int64_t r = 0; s == TCQ_OK && r < n; r++) {
-        const float *t = tg + r * C;
         double best = INFINITY;
-        for (int m = 0; s == TCQ_OK && m < n_mult; m++) {
-            const uint32_t *wm = words + (r * n_mult + m) * rw;
-            uint16_t h = sh[r * n_mult + m];
-            if (a->refit) s = tcq_quant_refit_scales(p, t, 1, C, wm, &h, NULL);
-            if (s != TCQ_OK) break;
-            if (n_mult > 1) {
-                decode_row(p, wm, h, C, dec);
-                double err = 0;
-                for (int64_t c = 0; c < C; c++) err += ((double)t[c] - dec[c]) * ((double)t[c] - dec[c]);
-                if (m > 0 && !(err < best)) continue;   /* the first of equal errors is kept */
-                best = isnan(err) ? INFINITY : err;
-            }
-            scales[r] = h;
-            memcpy(codes + r * rw, wm, (size_t)rw * sizeof *codes);
+        int pick = 0;
+        for (int m = 1; m < n_mult; m++) {   /* the first of equal errors is kept */
+            if (m == 1) best = isnan(err[r * n_mult]) ? INFINITY : err[r * n_mult];
+            if (err[r * n_mult + m] < best) best = err[r * n_mult + m], pick = m;
         }
+        scales[r] = sh[r * n_mult + pick];
+        memcpy(codes + r * rw, words + (r * n_mult + pick) * rw, (size_t)rw * sizeof *codes);
     }
     free(x);
     free(dec);
     free(words);
     free(sh);
+    free(err);
+    free(failed);
     return s;
 }
 
