@@ -3,9 +3,11 @@
  *   - row-major DGEMM / SGEMM through mirrors and staging, every transpose, against CBLAS;
  *   - DSYRK into a mirrored Hessian, the two DTRSM forms, the blocked Cholesky (blocks of 512:
  *     m = 1100 is three) against tcq_quant_cholesky, the block LDL on it (blocks of 1 and 256)
- *     against tcq_quant_block_ldl, the proxy's one product against tcq_quant_proxy;
+ *     against tcq_quant_block_ldl, the proxy's one product against tcq_quant_proxy, the axis-1
+ *     scale search's per-row losses e H e^T (Hd mirrored) against CBLAS to 1e-12;
  *   - BlockLDLQ plus one pass with the products on the emulation against the CPU path, both axes
- *     (axis 0 over several of its batches), without and with a scale search of 3 candidates:
+ *     (axis 0 over several of its batches; also in groups of 16 rows), without and with a scale
+ *     search of 3 candidates:
  *     the proxy loss within 1 % (other summation orders move a few Viterbi decisions, not the
  *     loss), and the same bits on a second run.
  *   - the calibration forward (calib.c) on tests/data/tiny_llama (2 layers) with its projections
@@ -166,18 +168,36 @@ static void check_proxy(uint64_t *st, tcq_qla *q)
     }
 }
 
+static void check_row_losses(uint64_t *st, tcq_qla *q)
+{
+    const int64_t R = 70, C = 512;
+    double *E = malloc(sizeof(double) * (size_t)(R * C)), *H = malloc(sizeof(double) * (size_t)(C * C));
+    double *EH = malloc(sizeof(double) * (size_t)(R * C)), *l0 = malloc(sizeof(double) * (size_t)R);
+    double *l1 = malloc(sizeof(double) * (size_t)R);
+    test_random_spd(st, C, H);
+    fill(st, E, R * C);
+    CHECK_OK(tcq_quant_row_losses(NULL, E, R, C, H, EH, l0));
+    CHECK_OK(tcq_qla_mirror(q, H, sizeof(double) * (size_t)(C * C), 0));
+    CHECK_OK(tcq_quant_row_losses(q, E, R, C, H, EH, l1));
+    tcq_qla_unmirror(q, H);
+    double worst = 0;
+    for (int64_t r = 0; r < R; r++) worst = fmax(worst, fabs(l1[r] - l0[r]) / l0[r]);
+    CHECK(worst <= 1e-12, "row losses on qla: %g relative from CBLAS's", worst);
+    free(E), free(H), free(EH), free(l0), free(l1);
+}
+
 /* BlockLDLQ + one pass of W [R, C] with a scale search of `search` candidates, the products on q
  * (NULL: the CPU path); proxy loss out. */
 static tcq_cuda_ctx *gpu_enc;   /* the GPU run: its encoder codes the blocks */
 
-static double ldlq(tcq_qla *q, int search, const float *W, int64_t R, int64_t C, int axis, const double *H,
+static double ldlq(tcq_qla *q, int search, int group, const float *W, int64_t R, int64_t C, int axis, const double *H,
                    uint32_t *codes, uint16_t *scales)
 {
     const tcq_block_params p = {12, 2, 256};
     const tcq_encode_opts enc = {0};
     float *What = malloc(sizeof(float) * (size_t)(R * C));
     const tcq_ldlq_args a = {p, &enc, NULL, W, R, C, axis, H, 0.01, 0, codes, scales, What, 1, search, q,
-                             q ? gpu_enc : NULL};
+                             q ? gpu_enc : NULL, group};
     CHECK_OK(tcq_quant_ldlq(&a));
     double l = -1;
     CHECK_OK(tcq_quant_proxy(W, What, R, C, axis, H, NULL, &l, NULL));
@@ -189,8 +209,8 @@ static void check_ldlq(uint64_t *st, tcq_qla *q)
 {
     /* search 3: BlockLDLQ's mirrors set up and dropped once per candidate (axis 1), the
      * candidates' encodes through the GPU encoder (axis 0) */
-    for (int run = 0; run < 4; run++) {
-        const int search = run / 2 * 3, axis = run % 2;
+    for (int run = 0; run < 5; run++) {
+        const int search = run / 2 ? 3 : 0, axis = run % 2, group = run == 4 ? 16 : 1;
         /* axis 0: 300 stored rows = 3 BlockLDLQ batches of 128, 5 pass batches of 64 */
         const int64_t R = axis ? 40 : 300, C = axis ? 768 : 256, m = axis ? C : R, rw = C * 2 / 32;
         double *H = malloc(sizeof(double) * (size_t)(m * m));
@@ -199,13 +219,13 @@ static void check_ldlq(uint64_t *st, tcq_qla *q)
         uint16_t *s0 = malloc((size_t)R * 2), *s1 = malloc((size_t)R * 2), *s2 = malloc((size_t)R * 2);
         test_random_spd(st, m, H);
         for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st);
-        const double lc = ldlq(NULL, search, W, R, C, axis, H, c0, s0);
-        const double lq = ldlq(q, search, W, R, C, axis, H, c1, s1);
-        const double lq2 = ldlq(q, search, W, R, C, axis, H, c2, s2);
+        const double lc = ldlq(NULL, search, group, W, R, C, axis, H, c0, s0);
+        const double lq = ldlq(q, search, group, W, R, C, axis, H, c1, s1);
+        const double lq2 = ldlq(q, search, group, W, R, C, axis, H, c2, s2);
         int64_t same = 0;
         for (int64_t r = 0; r < R; r++) same += !memcmp(c0 + r * rw, c1 + r * rw, (size_t)rw * 4) && s0[r] == s1[r];
-        fprintf(stderr, "search %d, axis %d: proxy CPU %.6g, %s GPU path %.6g (%+.3f%%), rows identical %lld of "
-                "%lld\n", search, axis, lc, tcq_qla_on_gpu(q) ? "the" : "emulated", lq, 100 * (lq / lc - 1),
+        fprintf(stderr, "search %d, axis %d, group %d: proxy CPU %.6g, %s GPU path %.6g (%+.3f%%), rows identical "
+                "%lld of %lld\n", search, axis, group, lc, tcq_qla_on_gpu(q) ? "the" : "emulated", lq, 100 * (lq / lc - 1),
                 (long long)same, (long long)R);
         CHECK(fabs(lq / lc - 1) < 0.01, "search %d, axis %d: proxy %g vs the CPU's %g", search, axis, lq, lc);
         CHECK(lq2 == lq && !memcmp(c1, c2, (size_t)(R * rw) * 4) && !memcmp(s1, s2, (size_t)R * 2),
@@ -394,6 +414,7 @@ static void check_all(uint64_t *st, tcq_cuda_ctx *ctx)
     check_gemm(st, q);
     check_factor(st, q);
     check_proxy(st, q);
+    check_row_losses(st, q);
     check_ldlq(st, q);
     check_cal(q);
     tcq_qla_free(q);
