@@ -21,7 +21,8 @@
 #       (b) the synthetic Qwen3-14B geometry (bench/synth_qwen3_14b.py, random first layers),
 #           --layers N (TCQ_Q14_LAYERS, default 2) with --device cuda, calibration of
 #           TCQ_Q14_TOKENS (default 8192) tokens: seconds per layer (Hessians, each tensor) and a
-#           40-layer estimate; then the CPU quantizer on 1 layer under what time is left.
+#           40-layer estimate (TCQ_Q14_EXTRA: more quantize options, e.g. "--axis0-group 16"); then
+#           the CPU quantizer on 1 layer under what time is left.
 #       Summary last; logs in OUT_DIR/logs.tgz.  Everything stays under 570 s.
 set -u
 mode=$1
@@ -204,7 +205,7 @@ elif timeout $(( $(left) - 60 )) python3 synth_qwen3_14b.py /tmp/s14 data/qwen3-
   summary+=("synth: 14B geometry, $L random layers, $(( $(date +%s) - t0 )) s")
   cp data/calib.txt /tmp/s14/calib.txt
   q14=(/tmp/s14 /tmp/s14q --bits 2 --method ldlq --calib /tmp/s14/calib.txt --calib-tokens "$T" --calib-ctx 512
-       --layers "$L" --threads "$threads")
+       --layers "$L" --threads "$threads" ${TCQ_Q14_EXTRA:-})
   t0=$(date +%s)
   # every output line stamped with the wall clock: a layer's period is the time between two
   # layers' "Hessians ready" (its tensors, the next layer's load, rotation and Hessians)
