@@ -93,10 +93,12 @@ tcq_status tcq_quant_cal_open(const char *in_dir, const tcq_hadamard *h, const t
                               tcq_quant_cal **out);
 void tcq_quant_cal_free(tcq_quant_cal *c);
 int64_t tcq_quant_cal_tokens(const tcq_quant_cal *c);
-/* Accumulate the Hessians with qla (qla.h; NULL: CBLAS here): the same sums of x x^T in double,
- * another order. */
+/* Run the calibration's products on qla (qla.h; NULL: CBLAS and the CPU kernels here): the
+ * Hessians' sums of x x^T in double and the forward's projections in f32, another order. */
 struct tcq_qla;
 void tcq_quant_cal_set_qla(tcq_quant_cal *c, struct tcq_qla *qla);
+/* The residual stream [tokens, dim] (tests compare it between paths). */
+const float *tcq_quant_cal_stream(const tcq_quant_cal *c);
 /* The input model (mapped, its projection weights never read): config, q/k norms. */
 struct tcq_model *tcq_quant_cal_model(tcq_quant_cal *c);
 /* Layer `layer` with weights L (rotated, gains folded, attn/ffn norms 1) over every window:
