@@ -170,12 +170,10 @@ tcq_status tcq_quant_code_candidates(const tcq_ldlq_args *a, const float *tg, in
             if (failed[i]) s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale candidates: refit of a row of %lld", (long long)C);
     }
     for (int64_t r = 0; s == TCQ_OK && r < n; r++) {
-        double best = INFINITY;
+        const double *e = err + r * n_mult;
         int pick = 0;
-        for (int m = 1; m < n_mult; m++) {   /* the first of equal errors is kept */
-            if (m == 1) best = isnan(err[r * n_mult]) ? INFINITY : err[r * n_mult];
-            if (err[r * n_mult + m] < best) best = err[r * n_mult + m], pick = m;
-        }
+        for (int m = 1; m < n_mult; m++)   /* the first of equal errors is kept */
+            if (e[m] < e[pick] || isnan(e[pick])) pick = m;
         scales[r] = sh[r * n_mult + pick];
         memcpy(codes + r * rw, words + (r * n_mult + pick) * rw, (size_t)rw * sizeof *codes);
     }

@@ -161,8 +161,12 @@ tcq_status tcq_quant_refit_scales(tcq_block_params p, const float *rows, int64_t
  * the issue's -30 %, for 1.5x the CPU time of 5; docs/PERFORMANCE.md, "Quantizer"), 1 in the
  * allocation pass (the candidates' KL is measured without it: 9x the coding of 168 candidates
  * for a ranking). */
-/* The default of axis 0's BlockLDLQ group (tcq_quantize_opts.axis0_group; ldlq_axis0.c). */
-#define TCQ_QUANT_AXIS0_GROUP 1
+/* The default of axis 0's BlockLDLQ group (tcq_quantize_opts.axis0_group; ldlq_axis0.c):
+ * tinyqwen KL against 1, 32 windows, k = 2 / 3: 8 +1.00 / +0.52 %, 16 +0.25 / +0.86 %, 32 +2.81 /
+ * +0.97 % (o's proxy loss +1.8 / +3.9 / +8 %, down's +0.2 / +0.3 / +0.5 %).  8, not 16: 16 takes
+ * k = 3 past the issue's -30 % and saves ~0.4 s of a predicted ~12.7 s of a 14B layer's GPU
+ * encodes (docs/PERFORMANCE.md, "On the GPU"). */
+#define TCQ_QUANT_AXIS0_GROUP 8
 
 static int scale_search(const qctx *c)
 {
