@@ -5,8 +5,8 @@
  * every row of x in each block (balanced tiles of <= mr rows), so the weights are read once, in
  * order, from memory.  The first tile of a block prefetches the next group of the range (its 4
  * rows are contiguous: one linear stream a thread, a group ahead; 4 rows read side by side
- * without it ran 1.6-1.9x the time of a plain read at M = 2..8: docs/PERFORMANCE.md, "CPU,
- * dense bf16 / f16", decisions).  More rows run k-block-major inside chunks of mc rows, so the
+ * without it took 1.7-2.0x the time of a plain read of the same bytes at M = 2 and 4, their FMAs
+ * not hidden under the reads: docs/PERFORMANCE.md, "CPU, dense bf16 / f16", decisions).  More rows run k-block-major inside chunks of mc rows, so the
  * chunk's activation block (mc x kc) stays in L2 while every group of 4 weight rows meets it.
  * (From the table's gemm_from rows linear.c runs its GEMM instead.)  Both orders add each
  * output's block sums in the same order: the same bits. */
