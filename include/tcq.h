@@ -619,6 +619,12 @@ typedef struct tcq_quantize_opts {
                                  times its RMS scale (the first scale_search of them, at most 9; 0:
                                  9, 1: the RMS scale only), the best kept per row (tinyqwen k = 3,
                                  CPU time of the whole run: 5 2.1x that of 1, 9 1.5x that of 5) */
+    int axis0_group;          /* LDLQ, o/down (coded along axis 0, H over the stored rows): BlockLDLQ's
+                                 blocks, and the passes' groups, of this many stored rows, each
+                                 group's rows and scale candidates coded in one encoder call (what
+                                 a GPU needs: R / g launches, not R x scale_search); 1: row by row
+                                 (GPTQ's order, the coder before session 27); 0: the default, 8
+                                 (tinyqwen KL +1.0 / +0.5 % against 1 at k = 2 / 3); at most 256 */
 } tcq_quantize_opts;
 enum { TCQ_QMETHOD_RTN = 0, TCQ_QMETHOD_LDLQ = 1 };
 

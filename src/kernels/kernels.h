@@ -248,12 +248,16 @@ void tcq_d16_round_bf16_ref(const float *x, int64_t K, int64_t m0, int64_t m1, u
 void tcq_d16_ref_dp(const kd16_args *a, int64_t r0, int64_t r1);
 
 /* One ISA's kernels for one format.  tile: rows [m0, m0+mr) x outputs [n0, n0+nv) (nv <= 4) over
- * k in [k0, k0+kl) (kl <= kc); y = the block's sum if first, else y + it. */
+ * k in [k0, k0+kl) (kl <= kc); y = the block's sum if first, else y + it.  pf (NULL: none): the
+ * next group of 4 weight rows, which the tile may prefetch linearly as it goes, 4 rows' bytes
+ * per k (a hint only: it never changes a result, and a prefetch past the matrix does not fault). */
 typedef struct kd16_isa {
     const char *name;
     int mr;                    /* activation rows per tile (and the most the tile takes) */
     int64_t kc, mc;            /* k block (part of the contract), M chunk (cache only) */
-    void (*tile)(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl, int first);
+    int64_t mg;                /* M up to which the tiles run group by group (dense16.c) */
+    void (*tile)(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl, int first,
+                 const void *pf);
     /* M = 1 (NULL: the tiles), unless a regime other than m1 is pinned: outputs [r0, r1) one at a
      * time, the tiles' sums bit for bit */
     void (*row)(const kd16_args *a, int64_t r0, int64_t r1);

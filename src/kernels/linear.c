@@ -21,6 +21,8 @@ enum {
     GEMM_KC = 512,         /* axis-0 GEMM: stored rows per sgemm call */
     DENSE_ROWS = 64,       /* dense/affine outputs per work item */
     DENSE16_ROWS = 32,     /* dense f16/bf16 outputs per work item (a multiple of the tiles' 4) */
+    DENSE16_GROUP_ROWS = 128, /* ... where the tiles run group by group (M >= 2): the item's first
+                                 group has no prefetch (kd16_isa.mg) */
     DENSE16_GEMM_ROWS = 64,   /* ... in a table's GEMM regime: one panel of 64 */
     DENSE16_DP_ROWS = 16,     /* ... in the bf16-activation GEMM: 16 weight rows (f16: their bf16 copy)
                                  stay in L2 for every tile */
@@ -638,6 +640,7 @@ static tcq_status dense16_linear(tcq_kctx *c, const tcq_weight *w, const float *
                  .rows = DENSE16_ROWS};
     d.gemm = d16_gemm(d.k, c->force_regime, M);
     d.row = d16_row(d.k, c->force_regime, M);
+    if (d.k && !d.row && M >= 2 && M <= d.k->mg && d.k->mg > d.k->mr) d.rows = DENSE16_GROUP_ROWS;
     if (d.gemm) {
         d.rows = DENSE16_GEMM_ROWS;
         TCQ_TRY(ensure_scratch(c, KERNEL_SCRATCH));   /* the 32 KB panel */

@@ -93,6 +93,17 @@ static tcq_status ensure_att_scratch(tcq_model *m, int ctx)
     return m->att_scores ? TCQ_OK : tcq_fail(TCQ_ERR_NOMEM, "model: attention scratch of %d positions", ctx);
 }
 
+/* A projection of layer_rows: the calibration's hook (model.h's mm) where set, else the kernels. */
+static inline tcq_status linear(tcq_model *m, const tcq_weight *w, const float *x, float *y, int M)
+{
+    return m->mm ? m->mm(m->mm_user, w, NULL, x, y, M) : tcq_linear(w, x, y, M, m->kctx);
+}
+
+static inline tcq_status swiglu(tcq_model *m, const tcq_weight *g, const tcq_weight *u, const float *x, float *y, int M)
+{
+    return m->mm ? m->mm(m->mm_user, g, u, x, y, M) : tcq_linear_swiglu(g, u, x, y, M, m->kctx);
+}
+
 /* One decoder layer on x [M, d] in place: L's weights, cache layer `cl` of the sessions, taps
  * report layer `tl`; seg [n_seg + 1]: the rows' segments (see forward_rows).  Only rows [kf, M)
  * leave with their output in x (0: all): the others' keys and values still go to the cache, but
@@ -105,9 +116,9 @@ static tcq_status layer_rows(tcq_model *m, const tcq_layer *L, int cl, int tl, t
     const int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, n = M - kf;
     if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_ATTN, x, M);
     for (int r = 0; r < M; r++) rmsnorm(m->xb + (size_t)r * d, x + (size_t)r * d, L->attn_norm, d, c->norm_eps);
-    if (n) TCQ_TRY(tcq_linear(&L->wq, m->xb + (size_t)kf * d, m->q + (size_t)kf * qd, n, m->kctx));   /* q [M, qd] */
-    TCQ_TRY(tcq_linear(&L->wk, m->xb, m->k, M, m->kctx));   /* k [M, kvd] */
-    TCQ_TRY(tcq_linear(&L->wv, m->xb, m->v, M, m->kctx));   /* v [M, kvd] */
+    if (n) TCQ_TRY(linear(m, &L->wq, m->xb + (size_t)kf * d, m->q + (size_t)kf * qd, n));   /* q [M, qd] */
+    TCQ_TRY(linear(m, &L->wk, m->xb, m->k, M));   /* k [M, kvd] */
+    TCQ_TRY(linear(m, &L->wv, m->xb, m->v, M));   /* v [M, kvd] */
     for (int r = 0; r < M; r++) {
         float *q = m->q + (size_t)r * qd, *k = m->k + (size_t)r * kvd;
         if (L->q_norm) {
@@ -135,13 +146,13 @@ static tcq_status layer_rows(tcq_model *m, const tcq_layer *L, int cl, int tl, t
     }
     float *xk = x + (size_t)kf * d;   /* the kept rows */
     if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_O, m->att, M);
-    TCQ_TRY(tcq_linear(&L->wo, m->att + (size_t)kf * qd, m->xb2, n, m->kctx));          /* xb2 [n, d] */
+    TCQ_TRY(linear(m, &L->wo, m->att + (size_t)kf * qd, m->xb2, n));          /* xb2 [n, d] */
     for (size_t i = 0; i < (size_t)n * d; i++) xk[i] += m->xb2[i];
     if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_FFN, x, M);
     for (int r = 0; r < n; r++) rmsnorm(m->xb + (size_t)r * d, xk + (size_t)r * d, L->ffn_norm, d, c->norm_eps);
-    TCQ_TRY(tcq_linear_swiglu(&L->gate, &L->up, m->xb, m->hb, n, m->kctx));   /* hb [n, hidden] */
+    TCQ_TRY(swiglu(m, &L->gate, &L->up, m->xb, m->hb, n));   /* hb [n, hidden] */
     if (m->tap) m->tap(m->tap_user, tl, TCQ_TAP_DOWN, m->hb, M);
-    TCQ_TRY(tcq_linear(&L->down, m->hb, m->xb2, n, m->kctx));                /* xb2 [n, d] */
+    TCQ_TRY(linear(m, &L->down, m->hb, m->xb2, n));                /* xb2 [n, d] */
     for (size_t i = 0; i < (size_t)n * d; i++) xk[i] += m->xb2[i];
     return TCQ_OK;
 }

@@ -111,6 +111,12 @@ struct tcq_model {
      * TCQ_TAP_DOWN the SwiGLU output ([M, hidden]). */
     void (*tap)(void *user, int layer, int site, const float *x, int M);
     void *tap_user;
+    /* Projection hook (the quantizer's calibration forward on a GPU, calib.c; NULL: none): when
+     * set, every projection of a decoder layer goes through it instead of tcq_linear:
+     * up NULL: y [M, W.out] = x W^T; else (gate / up) y = silu(x W^T) * (x up^T), as
+     * tcq_linear_swiglu.  x [M, W.in].  The hook may hand any weight back to tcq_linear. */
+    tcq_status (*mm)(void *user, const tcq_weight *W, const tcq_weight *up, const float *x, float *y, int M);
+    void *mm_user;
 };
 enum { TCQ_TAP_ATTN = 0, TCQ_TAP_O, TCQ_TAP_FFN, TCQ_TAP_DOWN, TCQ_TAP_SITES };
 

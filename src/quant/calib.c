@@ -7,7 +7,18 @@
  * weights, i+1's Hessians are taken with 0..i already quantized (sequential, as GPTQ/QTIP do).
  * So the memory is X, one layer's weights and one layer's four Hessians, never the model's.
  * The readers' taps see the residual stream before the RMSNorm: normalised without a gain (the
- * fold moved it into the weights), already rotated. */
+ * fold moved it into the weights), already rotated.
+ *
+ * On a GPU (tcq_quant_cal_set_qla): the Hessians' rank-M updates run there (tcq_qla_syrk), and so
+ * do the forward's projections: each call mirrors the layer's dense f32 weights (one push of the
+ * seven, ~1.3 GB f32 for a 14B layer; dropped when it returns, so the next call's weights, e.g.
+ * the coded ones changed in place, are pushed afresh) and the model's projection hook (model.h's
+ * mm) sends every projection to cuBLAS SGEMM, the rows staged up and the outputs down; SwiGLU's
+ * silu(g) * u stays on the host, with tcq_linear_swiglu's formula.  Attention, norms, rope and
+ * the taps' normalisation and widening stay on the host.  Numerical contract (qla.h): the same
+ * products in f32 (no TF32), another summation order than the CPU kernels, so the stream and the
+ * Hessians match the CPU path to rounding (test_quant_qla measures it), not bit for bit; the same
+ * run to run and for any thread count (one stream, no atomics; the host parts are the CPU path's). */
 #include "quant.h"
 #include "qla.h"
 #include "../model/model.h"
@@ -85,13 +96,46 @@ struct tcq_quant_cal {
     float *win;               /* [ctx, dim]: a window's copy when X stays */
     /* the taps */
     tcq_quant_lhess *lh;
-    float *fbuf;              /* [chunk, dim] */
     double *dbuf;             /* [chunk, max dim] */
-    tcq_qla *qla;             /* set: the Hessians accumulate on its device (tcq_quant_cal_set_qla) */
+    tcq_qla *qla;             /* set: the Hessians accumulate and the projections run on its device */
+    const void *wdev[7];      /* the current layer's weights mirrored on qla (dense f32) */
+    int n_wdev;
+    float *ubuf;              /* [chunk, hidden]: up's output beside gate's (the hook's SwiGLU) */
     tcq_status s;
 };
 
 void tcq_quant_cal_set_qla(tcq_quant_cal *c, tcq_qla *qla) { c->qla = qla; }
+
+/* The host's per-row work on the model's pool, items of TAP_ROWS rows: each row's result depends
+ * on that row alone, so the bits do not depend on the thread count. */
+#define TAP_ROWS 8
+
+typedef struct tap_job {
+    const float *x;
+    double *out;
+    int64_t d, M;
+    int norm;                 /* the RMSNorm without its (folded) gain first */
+    float eps;
+} tap_job;
+
+static void tap_item(void *arg, int64_t item, int thread)
+{
+    (void)thread;
+    const tap_job *J = arg;
+    const int64_t d = J->d;
+    for (int64_t r = item * TAP_ROWS; r < TCQ_MIN(J->M, (item + 1) * TAP_ROWS); r++) {
+        const float *xr = J->x + r * d;
+        double *o = J->out + r * d;
+        if (!J->norm) {
+            for (int64_t i = 0; i < d; i++) o[i] = xr[i];
+            continue;
+        }
+        double ss = 0;
+        for (int64_t i = 0; i < d; i++) ss += (double)xr[i] * xr[i];
+        const float inv = (float)(1.0 / sqrt((double)(float)(ss / (double)d) + (double)J->eps));
+        for (int64_t i = 0; i < d; i++) o[i] = (double)(xr[i] * inv);   /* rounded to f32 as the forward's */
+    }
+}
 
 static void tap(void *user, int layer, int site, const float *x, int M)
 {
@@ -99,24 +143,57 @@ static void tap(void *user, int layer, int site, const float *x, int M)
     tcq_quant_cal *c = user;
     if (c->s != TCQ_OK || !c->lh) return;
     const int64_t d = c->lh->dim[site];
-    const float *src = x;
-    if (site == TCQ_TAP_ATTN || site == TCQ_TAP_FFN) {   /* the RMSNorm without its (folded) gain */
-        const float eps = c->m->cfg.norm_eps;
-        for (int r = 0; r < M; r++) {
-            const float *xr = x + (size_t)r * d;
-            double ss = 0;
-            for (int64_t i = 0; i < d; i++) ss += (double)xr[i] * xr[i];
-            const float inv = (float)(1.0 / sqrt((double)(float)(ss / (double)d) + (double)eps));
-            for (int64_t i = 0; i < d; i++) c->fbuf[r * d + i] = xr[i] * inv;
-        }
-        src = c->fbuf;
-    }
-    for (int64_t i = 0; i < (int64_t)M * d; i++) c->dbuf[i] = src[i];
+    tap_job J = {x, c->dbuf, d, M, site == TCQ_TAP_ATTN || site == TCQ_TAP_FFN, c->m->cfg.norm_eps};
+    tcq_pool_run(c->m->pool, (M + TAP_ROWS - 1) / TAP_ROWS, tap_item, &J);
     if (c->qla) {   /* the same x x^T in double, summed on the device */
         c->s = tcq_qla_syrk(c->qla, c->lh->H[site], d, c->dbuf, M);
         return;
     }
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)d, M, 1.0, c->dbuf, (int)d, 1.0, c->lh->H[site], (int)d);
+}
+
+/* w's weights are one of the layer's mirrors. */
+static int on_device(const tcq_quant_cal *c, const tcq_weight *w)
+{
+    for (int i = 0; w->fmt == TCQ_WF_F32 && i < c->n_wdev; i++)
+        if (w->dense == c->wdev[i]) return 1;
+    return 0;
+}
+
+/* tcq_linear_swiglu's silu(g) * u (src/kernels/linear.c), g in y and u in ubuf, a row an item */
+static inline float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+typedef struct silu_job {
+    float *y;
+    const float *u;
+    int64_t N;
+} silu_job;
+
+static void silu_item(void *arg, int64_t item, int thread)
+{
+    (void)thread;
+    const silu_job *J = arg;
+    float *y = J->y + item * J->N;
+    const float *u = J->u + item * J->N;
+    for (int64_t j = 0; j < J->N; j++) y[j] = silu_mul(y[j], u[j]);
+}
+
+/* The projection hook (model.h's mm) while the layer's weights are mirrored: y = x W^T as one
+ * SGEMM on qla (x staged up, y down, W its mirror); anything not mirrored goes to the kernels. */
+static tcq_status mm(void *user, const tcq_weight *W, const tcq_weight *up, const float *x, float *y, int M)
+{
+    tcq_quant_cal *c = user;
+    tcq_kctx *k = c->m->kctx;
+    if (!on_device(c, W) || (up && (!on_device(c, up) || up->out != W->out || up->in != W->in ||
+                                    up->out > c->m->cfg.hidden_dim)))
+        return up ? tcq_linear_swiglu(W, up, x, y, M, k) : tcq_linear(W, x, y, M, k);
+    const int64_t N = W->out, K = W->in;
+    TCQ_TRY(tcq_qla_sgemm(c->qla, 0, 1, M, N, K, 1.0f, x, K, W->dense, K, 0.0f, y, N));
+    if (!up) return TCQ_OK;
+    TCQ_TRY(tcq_qla_sgemm(c->qla, 0, 1, M, N, K, 1.0f, x, K, up->dense, K, 0.0f, c->ubuf, N));
+    silu_job J = {y, c->ubuf, N};
+    tcq_pool_run(c->m->pool, M, silu_item, &J);
+    return TCQ_OK;
 }
 
 static tcq_status read_text(const char *path, char **text, size_t *len)
@@ -180,8 +257,8 @@ void tcq_quant_cal_free(tcq_quant_cal *c)
     tcq_model_free(c->m);
     free(c->X);
     free(c->win);
-    free(c->fbuf);
     free(c->dbuf);
+    free(c->ubuf);
     free(c);
 }
 
@@ -222,9 +299,8 @@ tcq_status tcq_quant_cal_open(const char *in_dir, const tcq_hadamard *h, const t
             s = tcq_fail(TCQ_ERR_FORMAT, "%s: hidden size %d differs from the config's", in_dir, cfg->dim);
         c->X = malloc((size_t)(c->windows * o->ctx * c->dim) * sizeof *c->X);
         c->win = malloc((size_t)(o->ctx * c->dim) * sizeof *c->win);
-        c->fbuf = malloc((size_t)(TCQ_PREFILL_CHUNK * c->dim) * sizeof *c->fbuf);
         c->dbuf = malloc((size_t)(TCQ_PREFILL_CHUNK * dmax) * sizeof *c->dbuf);
-        if (s == TCQ_OK && (!c->X || !c->win || !c->fbuf || !c->dbuf))
+        if (s == TCQ_OK && (!c->X || !c->win || !c->dbuf))
             s = tcq_fail(TCQ_ERR_NOMEM, "calibration activations of %lld tokens", (long long)(c->windows * o->ctx));
     }
     const int64_t N = s == TCQ_OK ? c->windows * o->ctx : 0;
@@ -245,17 +321,41 @@ tcq_status tcq_quant_cal_open(const char *in_dir, const tcq_hadamard *h, const t
     return TCQ_OK;
 }
 
+/* H's lower triangle from its upper one (DSYRK filled the upper), in 64 x 64 tiles (a row at a
+ * time the writes stride by d: 2.8-3.0 s against 1.4-1.5 s for d = 17408 on one thread here), a
+ * tile row an item. */
+#define SYM_TILE 64
+
+typedef struct sym_job {
+    double *H;
+    int64_t d;
+} sym_job;
+
+static void sym_item(void *arg, int64_t item, int thread)
+{
+    (void)thread;
+    const sym_job *J = arg;
+    double *H = J->H;
+    const int64_t d = J->d, r0 = item * SYM_TILE, r1 = TCQ_MIN(d, r0 + SYM_TILE);
+    for (int64_t k0 = r0; k0 < d; k0 += SYM_TILE)
+        for (int64_t r = r0; r < r1; r++)
+            for (int64_t k = TCQ_MAX(k0, r + 1); k < TCQ_MIN(d, k0 + SYM_TILE); k++) H[k * d + r] = H[r * d + k];
+}
+
 int64_t tcq_quant_cal_tokens(const tcq_quant_cal *c) { return c->windows * c->ctx; }
 tcq_model *tcq_quant_cal_model(tcq_quant_cal *c) { return c->m; }
+const float *tcq_quant_cal_stream(const tcq_quant_cal *c) { return c->X; }
 
 tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const tcq_layer *L, tcq_quant_lhess *lh, int advance)
 {
     tcq_model *m = c->m;
+    int fresh[TCQ_TAP_SITES] = {0};   /* allocated here: zeros, so the device copy starts zeroed (no push) */
     if (lh) {
         const tcq_model_config *cfg = &m->cfg;
         lh->dim[TCQ_TAP_ATTN] = lh->dim[TCQ_TAP_FFN] = cfg->dim;
         lh->dim[TCQ_TAP_O] = (int64_t)cfg->n_heads * cfg->head_dim;
         lh->dim[TCQ_TAP_DOWN] = cfg->hidden_dim;
+        for (int i = 0; i < TCQ_TAP_SITES; i++) fresh[i] = !lh->H[i];
         TCQ_TRY(tcq_quant_lhess_alloc(lh));
     }
     c->lh = lh;
@@ -265,8 +365,24 @@ tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const tcq_layer *L, 
     tcq_status s = TCQ_OK;
     int mirrored = 0;   /* sites whose Hessian lives on the device for this layer */
     for (; lh && c->qla && s == TCQ_OK && mirrored < TCQ_TAP_SITES; mirrored++)
-        s = tcq_qla_mirror(c->qla, lh->H[mirrored], (size_t)(lh->dim[mirrored] * lh->dim[mirrored]) * sizeof(double), 0);
+        s = tcq_qla_mirror(c->qla, lh->H[mirrored], (size_t)(lh->dim[mirrored] * lh->dim[mirrored]) * sizeof(double),
+                           fresh[mirrored]);
     if (s != TCQ_OK) mirrored--;
+    /* the projections on the device: the layer's dense f32 weights mirrored (each array once) */
+    const tcq_weight *const ws[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+    c->n_wdev = 0;
+    if (c->qla && s == TCQ_OK && !c->ubuf &&
+        !(c->ubuf = malloc((size_t)TCQ_PREFILL_CHUNK * (size_t)m->cfg.hidden_dim * sizeof *c->ubuf)))
+        s = tcq_fail(TCQ_ERR_NOMEM, "calibration: SwiGLU buffer");
+    for (int j = 0; c->qla && s == TCQ_OK && j < 7; j++) {
+        const tcq_weight *w = ws[j];
+        if (w->fmt != TCQ_WF_F32 || !w->dense || on_device(c, w)) continue;
+        s = tcq_qla_mirror(c->qla, w->dense, (size_t)(w->out * w->in) * sizeof(float), 0);
+        if (s == TCQ_OK) c->wdev[c->n_wdev++] = w->dense;
+        else tcq_error_prefix("layer %d: weights to the device", layer);
+    }
+    m->mm = c->n_wdev ? mm : NULL;
+    m->mm_user = c;
     for (int64_t w = 0; s == TCQ_OK && w < c->windows; w++) {
         float *x = c->X + w * c->ctx * c->dim;
         if (!advance) x = memcpy(c->win, x, (size_t)(c->ctx * c->dim) * sizeof *x);
@@ -275,17 +391,18 @@ tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const tcq_layer *L, 
         if (s == TCQ_OK) s = c->s;
     }
     m->tap = NULL;
+    m->mm = NULL;
     c->lh = NULL;
+    for (int j = 0; j < c->n_wdev; j++) tcq_qla_unmirror(c->qla, c->wdev[j]);
+    c->n_wdev = 0;
     for (int i = 0; i < mirrored; i++) {
         const int64_t d = lh->dim[i];
         if (s == TCQ_OK) s = tcq_qla_pull(c->qla, lh->H[i], d, d, d, sizeof(double));
         tcq_qla_unmirror(c->qla, lh->H[i]);
     }
-    for (int i = 0; s == TCQ_OK && lh && i < TCQ_TAP_SITES; i++) {   /* dsyrk filled the upper half */
-        const int64_t d = lh->dim[i];
-        double *H = lh->H[i];
-        for (int64_t r = 0; r < d; r++)
-            for (int64_t k = r + 1; k < d; k++) H[k * d + r] = H[r * d + k];
+    for (int i = 0; s == TCQ_OK && lh && i < TCQ_TAP_SITES; i++) {
+        sym_job J = {lh->H[i], lh->dim[i]};
+        tcq_pool_run(m->pool, (J.d + SYM_TILE - 1) / SYM_TILE, sym_item, &J);
     }
     if (s != TCQ_OK && lh) tcq_quant_lhess_free(lh);
     return s;

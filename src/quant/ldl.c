@@ -37,7 +37,7 @@ tcq_status tcq_quant_block_ldl(const double *H, int64_t m, int b, double *L, dou
 
 tcq_status tcq_quant_block_ldl_on(tcq_qla *qla, const double *H, int64_t m, int b, double *L, double *D)
 {
-    if (!H || !L || !D || m <= 0 || b <= 0 || m % b)
+    if (!H || !L || !D || m <= 0 || b <= 0)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "block LDL: size %lld, block %d", (long long)m, b);
     if (L != H) memcpy(L, H, (size_t)(m * m) * sizeof *L);   /* L == H: in place */
     /* the factor is the O(m^3) part (a 14B down projection: m = 17408, 1.8 Tflop); the per-block
@@ -54,24 +54,25 @@ tcq_status tcq_quant_block_ldl_on(tcq_qla *qla, const double *H, int64_t m, int 
         for (int64_t i = 0; i < m; i++) L[i * m + i] = 1;
         return TCQ_OK;
     }
-    /* per block: D_b = C_bb C_bb^T, then L's column block = C's column block times C_bb^-1 */
+    /* per block: D_b = C_bb C_bb^T, then L's column block = C's column block times C_bb^-1; the
+     * blocks of b from the last row, the first one of m mod b where b does not divide m */
     double *cbb = malloc((size_t)b * b * sizeof *cbb);
     if (!cbb) return tcq_fail(TCQ_ERR_NOMEM, "block LDL: %d x %d block", b, b);
-    for (int64_t b0 = 0; b0 < m; b0 += b) {
-        for (int r = 0; r < b; r++)
-            for (int c = 0; c < b; c++) cbb[r * b + c] = L[(b0 + r) * m + b0 + c];
-        double *Db = D + b0 * b;   /* D [m/b][b][b] */
-        for (int r = 0; r < b; r++)
-            for (int c = 0; c < b; c++) {
+    for (int64_t b0 = 0, n = m % b ? m % b : b; b0 < m; b0 += n, n = b) {
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < n; c++) cbb[r * n + c] = L[(b0 + r) * m + b0 + c];
+        double *Db = D + b0 * b;   /* n x n */
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < n; c++) {
                 double s = 0;
-                for (int k = 0; k <= TCQ_MIN(r, c); k++) s += cbb[r * b + k] * cbb[c * b + k];
-                Db[r * b + c] = s;
+                for (int64_t k = 0; k <= TCQ_MIN(r, c); k++) s += cbb[r * n + k] * cbb[c * n + k];
+                Db[r * n + c] = s;
             }
         /* rows b0.. of column block b0 times C_bb^-1 (its diagonal block becomes exactly I) */
-        cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, (int)(m - b0), b, 1.0, cbb, b,
-                    L + b0 * m + b0, (int)m);
-        for (int r = 0; r < b; r++)
-            for (int c = 0; c < b; c++) L[(b0 + r) * m + b0 + c] = r == c;
+        cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, (int)(m - b0), (int)n, 1.0, cbb,
+                    (int)n, L + b0 * m + b0, (int)m);
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < n; c++) L[(b0 + r) * m + b0 + c] = r == c;
     }
     free(cbb);
     return TCQ_OK;

@@ -6,11 +6,8 @@
  *   axis 1 (q/k/v/gate/up, rows = outputs): the blocks are the trellis blocks of T input
  *     positions, all rows of a column block coded at once; the row scales come from the
  *     unrotated... from the rows as given, before any feedback.
- *   axis 0 (o/down, stored rows = input columns): H is over the stored rows, blocks of one:
- *     every stored row is coded (its own scale, from its target) and fed back before the next,
- *     GPTQ's column-by-column order, in GPTQ's act-order (the inputs of largest H_ii first; H is
- *     factored permuted, the codes land in the stored rows).  tinyqwen k = 3: the proxy loss of
- *     every o/down projection 1.5-20 % lower than in the natural order (docs/PERFORMANCE.md). */
+ *   axis 0 (o/down, stored rows = input columns): H is over the stored rows, blocks of g rows
+ *     (ldlq_axis0.c; g = 1: GPTQ's column-by-column order), in GPTQ's act-order. */
 #include "quant.h"
 #include "qla.h"
 
@@ -107,6 +104,88 @@ tcq_status tcq_quant_encode_blocks(const tcq_ldlq_args *a, const float *x, const
                   : tcq_encode_blocks(a->p, a->enc, x, w, n, words, a->pool, NULL);
 }
 
+/* One (row, candidate) of tcq_quant_code_candidates after the encoder: its refit scale and its
+ * squared error to the row's target, on the pool (each item its own outputs: any thread count
+ * gives the same); on a GPU this host work is what is left per candidate. */
+typedef struct cand_job {
+    tcq_block_params p;
+    int refit, n_mult;
+    int64_t C;
+    const float *tg;          /* [n, C] */
+    const uint32_t *words;    /* [n * n_mult, C*k/32] */
+    uint16_t *sh;             /* [n * n_mult]: the candidate scales, refit in place */
+    double *err;              /* [n * n_mult] */
+    float *dec;               /* [threads][C] */
+    int *failed;              /* [n * n_mult] */
+} cand_job;
+
+static void cand_item(void *arg, int64_t item, int thread)
+{
+    const cand_job *j = arg;
+    const float *t = j->tg + item / j->n_mult * j->C;
+    const uint32_t *wm = j->words + item * (j->C * j->p.k / 32);
+    if (j->refit && tcq_quant_refit_scales(j->p, t, 1, j->C, wm, j->sh + item, NULL) != TCQ_OK) {
+        j->failed[item] = 1;
+        return;
+    }
+    if (j->n_mult == 1) return;
+    float *dec = j->dec + (size_t)thread * j->C;
+    decode_row(j->p, wm, j->sh[item], j->C, dec);
+    double err = 0;
+    for (int64_t c = 0; c < j->C; c++) err += ((double)t[c] - dec[c]) * ((double)t[c] - dec[c]);
+    j->err[item] = err;
+}
+
+tcq_status tcq_quant_code_candidates(const tcq_ldlq_args *a, const float *tg, int64_t n, int n_mult, uint32_t *codes,
+                                     uint16_t *scales)
+{
+    const tcq_block_params p = a->p;
+    const int64_t C = a->C, rw = C * p.k / 32, items = n * n_mult, threads = a->pool ? tcq_pool_size(a->pool) : 1;
+    float *x = malloc((size_t)(items * C) * sizeof *x), *dec = malloc((size_t)(threads * C) * sizeof *dec);
+    uint32_t *words = malloc((size_t)(items * rw) * sizeof *words);
+    uint16_t *sh = malloc((size_t)items * sizeof *sh);
+    double *err = malloc((size_t)items * sizeof *err);
+    int *failed = calloc((size_t)items, sizeof *failed);
+    tcq_status s = x && dec && words && sh && err && failed ? TCQ_OK
+                 : tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale candidates: %lld rows of %lld", (long long)n, (long long)C);
+    for (int64_t r = 0; s == TCQ_OK && r < n; r++) {
+        const float *t = tg + r * C;
+        const uint16_t rms = tcq_scale_for_row(p.L, t, C);
+        for (int m = 0; m < n_mult; m++) {
+            sh[r * n_mult + m] = scaled(rms, scale_mult[m]);
+            const float sc = tcq_f16_to_f32(sh[r * n_mult + m]);
+            float *xm = x + (r * n_mult + m) * C;
+            for (int64_t c = 0; c < C; c++) xm[c] = t[c] / sc;
+        }
+    }
+    /* every trellis block is coded on its own: one call for all rows and candidates gives the
+     * words of one call per candidate (on a GPU: one launch instead of n x n_mult of C/T blocks) */
+    if (s == TCQ_OK) s = tcq_quant_encode_blocks(a, x, NULL, items * (C / p.T), words);
+    if (s == TCQ_OK) {
+        cand_job j = {p, a->refit, n_mult, C, tg, words, sh, err, dec, failed};
+        if (a->pool) tcq_pool_run(a->pool, items, cand_item, &j);
+        else
+            for (int64_t i = 0; i < items; i++) cand_item(&j, i, 0);
+        for (int64_t i = 0; i < items; i++)
+            if (failed[i]) s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale candidates: refit of a row of %lld", (long long)C);
+    }
+    for (int64_t r = 0; s == TCQ_OK && r < n; r++) {
+        const double *e = err + r * n_mult;
+        int pick = 0;
+        for (int m = 1; m < n_mult; m++)   /* the first of equal errors is kept */
+            if (e[m] < e[pick] || isnan(e[pick])) pick = m;
+        scales[r] = sh[r * n_mult + pick];
+        memcpy(codes + r * rw, words + (r * n_mult + pick) * rw, (size_t)rw * sizeof *codes);
+    }
+    free(x);
+    free(dec);
+    free(words);
+    free(sh);
+    free(err);
+    free(failed);
+    return s;
+}
+
 tcq_status tcq_quant_proxy_on(tcq_qla *qla, const float *W, const float *What, int64_t R, int64_t C, int axis,
                               const double *H, double *loss, double *ref)
 {
@@ -194,90 +273,6 @@ static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const dou
     return s;
 }
 
-/* Rows are coded from the last; a coded row's error reaches the rows of its batch of 128 at
- * once and the rows below the batch in one sgemm (GPTQ's lazy batch: the same sums, grouped). */
-#define AXIS0_BATCH 128
-
-static tcq_status ldlq_axis0(const tcq_ldlq_args *a, const double *Lm, const int64_t *perm)
-{
-    const tcq_block_params p = a->p;
-    const int64_t R = a->R, C = a->C, rw = C * p.k / 32;
-    float *acc = calloc((size_t)(R * C), sizeof *acc), *tg = malloc((size_t)C * sizeof *tg);
-    float *x = malloc((size_t)C * sizeof *x), *eb = malloc((size_t)(AXIS0_BATCH * C) * sizeof *eb);
-    float *lf = malloc((size_t)(AXIS0_BATCH * R) * sizeof *lf);
-    const int n_mult = TCQ_MIN(TCQ_MAX(a->scale_search, 1), 9);
-    uint32_t *cw2 = malloc((size_t)rw * sizeof *cw2);
-    tcq_status s = TCQ_OK;
-    if (!acc || !tg || !x || !eb || !lf || !cw2)
-        s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
-    /* on a GPU, acc lives there: the batch's products land on the device, each batch's rows come
-     * down before it is coded */
-    int mir = 0;
-    if (s == TCQ_OK && a->qla && R > AXIS0_BATCH) {
-        s = tcq_qla_mirror(a->qla, acc, (size_t)(R * C) * sizeof *acc, 1);
-        mir = s == TCQ_OK;
-    }
-    for (int64_t hi = R; s == TCQ_OK && hi > 0; hi -= AXIS0_BATCH) {
-        const int64_t lo = TCQ_MAX(0, hi - AXIS0_BATCH);
-        if (mir && hi < R) s = tcq_qla_pull(a->qla, acc + lo * C, hi - lo, C, C, sizeof *acc);
-        for (int64_t i = hi - 1; s == TCQ_OK && i >= lo; i--) {
-            const int64_t pi = perm[i];   /* Lm's row i is the stored row pi */
-            const float *w = a->W + pi * C;
-            for (int64_t t = 0; t < C; t++) tg[t] = w[t] + acc[i * C + t];
-            /* the row's block of the LDL is itself (D_i a scalar): its term is the plain squared
-             * error to its target, so the scale search compares that */
-            const uint16_t rms = tcq_scale_for_row(p.L, tg, C);
-            uint32_t *cw = a->codes + pi * rw;
-            float *wh = a->What + pi * C, *e = eb + (i - lo) * C;
-            double best = INFINITY;
-            for (int m = 0; s == TCQ_OK && m < n_mult; m++) {
-                uint16_t sh = scaled(rms, scale_mult[m]);
-                const float sc = tcq_f16_to_f32(sh);
-                for (int64_t t = 0; t < C; t++) x[t] = tg[t] / sc;
-                uint32_t *dst = m ? cw2 : cw;
-                s = tcq_quant_encode_blocks(a, x, NULL, C / p.T, dst);
-                if (s == TCQ_OK && a->refit) s = tcq_quant_refit_scales(p, tg, 1, C, dst, &sh, NULL);
-                if (s != TCQ_OK || n_mult == 1) {
-                    a->scales[pi] = sh;
-                    break;
-                }
-                decode_row(p, dst, sh, C, e);   /* e: scratch here */
-                double err = 0;
-                for (int64_t t = 0; t < C; t++) err += ((double)tg[t] - e[t]) * ((double)tg[t] - e[t]);
-                if (err < best) {
-                    best = err;
-                    a->scales[pi] = sh;
-                    if (m) memcpy(cw, cw2, (size_t)rw * sizeof *cw);
-                }
-            }
-            if (s != TCQ_OK) break;
-            decode_row(p, cw, a->scales[pi], C, wh);
-            for (int64_t t = 0; t < C; t++) e[t] = w[t] - wh[t];
-            const double *li = Lm + i * R;   /* L[i][j], j < i: row i's feedback to the rows coded after it */
-            for (int64_t j = lo; j < i; j++) {
-                const float l = (float)li[j];
-                float *aj = acc + j * C;
-                for (int64_t t = 0; t < C; t++) aj[t] += l * e[t];
-            }
-        }
-        if (s != TCQ_OK || lo == 0) continue;
-        for (int64_t i = lo; i < hi; i++)
-            for (int64_t j = 0; j < lo; j++) lf[(i - lo) * lo + j] = (float)Lm[i * R + j];
-        if (mir) s = tcq_qla_sgemm(a->qla, 1, 0, lo, C, hi - lo, 1.0f, lf, lo, eb, C, 1.0f, acc, C);
-        else
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)lo, (int)C, (int)(hi - lo), 1.0f, lf, (int)lo, eb,
-                        (int)C, 1.0f, acc, (int)C);
-    }
-    if (mir) tcq_qla_unmirror(a->qla, acc);
-    free(acc);
-    free(tg);
-    free(x);
-    free(eb);
-    free(lf);
-    free(cw2);
-    return s;
-}
-
 tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out)
 {
     double mean = 0;
@@ -288,6 +283,21 @@ tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out)
                         (long long)m, mean);
     memcpy(out, H, (size_t)(m * m) * sizeof *out);
     for (int64_t i = 0; i < m; i++) out[i * m + i] += damp * mean;
+    return TCQ_OK;
+}
+
+tcq_status tcq_quant_row_losses(tcq_qla *qla, const double *E, int64_t R, int64_t C, const double *Hd, double *EH,
+                                double *loss)
+{
+    if (qla) TCQ_TRY(tcq_qla_dgemm(qla, 0, 0, R, C, C, 1.0, E, C, Hd, C, 0.0, EH, C));
+    else
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)C, 1.0, E, (int)C, Hd, (int)C, 0.0,
+                    EH, (int)C);
+    for (int64_t r = 0; r < R; r++) {
+        double l = 0;
+        for (int64_t c = 0; c < C; c++) l += E[r * C + c] * EH[r * C + c];
+        loss[r] = l;
+    }
     return TCQ_OK;
 }
 
@@ -304,23 +314,26 @@ static tcq_status search_axis1(const tcq_ldlq_args *a, const double *Lm, const d
     float *What = malloc((size_t)(R * C) * sizeof *What);
     double *E = malloc((size_t)(R * C) * sizeof *E), *EH = malloc((size_t)(R * C) * sizeof *EH);
     double *best = malloc((size_t)R * sizeof *best), *Hd = malloc((size_t)(C * C) * sizeof *Hd);
-    tcq_status s = codes && scales && What && E && EH && best && Hd ? TCQ_OK
+    double *loss = malloc((size_t)R * sizeof *loss);
+    tcq_status s = codes && scales && What && E && EH && best && Hd && loss ? TCQ_OK
                  : tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale search for [%lld, %lld]", (long long)R, (long long)C);
     if (s == TCQ_OK) s = tcq_quant_damp(a->H, C, a->damp, Hd);
+    /* on a GPU the candidates' products E Hd run there (a 14B gate/up: 17408 x 5120 x 5120, ~1
+     * Tflop in double each), Hd up once for the tensor, each E staged */
+    int mir = 0;
+    if (s == TCQ_OK && a->qla) {
+        s = tcq_qla_mirror(a->qla, Hd, (size_t)(C * C) * sizeof *Hd, 0);
+        mir = s == TCQ_OK;
+    }
     tcq_ldlq_args b = *a;
     b.codes = codes, b.scales = scales, b.What = What;
     for (int m = 0; s == TCQ_OK && m < n_mult; m++) {
         s = ldlq_axis1(m ? &b : a, Lm, D, scale_mult[m]);
         const float *wh = m ? What : a->What;
         for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) E[i] = (double)a->W[i] - (double)wh[i];
-        /* the candidates' comparison stays on the CPU even when a->qla is set: one R x C x C
-         * product per candidate beside the BlockLDLQ run it follows (a GPU version is not written) */
-        if (s == TCQ_OK)
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)C, 1.0, E, (int)C, Hd, (int)C,
-                        0.0, EH, (int)C);
+        if (s == TCQ_OK) s = tcq_quant_row_losses(a->qla, E, R, C, Hd, EH, loss);
         for (int64_t r = 0; s == TCQ_OK && r < R; r++) {
-            double l = 0;
-            for (int64_t c = 0; c < C; c++) l += E[r * C + c] * EH[r * C + c];
+            const double l = loss[r];
             if (m == 0 || l < best[r]) {
                 best[r] = l;
                 if (m) {
@@ -336,71 +349,17 @@ static tcq_status search_axis1(const tcq_ldlq_args *a, const double *Lm, const d
     free(What);
     free(E);
     free(EH);
+    if (mir) tcq_qla_unmirror(a->qla, Hd);
     free(best);
     free(Hd);
+    free(loss);
     return s;
-}
-
-/* Axis 0's coding order (GPTQ's act-order): the stored rows (inputs) by ascending H_ii, ties by
- * index, so that coding from the last takes the inputs of most energy first, while the most
- * rows are left to absorb their errors.  perm[i] is the stored row at position i of the order. */
-typedef struct ao_key {
-    double h;
-    int64_t i;
-} ao_key;
-
-static int ao_cmp(const void *x, const void *y)
-{
-    const ao_key *a = x, *b = y;
-    return a->h < b->h ? -1 : a->h > b->h ? 1 : (a->i > b->i) - (a->i < b->i);
-}
-
-static tcq_status act_order(const double *H, int64_t m, int64_t *perm)
-{
-    ao_key *k = malloc((size_t)m * sizeof *k);
-    if (!k) return tcq_fail(TCQ_ERR_NOMEM, "LDLQ order of %lld rows", (long long)m);
-    for (int64_t i = 0; i < m; i++) k[i] = (ao_key){H[i * m + i], i};
-    qsort(k, (size_t)m, sizeof *k, ao_cmp);
-    for (int64_t i = 0; i < m; i++) perm[i] = k[i].i;
-    free(k);
-    return TCQ_OK;
-}
-
-/* A <- P A P^T in place (A[i][j] = A_old[perm[i]][perm[j]]): rows by cycles, then each row's
- * columns through tmp [m]. */
-static tcq_status permute_sym(double *A, int64_t m, const int64_t *perm, double *tmp)
-{
-    char *done = calloc((size_t)m, 1);
-    if (!done) return tcq_fail(TCQ_ERR_NOMEM, "LDLQ order of %lld rows", (long long)m);
-    for (int64_t i = 0; i < m; i++) {   /* columns of each row */
-        double *r = A + i * m;
-        for (int64_t j = 0; j < m; j++) tmp[j] = r[perm[j]];
-        memcpy(r, tmp, (size_t)m * sizeof *r);
-    }
-    /* rows: follow the cycles of perm with one row of tmp */
-    for (int64_t s0 = 0; s0 < m; s0++) {
-        if (done[s0]) continue;
-        memcpy(tmp, A + s0 * m, (size_t)m * sizeof *tmp);
-        int64_t i = s0;
-        for (;;) {
-            done[i] = 1;
-            const int64_t src = perm[i];
-            if (src == s0) {
-                memcpy(A + i * m, tmp, (size_t)m * sizeof *tmp);
-                break;
-            }
-            memcpy(A + i * m, A + src * m, (size_t)m * sizeof *A);
-            i = src;
-        }
-    }
-    free(done);
-    return TCQ_OK;
 }
 
 tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a)
 {
     const int64_t m = a->axis ? a->C : a->R;
-    const int b = a->axis ? a->p.T : 1;
+    const int b = a->axis ? a->p.T : (int)tcq_quant_axis0_group(a);
     if (!a->W || !a->H || !a->codes || !a->scales || !a->What || a->R <= 0 || a->C <= 0 || a->C % a->p.T)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "LDLQ: bad arguments (shape [%lld, %lld])", (long long)a->R,
                         (long long)a->C);
@@ -412,11 +371,11 @@ tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a)
                  : tcq_fail(TCQ_ERR_NOMEM, "LDLQ: Hessian of size %lld", (long long)m);
     if (s == TCQ_OK) s = tcq_quant_damp(a->H, m, a->damp, Lm);
     if (s == TCQ_OK && !a->axis) {
-        s = act_order(a->H, m, perm);
-        if (s == TCQ_OK) s = permute_sym(Lm, m, perm, D);   /* D: scratch of m doubles here */
+        s = tcq_quant_act_order(a->H, m, perm);
+        if (s == TCQ_OK) s = tcq_quant_permute_sym(Lm, m, perm, D);   /* D: scratch of m doubles here */
     }
     if (s == TCQ_OK) s = tcq_quant_block_ldl_on(a->qla, Lm, m, b, Lm, D);
-    if (s == TCQ_OK) s = a->axis ? search_axis1(a, Lm, D) : ldlq_axis0(a, Lm, perm);
+    if (s == TCQ_OK) s = a->axis ? search_axis1(a, Lm, D) : tcq_quant_ldlq_axis0(a, Lm, perm);
     /* tinyqwen k = 2, eval KL 8 windows: BlockLDLQ 0.2800, + H-weighted scales 0.2748, + one
      * coordinate descent pass 0.2586, three passes 0.2557 (docs/PERFORMANCE.md, "Quantizer") */
     double mean = 0;   /* the damped H is H + lambda I, without another m x m copy */

@@ -9,7 +9,10 @@
  *   axis 1 (rows = outputs, H over the C columns): the rows are independent; blocks of T.
  *   axis 0 (stored rows = inputs, H over the R rows): blocks of one stored row, whose scale is
  *     taken from its new target (as in BlockLDLQ); G = H E is kept up to date row by row
- *     (Gauss-Seidel), so each row sees the others' latest errors. */
+ *     (Gauss-Seidel), so each row is kept or not on the others' latest errors.  The rows are
+ *     coded in groups of g (a->axis0_group, as BlockLDLQ's), one encoder call each, from targets
+ *     taken at the group's start; each row's change is still exact (G is updated after every row
+ *     kept), so the pass never raises the loss; g = 1: each target sees the latest errors. */
 #include "quant.h"
 
 #include <cblas.h>
@@ -99,13 +102,15 @@ static tcq_status pass_axis1(const tcq_ldlq_args *a, const double *H, double lam
 static tcq_status pass_axis0(const tcq_ldlq_args *a, const double *H, double lambda)
 {
     const tcq_block_params p = a->p;
-    const int64_t R = a->R, C = a->C, rw = C * p.k / 32;
+    const int64_t R = a->R, C = a->C, rw = C * p.k / 32, g = tcq_quant_axis0_group(a);
     double *E = malloc((size_t)(R * C) * sizeof *E), *G = malloc((size_t)(R * C) * sizeof *G);
     double *d = malloc((size_t)C * sizeof *d);
-    float *tg = malloc((size_t)C * sizeof *tg), *x = malloc((size_t)C * sizeof *x), *wh = malloc((size_t)C * sizeof *wh);
-    uint32_t *cw = malloc((size_t)rw * sizeof *cw);
+    float *tg = malloc((size_t)(g * C) * sizeof *tg), *x = malloc((size_t)(g * C) * sizeof *x);
+    float *wh = malloc((size_t)C * sizeof *wh);
+    uint32_t *cw = malloc((size_t)(g * rw) * sizeof *cw);
+    uint16_t *gs = malloc((size_t)g * sizeof *gs);
     tcq_status s = TCQ_OK;
-    if (!E || !G || !d || !tg || !x || !wh || !cw)
+    if (!E || !G || !d || !tg || !x || !wh || !cw || !gs)
         s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ pass buffers for [%lld, %lld]", (long long)R, (long long)C);
     if (s == TCQ_OK) {
         for (int64_t i = 0; i < R * C; i++) E[i] = (double)a->W[i] - (double)a->What[i];
@@ -113,39 +118,48 @@ static tcq_status pass_axis0(const tcq_ldlq_args *a, const double *H, double lam
                     G, (int)C);
         for (int64_t i = 0; i < R * C; i++) G[i] += lambda * E[i];
     }
-    for (int64_t i = R - 1; s == TCQ_OK && i >= 0; i--) {
-        const double hii = H[i * R + i] + lambda;
-        const float *w = a->W + i * C;
-        double *e = E + i * C, *gi = G + i * C;
-        /* g = G_i - H_ii e_i: the other rows' pull; target w + g / H_ii */
-        for (int64_t t = 0; t < C; t++) tg[t] = (float)((double)w[t] + (gi[t] - hii * e[t]) / hii);
-        uint16_t sc16 = tcq_scale_for_row(p.L, tg, C);
-        const float sc = tcq_f16_to_f32(sc16);
-        for (int64_t t = 0; t < C; t++) x[t] = tg[t] / sc;
-        s = tcq_quant_encode_blocks(a, x, NULL, C / p.T, cw);
-        if (s == TCQ_OK && a->refit) s = tcq_quant_refit_scales(p, tg, 1, C, cw, &sc16, NULL);
-        if (s != TCQ_OK) break;
-        const float scf = tcq_f16_to_f32(sc16);
-        for (int64_t b = 0; b < C / p.T; b++)
-            tcq_block_decode_f32(p, cw + b * tcq_block_words(p), scf, wh + b * p.T);
-        /* d = e' - e;  change = H_ii |d|^2 + 2 <d, G_i> */
-        double dd = 0, dg = 0;
-        for (int64_t t = 0; t < C; t++) {
-            d[t] = (double)a->What[i * C + t] - (double)wh[t];
-            dd += d[t] * d[t];
-            dg += d[t] * gi[t];
+    for (int64_t gh = R; s == TCQ_OK && gh > 0; gh -= g) {
+        const int64_t gl = TCQ_MAX(0, gh - g);   /* the group: stored rows gl..gh-1 */
+        /* the group's targets from G as it is at the group's start: g = G_i - H_ii e_i, the other
+         * rows' pull; target w + g / H_ii */
+        for (int64_t i = gl; i < gh; i++) {
+            const double hii = H[i * R + i] + lambda, *e = E + i * C, *gi = G + i * C;
+            const float *w = a->W + i * C;
+            float *t = tg + (i - gl) * C, *xi = x + (i - gl) * C;
+            for (int64_t c = 0; c < C; c++) t[c] = (float)((double)w[c] + (gi[c] - hii * e[c]) / hii);
+            gs[i - gl] = tcq_scale_for_row(p.L, t, C);
+            const float sc = tcq_f16_to_f32(gs[i - gl]);
+            for (int64_t c = 0; c < C; c++) xi[c] = t[c] / sc;
         }
-        if (hii * dd + 2 * dg >= 0) continue;
-        memcpy(a->codes + i * rw, cw, (size_t)rw * sizeof *cw);
-        a->scales[i] = sc16;
-        for (int64_t t = 0; t < C; t++) {
-            a->What[i * C + t] = wh[t];
-            e[t] += d[t];
-        }
-        for (int64_t j = 0; j < R; j++) {   /* G += (H + lambda I)[:, i] d */
-            const double h = H[j * R + i] + (j == i ? lambda : 0);
-            double *gj = G + j * C;
-            for (int64_t t = 0; t < C; t++) gj[t] += h * d[t];
+        s = tcq_quant_encode_blocks(a, x, NULL, (gh - gl) * (C / p.T), cw);
+        /* then row by row, each kept on its exact loss change given the rows kept before it */
+        for (int64_t i = gh - 1; s == TCQ_OK && i >= gl; i--) {
+            const double hii = H[i * R + i] + lambda;
+            double *e = E + i * C, *gi = G + i * C;
+            const uint32_t *ci = cw + (i - gl) * rw;
+            uint16_t sc16 = gs[i - gl];
+            if (a->refit) s = tcq_quant_refit_scales(p, tg + (i - gl) * C, 1, C, ci, &sc16, NULL);
+            if (s != TCQ_OK) break;
+            tcq_quant_decode_rows(p, ci, &sc16, 1, C, wh);
+            /* d = e' - e;  change = H_ii |d|^2 + 2 <d, G_i> */
+            double dd = 0, dg = 0;
+            for (int64_t t = 0; t < C; t++) {
+                d[t] = (double)a->What[i * C + t] - (double)wh[t];
+                dd += d[t] * d[t];
+                dg += d[t] * gi[t];
+            }
+            if (hii * dd + 2 * dg >= 0) continue;
+            memcpy(a->codes + i * rw, ci, (size_t)rw * sizeof *cw);
+            a->scales[i] = sc16;
+            for (int64_t t = 0; t < C; t++) {
+                a->What[i * C + t] = wh[t];
+                e[t] += d[t];
+            }
+            for (int64_t j = 0; j < R; j++) {   /* G += (H + lambda I)[:, i] d */
+                const double h = H[j * R + i] + (j == i ? lambda : 0);
+                double *gj = G + j * C;
+                for (int64_t t = 0; t < C; t++) gj[t] += h * d[t];
+            }
         }
     }
     free(E);
@@ -155,6 +169,7 @@ static tcq_status pass_axis0(const tcq_ldlq_args *a, const double *H, double lam
     free(x);
     free(wh);
     free(cw);
+    free(gs);
     return s;
 }
 

@@ -7,7 +7,8 @@
  *     d reaches the rows of its batch at once on the host and the rows below the batch in one
  *     product per batch on the device, where G lives; each batch's rows of G come down before it
  *     is coded (only row i of G is read, when row i is coded, so the order of the sums is all that
- *     differs from the CPU path's row-by-row update). */
+ *     differs from the CPU path's row-by-row update).  Groups of g rows as in ldlq_pass.c, the
+ *     batch a whole number of them. */
 #include "qla.h"
 #include "quant.h"
 
@@ -113,13 +114,16 @@ static tcq_status axis0(const tcq_ldlq_args *a, const double *H, double lambda)
 {
     tcq_qla *q = a->qla;
     const tcq_block_params p = a->p;
-    const int64_t R = a->R, C = a->C, rw = C * p.k / 32;
+    const int64_t R = a->R, C = a->C, rw = C * p.k / 32, g = tcq_quant_axis0_group(a);
+    const int64_t B = TCQ_MAX(PASS0_BATCH / g, 1) * g;   /* whole groups, aligned like them on row R */
     double *E = malloc((size_t)(R * C) * sizeof *E), *G = malloc((size_t)(R * C) * sizeof *G);
-    double *d = malloc((size_t)C * sizeof *d), *db = malloc((size_t)(PASS0_BATCH * C) * sizeof *db);
-    float *tg = malloc((size_t)C * sizeof *tg), *x = malloc((size_t)C * sizeof *x), *wh = malloc((size_t)C * sizeof *wh);
-    uint32_t *cw = malloc((size_t)rw * sizeof *cw);
+    double *d = malloc((size_t)C * sizeof *d), *db = malloc((size_t)(B * C) * sizeof *db);
+    float *tg = malloc((size_t)(g * C) * sizeof *tg), *x = malloc((size_t)(g * C) * sizeof *x);
+    float *wh = malloc((size_t)C * sizeof *wh);
+    uint32_t *cw = malloc((size_t)(g * rw) * sizeof *cw);
+    uint16_t *gs = malloc((size_t)g * sizeof *gs);
     tcq_status s = TCQ_OK;
-    if (!E || !G || !d || !db || !tg || !x || !wh || !cw)
+    if (!E || !G || !d || !db || !tg || !x || !wh || !cw || !gs)
         s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ pass buffers for [%lld, %lld]", (long long)R, (long long)C);
     for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) E[i] = (double)a->W[i] - (double)a->What[i];
     int mir_h = 0, mir_g = 0;
@@ -128,46 +132,55 @@ static tcq_status axis0(const tcq_ldlq_args *a, const double *H, double lambda)
     if (s == TCQ_OK) s = tcq_qla_mirror(q, G, (size_t)(R * C) * sizeof *G, 1);
     mir_g = s == TCQ_OK && mir_h;
     if (s == TCQ_OK) s = tcq_qla_dgemm(q, 0, 0, R, C, R, 1.0, H, R, E, C, 0.0, G, C);   /* on the device */
-    for (int64_t hi = R; s == TCQ_OK && hi > 0; hi -= PASS0_BATCH) {
-        const int64_t lo = TCQ_MAX(0, hi - PASS0_BATCH);
+    for (int64_t hi = R; s == TCQ_OK && hi > 0; hi -= B) {
+        const int64_t lo = TCQ_MAX(0, hi - B);
         s = tcq_qla_pull(q, G + lo * C, hi - lo, C, C, sizeof *G);
         /* the damping's part of G_i: lambda e_i, e_i as it is until row i is coded */
         for (int64_t i = lo * C; i < hi * C; i++) G[i] += lambda * E[i];
-        memset(db, 0, (size_t)(PASS0_BATCH * C) * sizeof *db);
-        for (int64_t i = hi - 1; s == TCQ_OK && i >= lo; i--) {
-            const double hii = H[i * R + i] + lambda;
-            const float *w = a->W + i * C;
-            double *e = E + i * C, *gi = G + i * C;
-            /* g = G_i - H_ii e_i: the other rows' pull; target w + g / H_ii */
-            for (int64_t t = 0; t < C; t++) tg[t] = (float)((double)w[t] + (gi[t] - hii * e[t]) / hii);
-            uint16_t sc16 = tcq_scale_for_row(p.L, tg, C);
-            const float sc = tcq_f16_to_f32(sc16);
-            for (int64_t t = 0; t < C; t++) x[t] = tg[t] / sc;
-            s = tcq_quant_encode_blocks(a, x, NULL, C / p.T, cw);
-            if (s == TCQ_OK && a->refit) s = tcq_quant_refit_scales(p, tg, 1, C, cw, &sc16, NULL);
-            if (s != TCQ_OK) break;
-            const float scf = tcq_f16_to_f32(sc16);
-            for (int64_t b = 0; b < C / p.T; b++)
-                tcq_block_decode_f32(p, cw + b * tcq_block_words(p), scf, wh + b * p.T);
-            /* d = e' - e;  change = H_ii |d|^2 + 2 <d, G_i> */
-            double dd = 0, dg = 0;
-            for (int64_t t = 0; t < C; t++) {
-                d[t] = (double)a->What[i * C + t] - (double)wh[t];
-                dd += d[t] * d[t];
-                dg += d[t] * gi[t];
+        memset(db, 0, (size_t)(B * C) * sizeof *db);
+        for (int64_t gh = hi; s == TCQ_OK && gh > lo; gh -= g) {
+            const int64_t gl = TCQ_MAX(lo, gh - g);   /* the group: stored rows gl..gh-1 */
+            /* the group's targets from G at its start: g = G_i - H_ii e_i, the other rows' pull;
+             * target w + g / H_ii */
+            for (int64_t i = gl; i < gh; i++) {
+                const double hii = H[i * R + i] + lambda, *e = E + i * C, *gi = G + i * C;
+                const float *w = a->W + i * C;
+                float *t = tg + (i - gl) * C, *xi = x + (i - gl) * C;
+                for (int64_t c = 0; c < C; c++) t[c] = (float)((double)w[c] + (gi[c] - hii * e[c]) / hii);
+                gs[i - gl] = tcq_scale_for_row(p.L, t, C);
+                const float sc = tcq_f16_to_f32(gs[i - gl]);
+                for (int64_t c = 0; c < C; c++) xi[c] = t[c] / sc;
             }
-            if (hii * dd + 2 * dg >= 0) continue;
-            memcpy(a->codes + i * rw, cw, (size_t)rw * sizeof *cw);
-            a->scales[i] = sc16;
-            memcpy(db + (i - lo) * C, d, (size_t)C * sizeof *d);
-            for (int64_t t = 0; t < C; t++) {
-                a->What[i * C + t] = wh[t];
-                e[t] += d[t];
-            }
-            for (int64_t j = lo; j < i; j++) {   /* the batch's rows still to code: G_j += H_ji d */
-                const double h = H[j * R + i];
-                double *gj = G + j * C;
-                for (int64_t t = 0; t < C; t++) gj[t] += h * d[t];
+            s = tcq_quant_encode_blocks(a, x, NULL, (gh - gl) * (C / p.T), cw);
+            /* then row by row, each kept on its exact loss change given the rows kept before it */
+            for (int64_t i = gh - 1; s == TCQ_OK && i >= gl; i--) {
+                const double hii = H[i * R + i] + lambda;
+                double *e = E + i * C, *gi = G + i * C;
+                const uint32_t *ci = cw + (i - gl) * rw;
+                uint16_t sc16 = gs[i - gl];
+                if (a->refit) s = tcq_quant_refit_scales(p, tg + (i - gl) * C, 1, C, ci, &sc16, NULL);
+                if (s != TCQ_OK) break;
+                tcq_quant_decode_rows(p, ci, &sc16, 1, C, wh);
+                /* d = e' - e;  change = H_ii |d|^2 + 2 <d, G_i> */
+                double dd = 0, dg = 0;
+                for (int64_t t = 0; t < C; t++) {
+                    d[t] = (double)a->What[i * C + t] - (double)wh[t];
+                    dd += d[t] * d[t];
+                    dg += d[t] * gi[t];
+                }
+                if (hii * dd + 2 * dg >= 0) continue;
+                memcpy(a->codes + i * rw, ci, (size_t)rw * sizeof *cw);
+                a->scales[i] = sc16;
+                memcpy(db + (i - lo) * C, d, (size_t)C * sizeof *d);
+                for (int64_t t = 0; t < C; t++) {
+                    a->What[i * C + t] = wh[t];
+                    e[t] += d[t];
+                }
+                for (int64_t j = lo; j < i; j++) {   /* the batch's rows still to decide: G_j += H_ji d */
+                    const double h = H[j * R + i];
+                    double *gj = G + j * C;
+                    for (int64_t t = 0; t < C; t++) gj[t] += h * d[t];
+                }
             }
         }
         /* the rows below the batch: G[0:lo] += H[0:lo, lo:hi] D_batch, on the device */
@@ -183,6 +196,7 @@ static tcq_status axis0(const tcq_ldlq_args *a, const double *H, double lambda)
     free(x);
     free(wh);
     free(cw);
+    free(gs);
     return s;
 }
 

@@ -9,7 +9,7 @@
 #include <cblas.h>
 #include <string.h>
 
-#define QLA_MIRRORS 8
+#define QLA_MIRRORS 16   /* calibration: a layer's 4 Hessians and 7 weights */
 #define QLA_STAGES 3
 #define QLA_CHOL_NB 512   /* diagonal block of the blocked Cholesky (factored on the host) */
 
@@ -22,6 +22,7 @@ struct tcq_qla {
     } mir[QLA_MIRRORS];
     void *stage[QLA_STAGES];
     size_t stage_bytes[QLA_STAGES];
+    int64_t gemms;
 };
 
 /* ---- primitives: CUDA (qla_cuda.cu) or host ---- */
@@ -126,6 +127,7 @@ void tcq_qla_free(tcq_qla *q)
 }
 
 int tcq_qla_on_gpu(const tcq_qla *q) { return q && q->ctx; }
+int64_t tcq_qla_gemms(const tcq_qla *q) { return q ? q->gemms : 0; }
 
 tcq_status tcq_qla_mirror(tcq_qla *q, const void *h, size_t bytes, int zero)
 {
@@ -233,6 +235,7 @@ static tcq_status gemm_rm(tcq_qla *q, int dbl, int ta, int tb, int64_t M, int64_
                           const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc)
 {
     if (M <= 0 || N <= 0) return TCQ_OK;
+    q->gemms++;
     const size_t es = dbl ? 8 : 4;
     dop a, b, c;
     TCQ_TRY(operand(q, 0, A, ta ? K : M, ta ? M : K, lda, es, 1, &a));

@@ -29,6 +29,8 @@ tcq_status tcq_qla_create(tcq_cuda_ctx *ctx, tcq_qla **out);
 void tcq_qla_free(tcq_qla *q);
 /* 1 when the backend is a GPU. */
 int tcq_qla_on_gpu(const tcq_qla *q);
+/* DGEMM / SGEMM calls so far (tests: which products went to the backend). */
+int64_t tcq_qla_gemms(const tcq_qla *q);
 
 /* Register host array h of `bytes` and copy it up (zero: the device copy starts zeroed, nothing
  * is copied).  A second registration of the same h is refused. */

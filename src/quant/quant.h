@@ -46,8 +46,10 @@ void tcq_quant_decode_rows(tcq_block_params p, const uint32_t *codes, const uint
 
 /* In-place Cholesky A = C C^T of a symmetric positive definite A [m, m] (lower C, upper zeroed). */
 tcq_status tcq_quant_cholesky(double *A, int64_t m);
-/* H [m, m] = L D L^T with L [m, m] unit lower block triangular (blocks of b) and D [m/b][b][b].
- * L may be H (factored in place). */
+/* H [m, m] = L D L^T with L [m, m] unit lower block triangular, blocks of b (where b does not
+ * divide m, the first block is the shorter one, of m mod b: axis 0's groups are aligned on the
+ * last row); D_k of the block at b0 of n rows is n x n at D + b0 * b (D [m/b][b][b] when b divides
+ * m).  L may be H (factored in place). */
 tcq_status tcq_quant_block_ldl(const double *H, int64_t m, int b, double *L, double *D);
 /* The same with the Cholesky factor from qla (NULL: tcq_quant_cholesky). */
 struct tcq_qla;
@@ -91,10 +93,12 @@ tcq_status tcq_quant_cal_open(const char *in_dir, const tcq_hadamard *h, const t
                               tcq_quant_cal **out);
 void tcq_quant_cal_free(tcq_quant_cal *c);
 int64_t tcq_quant_cal_tokens(const tcq_quant_cal *c);
-/* Accumulate the Hessians with qla (qla.h; NULL: CBLAS here): the same sums of x x^T in double,
- * another order. */
+/* Run the calibration's products on qla (qla.h; NULL: CBLAS and the CPU kernels here): the
+ * Hessians' sums of x x^T in double and the forward's projections in f32, another order. */
 struct tcq_qla;
 void tcq_quant_cal_set_qla(tcq_quant_cal *c, struct tcq_qla *qla);
+/* The residual stream [tokens, dim] (tests compare it between paths). */
+const float *tcq_quant_cal_stream(const tcq_quant_cal *c);
 /* The input model (mapped, its projection weights never read): config, q/k norms. */
 struct tcq_model *tcq_quant_cal_model(tcq_quant_cal *c);
 /* Layer `layer` with weights L (rotated, gains folded, attn/ffn norms 1) over every window:
@@ -174,10 +178,31 @@ typedef struct tcq_ldlq_args {
     struct tcq_qla *qla;      /* NULL: the products with CBLAS here; else on its backend (qla.h):
                                  the same algorithm, other summation orders */
     tcq_cuda_ctx *gpu;        /* NULL: the CPU encoder; else the GPU one (the same codes) */
+    int axis0_group;          /* axis 0: BlockLDLQ's blocks (and the passes' groups) of this many
+                                 stored rows (<= 1: one, row by row; at most R) */
 } tcq_ldlq_args;
 /* Code n blocks of T targets x (weights w or NULL) with the encoder a names (ldlq.c). */
 tcq_status tcq_quant_encode_blocks(const tcq_ldlq_args *a, const float *x, const float *w, int64_t n, uint32_t *words);
+/* loss[r] = e_r Hd e_r^T for the rows of E [R, C] (Hd [C, C]), through EH [R, C] = E Hd: on qla's
+ * backend when qla is set (Hd may be mirrored; E is staged), else CBLAS here. */
+struct tcq_qla;
+tcq_status tcq_quant_row_losses(struct tcq_qla *qla, const double *E, int64_t R, int64_t C, const double *Hd,
+                                double *EH, double *loss);
+/* Code n rows of targets tg [n, C] each at the first n_mult of its candidate scales (its RMS
+ * scale times 1, 0.9, 1.1, 0.8, 1.2, 0.95, 1.05, 0.85, 1.15) in ONE encoder call of
+ * n * n_mult * C/T blocks, then per row: the refit (a->refit) and the candidate of least squared
+ * error to the row's target kept (the first of equal ones; n_mult 1: no comparison).  codes
+ * [n, C*k/32], scales [n]. */
+tcq_status tcq_quant_code_candidates(const tcq_ldlq_args *a, const float *tg, int64_t n, int n_mult, uint32_t *codes,
+                                     uint16_t *scales);
 tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a);
+/* Axis 0 (ldlq_axis0.c): g, the group of a (clamped to [1, R]); the act-order of H [m, m] (perm[i]:
+ * the stored row at position i); A <- P A P^T in place (tmp: m doubles); BlockLDLQ on Lm, the
+ * block LDL (blocks of g) of the damped P H P^T. */
+int64_t tcq_quant_axis0_group(const tcq_ldlq_args *a);
+tcq_status tcq_quant_act_order(const double *H, int64_t m, int64_t *perm);
+tcq_status tcq_quant_permute_sym(double *A, int64_t m, const int64_t *perm, double *tmp);
+tcq_status tcq_quant_ldlq_axis0(const tcq_ldlq_args *a, const double *Lm, const int64_t *perm);
 /* One block coordinate descent pass over a BlockLDLQ result (ldlq_pass.c) on H + lambda I: codes,
  * scales (axis 0) and What updated where that loss drops. */
 tcq_status tcq_quant_ldlq_pass(const tcq_ldlq_args *a, const double *H, double lambda);

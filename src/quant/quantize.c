@@ -161,6 +161,13 @@ tcq_status tcq_quant_refit_scales(tcq_block_params p, const float *rows, int64_t
  * the issue's -30 %, for 1.5x the CPU time of 5; docs/PERFORMANCE.md, "Quantizer"), 1 in the
  * allocation pass (the candidates' KL is measured without it: 9x the coding of 168 candidates
  * for a ranking). */
+/* The default of axis 0's BlockLDLQ group (tcq_quantize_opts.axis0_group; ldlq_axis0.c):
+ * tinyqwen KL against 1, 32 windows, k = 2 / 3: 8 +1.00 / +0.52 %, 16 +0.25 / +0.86 %, 32 +2.81 /
+ * +0.97 % (o's proxy loss +1.8 / +3.9 / +8 %, down's +0.2 / +0.3 / +0.5 %).  8, not 16: 16 takes
+ * k = 3 past the issue's -30 % and saves ~0.4 s of a predicted ~12.7 s of a 14B layer's GPU
+ * encodes (docs/PERFORMANCE.md, "On the GPU"). */
+#define TCQ_QUANT_AXIS0_GROUP 8
+
 static int scale_search(const qctx *c)
 {
     return c->dry ? 1 : c->o->scale_search ? c->o->scale_search : 9;
@@ -192,7 +199,7 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
         const tcq_ldlq_args a = {c->p, &c->o->enc, c->pool, rows, R, C, axis, H, c->o->damp > 0 ? c->o->damp : 0.1,
                                  c->o->refit_scales, codes, scales, What,
                                  c->o->ldlq_passes ? TCQ_MAX(c->o->ldlq_passes, 0) : 1, scale_search(c), c->qla,
-                                 c->gpu};
+                                 c->gpu, c->o->axis0_group ? c->o->axis0_group : TCQ_QUANT_AXIS0_GROUP};
         s = tcq_quant_ldlq(&a);
         for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) err += ((double)rows[i] - What[i]) * ((double)rows[i] - What[i]);
     } else if (s == TCQ_OK) {
@@ -869,6 +876,9 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
                         "windows measure every projection's KL, also with saved Hessians) or saved allocation costs");
     if (opts->scale_search < 0 || opts->scale_search > 9)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: scale search %d: 0 to 9 candidates", opts->scale_search);
+    if (opts->axis0_group < 0 || opts->axis0_group > 256)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: axis-0 group %d: 0 (the default) or 1 to 256 rows",
+                        opts->axis0_group);
     if (opts->alloc_windows < 0 || opts->alloc_windows > 1 << 16)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: allocation windows %d: 0 (4) to 65536", opts->alloc_windows);
     if (calibrated && c.rotate_only) return tcq_fail(TCQ_ERR_UNSUPPORTED, "quantize: calibration needs bits");

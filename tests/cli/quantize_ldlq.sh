@@ -45,6 +45,8 @@ check 1 "bits per weight 1.5 outside \[2, 4\]" "$model" "$tmp/o" --bits 2 --bpw 
 check 2 "alloc-windows in \[0, 65536\]" "$model" "$tmp/o" --bits 2 --bpw 3 --calib "$tmp/calib.txt" --alloc-windows -2
 check 2 "alloc-costs and --save-alloc need --bpw" "$model" "$tmp/o" --bits 2 --calib "$tmp/calib.txt" --save-alloc "$tmp/c"
 check 2 "scale-search in \[0, 9\]" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/calib.txt" --scale-search 10
+check 2 "axis0-group must be in \[1, 256\]" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/calib.txt" --axis0-group 0
+check 2 "axis0-group must be in \[1, 256\]" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/calib.txt" --axis0-group 257
 check 1 "calibration file $tmp/nope.txt" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/nope.txt"
 check 1 "calibration file $tmp/empty.txt is empty" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/empty.txt"
 check 1 "shorter than one window of 128" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/short.txt" --calib-ctx 128
@@ -56,6 +58,7 @@ check 0 "method ldlq" "$model" "$tmp/q2" --bits 2 --method ldlq --calib "$tmp/ca
     --calib-ctx 128 --save-hessians "$tmp/h" --threads 2
 grep -q "proxy" "$tmp/err" || { echo "FAIL: no per-tensor proxy lines"; cat "$tmp/err"; fail=1; }
 check 1 "Hadamard seed 1, not 2" "$model" "$tmp/o" --bits 2 --method ldlq --hessians "$tmp/h" --seed 2
+check 0 "method ldlq" "$model" "$tmp/q2g" --bits 2 --method ldlq --hessians "$tmp/h" --axis0-group 8 --threads 2
 check 2 "bpw needs --calib FILE" "$model" "$tmp/o" --bits 2 --method ldlq --hessians "$tmp/h" --bpw 3
 # a mixed artifact: saved Hessians, the text's first 2 windows measure each candidate's KL (cost lines)
 check 0 "method ldlq" "$model" "$tmp/qm" --bits 2 --method ldlq --hessians "$tmp/h" --bpw 3 \

@@ -17,10 +17,10 @@ if [ "$mode" = pack ]; then
   shift 2
   mkdir -p "$dest/data"
   for f in tcq test_cuda_model; do cp "$bin/$f" "$dest/$f" && strip "$dest/$f" && xz -9 -f -T2 "$dest/$f"; done
-  mkdir -p "$dest/lib"
-  cp $(ldd "$bin/tcq" | awk '/=> \//{print $3}' | grep -vE 'libc\.so|libm\.so|libstdc|libgcc|libpthread|libdl|librt|libcublas') "$dest/lib/"
-  (cd "$dest" && tar cJf lib.tar.xz lib && rm -rf lib)
+  . "$(dirname "$0")/device-common.sh"
+  pack_libs "$bin" "$dest"
   cp "$0" "$dest/model-on-device.sh"
+  cp "$(dirname "$0")/device-common.sh" "$dest/"
   cp "$(dirname "$0")/../../bench/cuda/ncu-last.py" "$dest/"
   for m in "$@"; do cp -r "$m" "$dest/data/"; done
   du -sh "$dest"
@@ -30,10 +30,8 @@ dir=$1
 out=${2:-${OUT:-/tmp/tcq-model-out}}
 mkdir -p "$out"
 cd "$dir" || exit 1
-unxz() { xz -dc "$1" 2>/dev/null || python3 -c 'import lzma,sys; sys.stdout.buffer.write(lzma.open(sys.argv[1]).read())' "$1"; }
-for f in tcq test_cuda_model; do [ -f $f.xz ] && unxz $f.xz > $f && chmod +x $f; done
-[ -f lib.tar.xz ] && unxz lib.tar.xz | tar x
-export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+. ./device-common.sh
+unpack tcq test_cuda_model
 summary=()
 step() {   # step NAME TIMEOUT CMD...
   local name=$1 to=$2; shift 2

@@ -5,7 +5,7 @@
 #   a dev build with -DCMAKE_CUDA_ARCHITECTURES=90a-real compiles 3x faster)
 # then on the device: `cd DEST && ./go.sh` (logs under $OUT).  Binaries and the shared
 # libraries tcq links that the device image lacks (jansson, pcre2, utf8proc, OpenBLAS, libedit)
-# travel gzipped.
+# travel compressed (device-common.sh).
 set -euo pipefail
 bin=$1 dest=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,10 +14,9 @@ rm -rf "$dest/lib" "$dest/tcq" "$dest/test_cuda"
 for f in tcq test_cuda; do
   cp "$bin/$f" "$dest/$f" && strip "$dest/$f" && gzip -f "$dest/$f"
 done
-mkdir -p "$dest/lib"
-cp $(ldd "$bin/tcq" | awk '/=> \//{print $3}' | grep -vE 'libc\.so|libm\.so|libstdc|libgcc|libpthread|libdl|librt|libcublas') "$dest/lib/"
-(cd "$dest" && tar czf lib.tgz lib && rm -rf lib)
-cp "$here/run-on-device.sh" "$here/quantize-cmp.sh" "$here/../../bench/cuda/fast-sass.sh" "$dest/"
+. "$here/device-common.sh"
+pack_libs "$bin" "$dest"
+cp "$here/run-on-device.sh" "$here/device-common.sh" "$here/quantize-cmp.sh" "$here/../../bench/cuda/fast-sass.sh" "$dest/"
 # the model quantize-cmp.sh codes both ways (2.9 MB)
 mkdir -p "$dest/data/tiny_llama"
 cp "$here/../data/tiny_llama/config.json" "$here/../data/tiny_llama/model.safetensors" "$dest/data/tiny_llama/"
@@ -25,7 +24,8 @@ cat > "$dest/go.sh" <<'GO'
 #!/usr/bin/env bash
 cd "$(dirname "$0")"
 for f in tcq test_cuda; do gunzip -kf $f.gz && chmod +x $f; done
-tar xzf lib.tgz
+. ./device-common.sh
+unxz lib.tar.xz | tar x
 ./run-on-device.sh . "${OUT:-/tmp/tcq-cuda-out}"
 GO
 chmod +x "$dest/go.sh" "$dest/run-on-device.sh" "$dest/quantize-cmp.sh"

@@ -10,8 +10,9 @@
 #       (0) test_quant_qla: the GPU's GEMM / SYRK / TRSM / Cholesky / proxy against CBLAS, and
 #           BlockLDLQ + a pass on them (GPU encoder) against the CPU path on random matrices;
 #       (a) per tiny model, k = 2: CPU and GPU LDLQ (BlockLDLQ + 1 pass) from the same calibration;
-#           PASS when the saved Hessians agree to 1e-10 of each matrix's largest entry (double
-#           sums in another order), every tensor's proxy loss is within 5 % of the CPU's and their
+#           PASS when the saved Hessians agree to 1e-5 of each matrix's largest entry (the
+#           calibration forward's projections in f32 and the double sums in cuBLAS' order:
+#           test_quant_qla's CAL_BOUND), every tensor's proxy loss is within 5 % of the CPU's and their
 #           sum within 1 % (the GPU path sums in other orders: the same algorithm, not the same
 #           bits), the GPU
 #           artifact is byte-identical on a second run (deterministic), and on tinyqwen the KL
@@ -20,7 +21,8 @@
 #       (b) the synthetic Qwen3-14B geometry (bench/synth_qwen3_14b.py, random first layers),
 #           --layers N (TCQ_Q14_LAYERS, default 2) with --device cuda, calibration of
 #           TCQ_Q14_TOKENS (default 8192) tokens: seconds per layer (Hessians, each tensor) and a
-#           40-layer estimate; then the CPU quantizer on 1 layer under what time is left.
+#           40-layer estimate (TCQ_Q14_EXTRA: more quantize options, e.g. "--axis0-group 16"); then
+#           the CPU quantizer on 1 layer under what time is left.
 #       Summary last; logs in OUT_DIR/logs.tgz.  Everything stays under 570 s.
 set -u
 mode=$1
@@ -31,11 +33,11 @@ if [ "$mode" = pack ]; then
   root=$here/../..
   shared=$root/../shared/data
   rm -rf "$dest"
-  mkdir -p "$dest/data/tiny_llama" "$dest/data/tinyqwen1" "$dest/lib"
+  mkdir -p "$dest/data/tiny_llama" "$dest/data/tinyqwen1"
   for f in tcq test_quant_qla; do cp "$bin/$f" "$dest/$f" && strip "$dest/$f" && xz -9 -f -T2 "$dest/$f"; done
-  cp $(ldd "$bin/tcq" | awk '/=> \//{print $3}' | grep -vE 'libc\.so|libm\.so|libstdc|libgcc|libpthread|libdl|librt|libcublas') "$dest/lib/"
-  (cd "$dest" && tar cJf lib.tar.xz lib && rm -rf lib)
-  cp "$0" "$dest/quantize-ldlq-on-device.sh"
+  . "$here/device-common.sh"
+  pack_libs "$bin" "$dest"
+  cp "$0" "$here/device-common.sh" "$dest/"
   cp "$root/bench/synth_qwen3_14b.py" "$dest/"
   cp "$root/tests/data/tiny_llama/config.json" "$root/tests/data/tiny_llama/model.safetensors" "$dest/data/tiny_llama/"
   # tinyqwen's first layer as one safetensors file (the embedding is tied: no lm_head)
@@ -87,15 +89,13 @@ mkdir -p "$out"
 cd "$dir" || exit 1
 t_start=$(date +%s)
 left() { echo $(( 570 - ($(date +%s) - t_start) )); }
-unxz() { xz -dc "$1" 2>/dev/null || python3 -c 'import lzma,sys; sys.stdout.buffer.write(lzma.open(sys.argv[1]).read())' "$1"; }
-for f in tcq test_quant_qla; do [ -f $f.xz ] && unxz $f.xz > $f && chmod +x $f; done
-[ -f lib.tar.xz ] && unxz lib.tar.xz | tar x
+. ./device-common.sh
+unpack tcq test_quant_qla
 for f in data/tinyqwen1/model.safetensors data/tinyqwen1/tokenizer.json data/tiny_llama/model.safetensors \
     data/calib.txt data/eval.txt; do
   [ -f $f.xz ] && unxz $f.xz > $f && rm -f $f.xz
 done
 [ -f data/qwen3-tokenizer.json.xz ] && unxz data/qwen3-tokenizer.json.xz > data/qwen3-tokenizer.json
-export LD_LIBRARY_PATH=$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 threads=$(nproc)
 summary=()
 pass=0 failn=0
@@ -141,7 +141,7 @@ for spec in "tiny_llama $w/tiny_calib.txt 2048 128" "tinyqwen1 data/calib.txt 81
     echo "$m $run: $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}") s" | tee -a "$out/times.txt"
   done
   [ $ok = 1 ] || continue
-  # the Hessians: the GPU's DSYRK sums against the CPU's, per layer and site
+  # the Hessians: the GPU's (its SGEMM forward, DSYRK sums) against the CPU's, per layer and site
   hd=$(python3 - $w/h_${m}_cpu/hessians.bin $w/h_${m}_gpu/hessians.bin <<'PY'
 import array, sys
 a, b = (open(p, "rb").read() for p in sys.argv[1:3])
@@ -158,10 +158,10 @@ for l in range(n):
 print("%.3g" % worst)
 PY
 )
-  if [[ $hd =~ ^[0-9.e+-]+$ ]] && awk "BEGIN{exit !($hd <= 1e-10)}"; then
-    verdict OK "$m: GPU Hessians vs CPU: max |dH| / max |H| per site $hd (bound 1e-10)"
+  if [[ $hd =~ ^[0-9.e+-]+$ ]] && awk "BEGIN{exit !($hd <= 1e-5)}"; then
+    verdict OK "$m: GPU Hessians vs CPU: max |dH| / max |H| per site $hd (bound 1e-5)"
   else
-    verdict FAIL "$m: GPU Hessians vs CPU: '$hd' (bound 1e-10)"
+    verdict FAIL "$m: GPU Hessians vs CPU: '$hd' (bound 1e-5)"
   fi
   proxies "$out/${m}_cpu.log" >$w/p_cpu
   proxies "$out/${m}_gpu.log" >$w/p_gpu
@@ -205,7 +205,7 @@ elif timeout $(( $(left) - 60 )) python3 synth_qwen3_14b.py /tmp/s14 data/qwen3-
   summary+=("synth: 14B geometry, $L random layers, $(( $(date +%s) - t0 )) s")
   cp data/calib.txt /tmp/s14/calib.txt
   q14=(/tmp/s14 /tmp/s14q --bits 2 --method ldlq --calib /tmp/s14/calib.txt --calib-tokens "$T" --calib-ctx 512
-       --layers "$L" --threads "$threads")
+       --layers "$L" --threads "$threads" ${TCQ_Q14_EXTRA:-})
   t0=$(date +%s)
   # every output line stamped with the wall clock: a layer's period is the time between two
   # layers' "Hessians ready" (its tensors, the next layer's load, rotation and Hessians)

@@ -1,9 +1,11 @@
 /* BlockLDLQ pieces against float64 references on small random SPD matrices:
- *   - block LDL: L D L^T = H, L unit lower block triangular, for blocks of 1, 4 and 256;
+ *   - block LDL: L D L^T = H, L unit lower block triangular, for blocks of 1, 4, 16 and 5 (the
+ *     first block then the shorter: 13 = 3 + 2 x 5);
  *   - the feedback: every block's codes are what the encoder gives for the target
  *     w_b + sum_{j>b} e_j L_jb computed here in double from the final errors (axis 1: the trellis
  *     blocks with the row scale, weighted by diag(D_b); axis 0: each stored row with its own scale,
- *     in act-order: by ascending H_ii, coded from the last);
+ *     in act-order: by ascending H_ii, coded from the last; in groups of g = 1, 8 and 48 rows of
+ *     that order, whose targets see only the groups coded before, with the block LDL of g);
  *   - H = I (any damping): LDLQ's codes and scales equal tcq_encode_rows' bit for bit, both axes;
  *   - a correlated H: the proxy loss is lower than rounding's;
  *   - errors: a matrix that is not positive definite, a Hessian without signal. */
@@ -16,19 +18,23 @@ static void check_ldl(uint64_t *st, int64_t m, int b)
     double *D = malloc((size_t)(m * b) * sizeof *D);
     test_random_spd(st, m, H);
     CHECK_OK(tcq_quant_block_ldl(H, m, b, L, D));
+    /* blocks of b, the first one of m mod b where b does not divide m */
+    const int64_t r0 = m % b ? m % b : b;
     double worst = 0, struct_bad = 0, hmax = 0;
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < m; j++) {
             hmax = fmax(hmax, fabs(H[i * m + j]));
-            const int64_t bi = i / b, bj = j / b;
+            const int64_t bi = i < r0 ? 0 : 1 + (i - r0) / b, bj = j < r0 ? 0 : 1 + (j - r0) / b;
             if (bi < bj) struct_bad = fmax(struct_bad, fabs(L[i * m + j]));
             if (bi == bj) struct_bad = fmax(struct_bad, fabs(L[i * m + j] - (i == j)));
-            /* (L D L^T)_ij = sum over blocks c <= min: L_i,c D_c L_j,c^T */
+            /* (L D L^T)_ij = sum over blocks c <= min: L_i,c D_c L_j,c^T (D_c: n x n at D + c0 * b) */
             long double s = 0;
-            for (int64_t c = 0; c <= TCQ_MIN(bi, bj); c++)
-                for (int r = 0; r < b; r++)
-                    for (int q = 0; q < b; q++)
-                        s += (long double)L[i * m + c * b + r] * D[(c * b + r) * b + q] * L[j * m + c * b + q];
+            for (int64_t c = 0; c <= TCQ_MIN(bi, bj); c++) {
+                const int64_t c0 = c ? r0 + (c - 1) * b : 0, n = c ? b : r0;
+                for (int64_t r = 0; r < n; r++)
+                    for (int64_t q = 0; q < n; q++)
+                        s += (long double)L[i * m + c0 + r] * D[c0 * b + r * n + q] * L[j * m + c0 + q];
+            }
             worst = fmax(worst, fabs((double)s - H[i * m + j]));
         }
     CHECK(worst <= 1e-10 * hmax, "block LDL m=%lld b=%d: |L D L^T - H| = %g (max |H| %g)", (long long)m, b, worst, hmax);
@@ -48,7 +54,7 @@ static double proxy(const float *W, const float *What, int64_t R, int64_t C, int
 
 /* LDLQ of W [R, C] under H; checks the feedback against a float64 target, returns the proxy loss
  * (and the rtn one in *rtn_loss). */
-static double check_feedback(uint64_t *st, int64_t R, int64_t C, int axis, const double *H, double damp,
+static double check_feedback(uint64_t *st, int64_t R, int64_t C, int axis, const double *H, double damp, int g,
                              double *rtn_loss, int *identical_to_rtn)
 {
     const tcq_block_params p = {12, 2, 256};
@@ -61,7 +67,7 @@ static double check_feedback(uint64_t *st, int64_t R, int64_t C, int axis, const
     for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st);
     tcq_pool *pool = NULL;
     CHECK_OK(tcq_pool_create(2, &pool));
-    const tcq_ldlq_args a = {p, &enc, pool, W, R, C, axis, H, damp, 0, codes, scales, What, 0, 0, NULL, NULL};
+    const tcq_ldlq_args a = {p, &enc, pool, W, R, C, axis, H, damp, 0, codes, scales, What, 0, 0, NULL, NULL, g};
     CHECK_OK(tcq_quant_ldlq(&a));
     CHECK_OK(tcq_encode_rows(p, &enc, W, NULL, R, C, rcodes, rscales, pool, NULL));
     tcq_quant_decode_rows(p, rcodes, rscales, R, C, Wr);
@@ -70,7 +76,7 @@ static double check_feedback(uint64_t *st, int64_t R, int64_t C, int axis, const
 
     /* float64 reference of the targets from the final errors and the same damped LDL */
     double *Hd = malloc((size_t)(m * m) * sizeof *Hd), *L = malloc((size_t)(m * m) * sizeof *L);
-    const int b = axis ? p.T : 1;
+    const int b = axis ? p.T : g;
     double *D = malloc((size_t)(m * b) * sizeof *D);
     CHECK_OK(tcq_quant_damp(H, m, damp, Hd));
     /* axis 0 codes the stored rows in act-order: by ascending H_ii (ties by index), from the
@@ -113,10 +119,10 @@ static double check_feedback(uint64_t *st, int64_t R, int64_t C, int axis, const
         }
     } else {
         for (int64_t i = 0; i < R; i++) {   /* position i of the order: stored row perm[i] */
-            const int64_t pi = perm[i];
+            const int64_t pi = perm[i], gh = R - (R - 1 - i) / g * g;   /* its group ends at gh */
             for (int64_t t = 0; t < C; t++) {
                 double v = W[pi * C + t];
-                for (int64_t j = i + 1; j < R; j++)
+                for (int64_t j = gh; j < R; j++)
                     v += ((double)W[perm[j] * C + t] - What[perm[j] * C + t]) * L[j * m + i];
                 tg[t] = (float)v;
             }
@@ -128,8 +134,8 @@ static double check_feedback(uint64_t *st, int64_t R, int64_t C, int axis, const
         }
     }
     /* float rounding of the running corrections may flip a rare Viterbi tie: most units agree */
-    CHECK(same >= units * 9 / 10, "axis %d feedback: %lld of %lld coded units match the float64 targets' codes", axis,
-          (long long)same, (long long)units);
+    CHECK(same >= units * 9 / 10, "axis %d, g %d feedback: %lld of %lld coded units match the float64 targets' codes",
+          axis, g, (long long)same, (long long)units);
     const double l = proxy(W, What, R, C, axis, H);
     double lp = -1, rp = -1, l1 = -2, r1 = -2;   /* on the pool: the same bits (fixed chunks, summed in order) */
     CHECK_OK(tcq_quant_proxy(W, What, R, C, axis, H, pool, &lp, &rp));
@@ -157,19 +163,22 @@ int main(void)
     check_ldl(&st, 12, 1);
     check_ldl(&st, 16, 4);
     check_ldl(&st, 64, 16);
+    check_ldl(&st, 13, 5);
 
-    for (int axis = 0; axis <= 1; axis++) {
-        const int64_t R = axis ? 24 : 300, C = axis ? 768 : 256, m = axis ? C : R;   /* axis 0: 3 batches */
+    /* axis 0: 300 rows = 3 batches (of 128; of 96 for g = 48), the last group of 300 mod g rows */
+    for (int run = 0; run < 4; run++) {
+        const int axis = run == 3, g = run == 1 ? 8 : run == 2 ? 48 : 1;
+        const int64_t R = axis ? 24 : 300, C = axis ? 768 : 256, m = axis ? C : R;
         double *H = calloc((size_t)(m * m), sizeof *H);
         for (int64_t i = 0; i < m; i++) H[i * m + i] = 1;
         double rl;
         int ident = 0;
-        check_feedback(&st, R, C, axis, H, 0.01, &rl, &ident);
-        CHECK(ident, "axis %d: H = I gives other codes or scales than rounding", axis);
+        check_feedback(&st, R, C, axis, H, 0.01, g, &rl, &ident);
+        CHECK(ident, "axis %d, g %d: H = I gives other codes or scales than rounding", axis, g);
         test_random_spd(&st, m, H);
-        const double l = check_feedback(&st, R, C, axis, H, 0.01, &rl, &ident);
-        CHECK(l < rl, "axis %d: LDLQ proxy %g not below rounding's %g", axis, l, rl);
-        fprintf(stderr, "axis %d: proxy LDLQ %g, rounding %g (%.1f%%)\n", axis, l, rl, 100 * (l / rl - 1));
+        const double l = check_feedback(&st, R, C, axis, H, 0.01, g, &rl, &ident);
+        CHECK(l < rl, "axis %d, g %d: LDLQ proxy %g not below rounding's %g", axis, g, l, rl);
+        fprintf(stderr, "axis %d, g %d: proxy LDLQ %g, rounding %g (%.1f%%)\n", axis, g, l, rl, 100 * (l / rl - 1));
         free(H);
     }
 
@@ -177,7 +186,7 @@ int main(void)
     double bad[4] = {1, 2, 2, 1}, L[4], D[4], zero[4] = {0};
     CHECK(tcq_quant_block_ldl(bad, 2, 1, L, D) == TCQ_ERR_INVALID_ARG && strstr(tcq_last_error(), "positive definite"),
           "indefinite matrix: %s", tcq_last_error());
-    CHECK(tcq_quant_block_ldl(bad, 3, 2, L, D) == TCQ_ERR_INVALID_ARG, "size not a multiple of the block");
+    CHECK(tcq_quant_block_ldl(bad, 2, 0, L, D) == TCQ_ERR_INVALID_ARG, "a block of 0");
     CHECK(tcq_quant_damp(zero, 2, 0.01, D) == TCQ_ERR_INVALID_ARG && strstr(tcq_last_error(), "no calibration signal"),
           "zero Hessian: %s", tcq_last_error());
     return test_done("test_quant_ldlq");

@@ -37,9 +37,9 @@ static void run(uint64_t *st, int axis, int identity)
     for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st);
     tcq_pool *pool = NULL;
     CHECK_OK(tcq_pool_create(2, &pool));
-    const tcq_ldlq_args a0 = {p, &enc, pool, W, R, C, axis, H, damp, 0, c0, s0, What, 0, 0, NULL, NULL};
+    const tcq_ldlq_args a0 = {p, &enc, pool, W, R, C, axis, H, damp, 0, c0, s0, What, 0, 0, NULL, NULL, 1};
     CHECK_OK(tcq_quant_ldlq(&a0));
-    const tcq_ldlq_args a1 = {p, &enc, pool, W, R, C, axis, H, damp, 0, c1, s1, What, 1, 0, NULL, NULL};
+    const tcq_ldlq_args a1 = {p, &enc, pool, W, R, C, axis, H, damp, 0, c1, s1, What, 1, 0, NULL, NULL, 1};
     CHECK_OK(tcq_quant_ldlq(&a1));
     if (identity) {
         CHECK_OK(tcq_encode_rows(p, &enc, W, NULL, R, C, c0, s0, pool, NULL));
@@ -66,7 +66,7 @@ static void run(uint64_t *st, int axis, int identity)
         /* the scale search (no pass): its first candidate is the plain run, so on axis 1 (rows
          * independent, the best kept per row) the damped loss cannot rise; on axis 0 each row keeps
          * its best against its own target, whose later feedback differs: lower here, not bound */
-        const tcq_ldlq_args a2 = {p, &enc, pool, W, R, C, axis, H, damp, 0, c1, s1, What, 0, 5, NULL, NULL};
+        const tcq_ldlq_args a2 = {p, &enc, pool, W, R, C, axis, H, damp, 0, c1, s1, What, 0, 5, NULL, NULL, 1};
         CHECK_OK(tcq_quant_ldlq(&a2));
         const double l3 = loss(p, W, c1, s1, R, C, axis, Hd);
         fprintf(stderr, "axis %d: BlockLDLQ with the scale search of 5: %g (%.1f%%)\n", axis, l3, 100 * (l3 / l0 - 1));

@@ -3,17 +3,30 @@
  *   - row-major DGEMM / SGEMM through mirrors and staging, every transpose, against CBLAS;
  *   - DSYRK into a mirrored Hessian, the two DTRSM forms, the blocked Cholesky (blocks of 512:
  *     m = 1100 is three) against tcq_quant_cholesky, the block LDL on it (blocks of 1 and 256)
- *     against tcq_quant_block_ldl, the proxy's one product against tcq_quant_proxy;
+ *     against tcq_quant_block_ldl, the proxy's one product against tcq_quant_proxy, the axis-1
+ *     scale search's per-row losses e H e^T (Hd mirrored) against CBLAS to 1e-12;
  *   - BlockLDLQ plus one pass with the products on the emulation against the CPU path, both axes
- *     (axis 0 over several of its batches), without and with a scale search of 3 candidates:
+ *     (axis 0 over several of its batches; also in groups of 16 rows), without and with a scale
+ *     search of 3 candidates:
  *     the proxy loss within 1 % (other summation orders move a few Viterbi decisions, not the
  *     loss), and the same bits on a second run.
+ *   - the calibration forward (calib.c) on tests/data/tiny_llama (2 layers) with its projections
+ *     and Hessian sums on the emulation, both passes of a sequential calibration (taps, then the
+ *     advance with the weights changed in place, as quantize.c's coded ones): the Hessians and
+ *     the residual stream against the CPU path within CAL_BOUND, every projection on qla (its
+ *     GEMM count), the same bits run to run and for 1 and 2 threads (the CPU path's too: the
+ *     taps' and SwiGLU's per-row host work runs on the pool).  The emulation's SGEMM is
+ *     OpenBLAS', as the CPU's dense kernel: there the bits match; cuBLAS sums in another order.
+ *     A weight change that did not reach the device copy (a mirror kept across the two passes)
+ *     moves the Hessians and the stream by 0.1-0.2 (measured with that bug put in).
  * Where a GPU is present (a CUDA build on the device), all of it again on cuBLAS. */
 #include "test.h"
+#include "model/model.h"
 #include "quant/qla.h"
 #include "quant/quant.h"
 
 #include <cblas.h>
+#include <sys/stat.h>
 
 static double max_rel(const double *a, const double *b, int64_t n)
 {
@@ -155,18 +168,36 @@ static void check_proxy(uint64_t *st, tcq_qla *q)
     }
 }
 
+static void check_row_losses(uint64_t *st, tcq_qla *q)
+{
+    const int64_t R = 70, C = 512;
+    double *E = malloc(sizeof(double) * (size_t)(R * C)), *H = malloc(sizeof(double) * (size_t)(C * C));
+    double *EH = malloc(sizeof(double) * (size_t)(R * C)), *l0 = malloc(sizeof(double) * (size_t)R);
+    double *l1 = malloc(sizeof(double) * (size_t)R);
+    test_random_spd(st, C, H);
+    fill(st, E, R * C);
+    CHECK_OK(tcq_quant_row_losses(NULL, E, R, C, H, EH, l0));
+    CHECK_OK(tcq_qla_mirror(q, H, sizeof(double) * (size_t)(C * C), 0));
+    CHECK_OK(tcq_quant_row_losses(q, E, R, C, H, EH, l1));
+    tcq_qla_unmirror(q, H);
+    double worst = 0;
+    for (int64_t r = 0; r < R; r++) worst = fmax(worst, fabs(l1[r] - l0[r]) / l0[r]);
+    CHECK(worst <= 1e-12, "row losses on qla: %g relative from CBLAS's", worst);
+    free(E), free(H), free(EH), free(l0), free(l1);
+}
+
 /* BlockLDLQ + one pass of W [R, C] with a scale search of `search` candidates, the products on q
  * (NULL: the CPU path); proxy loss out. */
 static tcq_cuda_ctx *gpu_enc;   /* the GPU run: its encoder codes the blocks */
 
-static double ldlq(tcq_qla *q, int search, const float *W, int64_t R, int64_t C, int axis, const double *H,
+static double ldlq(tcq_qla *q, int search, int group, const float *W, int64_t R, int64_t C, int axis, const double *H,
                    uint32_t *codes, uint16_t *scales)
 {
     const tcq_block_params p = {12, 2, 256};
     const tcq_encode_opts enc = {0};
     float *What = malloc(sizeof(float) * (size_t)(R * C));
     const tcq_ldlq_args a = {p, &enc, NULL, W, R, C, axis, H, 0.01, 0, codes, scales, What, 1, search, q,
-                             q ? gpu_enc : NULL};
+                             q ? gpu_enc : NULL, group};
     CHECK_OK(tcq_quant_ldlq(&a));
     double l = -1;
     CHECK_OK(tcq_quant_proxy(W, What, R, C, axis, H, NULL, &l, NULL));
@@ -178,8 +209,8 @@ static void check_ldlq(uint64_t *st, tcq_qla *q)
 {
     /* search 3: BlockLDLQ's mirrors set up and dropped once per candidate (axis 1), the
      * candidates' encodes through the GPU encoder (axis 0) */
-    for (int run = 0; run < 4; run++) {
-        const int search = run / 2 * 3, axis = run % 2;
+    for (int run = 0; run < 5; run++) {
+        const int search = run / 2 ? 3 : 0, axis = run % 2, group = run == 4 ? 16 : 1;
         /* axis 0: 300 stored rows = 3 BlockLDLQ batches of 128, 5 pass batches of 64 */
         const int64_t R = axis ? 40 : 300, C = axis ? 768 : 256, m = axis ? C : R, rw = C * 2 / 32;
         double *H = malloc(sizeof(double) * (size_t)(m * m));
@@ -188,19 +219,190 @@ static void check_ldlq(uint64_t *st, tcq_qla *q)
         uint16_t *s0 = malloc((size_t)R * 2), *s1 = malloc((size_t)R * 2), *s2 = malloc((size_t)R * 2);
         test_random_spd(st, m, H);
         for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st);
-        const double lc = ldlq(NULL, search, W, R, C, axis, H, c0, s0);
-        const double lq = ldlq(q, search, W, R, C, axis, H, c1, s1);
-        const double lq2 = ldlq(q, search, W, R, C, axis, H, c2, s2);
+        const double lc = ldlq(NULL, search, group, W, R, C, axis, H, c0, s0);
+        const double lq = ldlq(q, search, group, W, R, C, axis, H, c1, s1);
+        const double lq2 = ldlq(q, search, group, W, R, C, axis, H, c2, s2);
         int64_t same = 0;
         for (int64_t r = 0; r < R; r++) same += !memcmp(c0 + r * rw, c1 + r * rw, (size_t)rw * 4) && s0[r] == s1[r];
-        fprintf(stderr, "search %d, axis %d: proxy CPU %.6g, %s GPU path %.6g (%+.3f%%), rows identical %lld of "
-                "%lld\n", search, axis, lc, tcq_qla_on_gpu(q) ? "the" : "emulated", lq, 100 * (lq / lc - 1),
+        fprintf(stderr, "search %d, axis %d, group %d: proxy CPU %.6g, %s GPU path %.6g (%+.3f%%), rows identical "
+                "%lld of %lld\n", search, axis, group, lc, tcq_qla_on_gpu(q) ? "the" : "emulated", lq, 100 * (lq / lc - 1),
                 (long long)same, (long long)R);
         CHECK(fabs(lq / lc - 1) < 0.01, "search %d, axis %d: proxy %g vs the CPU's %g", search, axis, lq, lc);
         CHECK(lq2 == lq && !memcmp(c1, c2, (size_t)(R * rw) * 4) && !memcmp(s1, s2, (size_t)R * 2),
               "search %d, axis %d: a second run differs", search, axis);
         free(H), free(W), free(c0), free(c1), free(c2), free(s0), free(s1), free(s2);
     }
+}
+
+/* ---- the calibration forward ---- */
+
+/* max over entries |a - b| / max |b|: the f32 products' rounding, relative to the matrix.  With
+ * the projections summed exactly (double, then rounded) instead of by OpenBLAS' SGEMM, the
+ * largest was 6.5e-7 (the stream after 2 layers; Hessians 1e-7..5.4e-7): another f32 order is
+ * that far from OpenBLAS' or twice it, so 1e-5 leaves a margin of ~8 and is far below a stale
+ * weight's 0.1. */
+#define CAL_BOUND 1e-5
+
+static char cal_dir[] = "/tmp/tcq_qla_cal_XXXXXX";
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "open %s", path);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* tiny_llama (the source tree's, or data/tiny_llama where the device script unpacked it) with a
+ * character-level BPE tokenizer (ids < 512: <unk>, space, a-z) and a text */
+static int cal_setup(char *model, char *calib, size_t n)
+{
+    struct stat sb;
+    const char *src = stat(TCQ_SOURCE_DIR "/tests/data/tiny_llama/model.safetensors", &sb) == 0
+                          ? TCQ_SOURCE_DIR "/tests/data/tiny_llama" : "data/tiny_llama";
+    if (!mkdtemp(cal_dir)) return 0;
+    snprintf(model, n, "%s/model", cal_dir);
+    snprintf(calib, n, "%s/calib.txt", cal_dir);
+    mkdir(model, 0777);
+    char cmd[1400], buf[2048];
+    snprintf(cmd, sizeof cmd, "cp '%s/config.json' '%s/model.safetensors' '%s'", src, src, model);
+    if (system(cmd)) return 0;
+    int k = snprintf(buf, sizeof buf, "{\"version\": \"1.0\", \"added_tokens\": [], \"normalizer\": null, "
+                     "\"pre_tokenizer\": null, \"post_processor\": null, \"decoder\": null, \"model\": {\"type\": "
+                     "\"BPE\", \"unk_token\": \"<unk>\", \"fuse_unk\": false, \"byte_fallback\": false, \"vocab\": "
+                     "{\"<unk>\": 0, \" \": 1");
+    for (int c = 'a'; c <= 'z'; c++) k += snprintf(buf + k, sizeof buf - (size_t)k, ", \"%c\": %d", c, c - 'a' + 2);
+    snprintf(buf + k, sizeof buf - (size_t)k, "}, \"merges\": []}}\n");
+    snprintf(cmd, sizeof cmd, "%s/tokenizer.json", model);
+    write_file(cmd, buf);
+    char *text = calloc(1, 8000);
+    for (int i = 0; i < 100; i++) strcat(text, i % 3 ? "the quick brown fox jumps over a lazy dog " : "wizards hex jugs ");
+    write_file(calib, text);
+    free(text);
+    return 1;
+}
+
+typedef struct cal_out {
+    tcq_quant_lhess lh[2];
+    float *X;
+    int64_t n;
+} cal_out;
+
+/* w as a dense f32 copy (malloc'd) */
+static float *to_f32(const tcq_weight *w)
+{
+    const int64_t n = w->out * w->in;
+    float *f = malloc((size_t)n * sizeof *f);
+    for (int64_t i = 0; f && i < n; i++)
+        f[i] = w->fmt == TCQ_WF_F32    ? ((const float *)w->dense)[i]
+               : w->fmt == TCQ_WF_BF16 ? tcq_bf16_to_f32(((const uint16_t *)w->dense)[i])
+                                       : tcq_f16_to_f32(((const uint16_t *)w->dense)[i]);
+    return f;
+}
+
+/* Both layers as quantize.c's sequential calibration: taps with the layer's weights (dense f32
+ * copies), then the same arrays changed in place (every weight scaled by 0.85 .. 1.15, standing in
+ * for the coded ones) move the stream. */
+static void cal_run(const char *model, const char *calib, tcq_qla *q, int threads, cal_out *r)
+{
+    memset(r, 0, sizeof *r);
+    tcq_hadamard *h = NULL;
+    tcq_pool *pool = NULL;
+    tcq_quant_cal *c = NULL;
+    CHECK_OK(tcq_hadamard_create(256, 1, 7, &h));
+    CHECK_OK(tcq_pool_create(threads, &pool));
+    const tcq_quant_calib o = {calib, 1024, 128, threads};   /* 8 windows of 128 */
+    if (h && pool) CHECK_OK(tcq_quant_cal_open(model, h, &o, pool, &c));
+    if (c) {
+        tcq_quant_cal_set_qla(c, q);
+        tcq_model *m = tcq_quant_cal_model(c);
+        for (int l = 0; l < 2; l++) {
+            tcq_layer L = m->layers[l];
+            tcq_weight *ws[7] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down};
+            float *f[7];
+            for (int j = 0; j < 7; j++) {
+                f[j] = to_f32(ws[j]);
+                *ws[j] = (tcq_weight){.fmt = TCQ_WF_F32, .out = ws[j]->out, .in = ws[j]->in, .dense = f[j]};
+            }
+            CHECK_OK(tcq_quant_cal_layer(c, l, &L, &r->lh[l], 0));
+            for (int j = 0; j < 7; j++)
+                for (int64_t i = 0; i < ws[j]->out * ws[j]->in; i++) f[j][i] *= 0.85f + 0.05f * (float)(i % 7);
+            CHECK_OK(tcq_quant_cal_layer(c, l, &L, NULL, 1));
+            for (int j = 0; j < 7; j++) free(f[j]);
+        }
+        r->n = tcq_quant_cal_tokens(c) * m->cfg.dim;
+        r->X = malloc((size_t)r->n * sizeof *r->X);
+        memcpy(r->X, tcq_quant_cal_stream(c), (size_t)r->n * sizeof *r->X);
+    }
+    tcq_quant_cal_free(c);
+    tcq_pool_free(pool);
+    tcq_hadamard_free(h);
+}
+
+static void cal_free(cal_out *r)
+{
+    for (int l = 0; l < 2; l++) tcq_quant_lhess_free(&r->lh[l]);
+    free(r->X);
+}
+
+static double rel_f(const float *a, const float *b, int64_t n)
+{
+    double m = 0, s = 0;
+    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i])), s = fmax(s, fabs((double)b[i]));
+    return s > 0 ? m / s : m;
+}
+
+static int cal_same(const cal_out *a, const cal_out *b)
+{
+    if (!a->X || !b->X || a->n != b->n || memcmp(a->X, b->X, (size_t)a->n * sizeof *a->X)) return 0;
+    for (int l = 0; l < 2; l++)
+        for (int s = 0; s < TCQ_TAP_SITES; s++)
+            if (!a->lh[l].H[s] || !b->lh[l].H[s] ||
+                memcmp(a->lh[l].H[s], b->lh[l].H[s], (size_t)(a->lh[l].dim[s] * a->lh[l].dim[s]) * sizeof(double)))
+                return 0;
+    return 1;
+}
+
+static void check_cal(tcq_qla *q)
+{
+    static char model[600], calib[600];
+    static int ready = -1;
+    if (ready < 0) ready = cal_setup(model, calib, sizeof model);
+    CHECK(ready, "calibration test files in %s", cal_dir);
+    if (!ready) return;
+    cal_out cpu, cpu1, dev, dev2, dev1;
+    cal_run(model, calib, NULL, 2, &cpu);
+    cal_run(model, calib, NULL, 1, &cpu1);
+    CHECK(cal_same(&cpu, &cpu1), "calibration on the CPU: 1 thread differs from 2");
+    const int64_t g0 = tcq_qla_gemms(q);
+    cal_run(model, calib, q, 2, &dev);
+    /* every projection on q: 2 layers x 2 passes x 8 windows of one chunk x 7 */
+    CHECK(tcq_qla_gemms(q) - g0 == 224, "calibration: %lld products on qla, want 224", (long long)(tcq_qla_gemms(q) - g0));
+    cal_run(model, calib, q, 2, &dev2);
+    cal_run(model, calib, q, 1, &dev1);
+    if (cpu.X && dev.X) {
+        double worst = 0;
+        for (int l = 0; l < 2; l++) {
+            fprintf(stderr, "calibration, layer %d, Hessians max |dH| / max |H| per site:", l);
+            for (int s = 0; s < TCQ_TAP_SITES; s++) {
+                const int64_t d = cpu.lh[l].dim[s];
+                const double e = cpu.lh[l].H[s] && dev.lh[l].H[s] ? max_rel(dev.lh[l].H[s], cpu.lh[l].H[s], d * d) : 1;
+                fprintf(stderr, " %.3g", e);
+                worst = fmax(worst, e);
+                /* layer 0's q/k/v input is the embedding: no projection before it, the same bits */
+                if (l == 0 && s == TCQ_TAP_ATTN) CHECK(e == 0, "layer 0 q/k/v Hessian: %g from the CPU's", e);
+            }
+            fputc('\n', stderr);
+        }
+        const double ex = rel_f(dev.X, cpu.X, cpu.n);
+        fprintf(stderr, "calibration: the stream after 2 layers max |dx| / max |x| %.3g (bound %g)\n", ex, CAL_BOUND);
+        CHECK(worst < CAL_BOUND, "calibration Hessians on qla: %g from the CPU's", worst);
+        CHECK(ex < CAL_BOUND, "calibration stream on qla: %g from the CPU's", ex);
+    }
+    CHECK(cal_same(&dev, &dev2), "calibration on qla: a second run differs");
+    CHECK(cal_same(&dev, &dev1), "calibration on qla: 1 thread differs from 2");
+    cal_free(&cpu), cal_free(&cpu1), cal_free(&dev), cal_free(&dev2), cal_free(&dev1);
 }
 
 static void check_all(uint64_t *st, tcq_cuda_ctx *ctx)
@@ -212,7 +414,9 @@ static void check_all(uint64_t *st, tcq_cuda_ctx *ctx)
     check_gemm(st, q);
     check_factor(st, q);
     check_proxy(st, q);
+    check_row_losses(st, q);
     check_ldlq(st, q);
+    check_cal(q);
     tcq_qla_free(q);
 }
 
@@ -231,5 +435,8 @@ int main(void)
         fprintf(stderr, "no GPU (%s): the host emulation only\n", tcq_last_error());
         tcq_error_clear();
     }
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cal_dir);
+    if (strchr(cal_dir, 'X') == NULL && system(cmd)) fprintf(stderr, "cleanup of %s failed\n", cal_dir);
     return test_done("test_quant_qla");
 }

@@ -55,21 +55,24 @@ AI void tile_2(const kd16_args *a, const int BF, const int MR, int64_t m0, int64
         d16_store(a->y + (m0 + m) * a->ldy + n0, hsum4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]), nv, first);
 }
 
+/* pf: not used (the next group's prefetch was measured on the AVX-512 table only) */
 static void tile_f16(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl,
-                     int first)
+                     int first, const void *pf)
 {
+    (void)pf;
     if (mr == 1) tile_2(a, 0, 1, m0, n0, nv, k0, kl, first);
     else tile_2(a, 0, 2, m0, n0, nv, k0, kl, first);
 }
 
 static void tile_bf16(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl,
-                      int first)
+                      int first, const void *pf)
 {
+    (void)pf;
     if (mr == 1) tile_2(a, 1, 1, m0, n0, nv, k0, kl, first);
     else tile_2(a, 1, 2, m0, n0, nv, k0, kl, first);
 }
 
-static const kd16_isa t_f16 = {.name = "avx2", .mr = 2, .kc = KC, .mc = 128, .tile = tile_f16};
-static const kd16_isa t_bf16 = {.name = "avx2", .mr = 2, .kc = KC, .mc = 128, .tile = tile_bf16};
+static const kd16_isa t_f16 = {.name = "avx2", .mr = 2, .kc = KC, .mc = 128, .mg = 2, .tile = tile_f16};
+static const kd16_isa t_bf16 = {.name = "avx2", .mr = 2, .kc = KC, .mc = 128, .mg = 2, .tile = tile_bf16};
 
 const kd16_isa *tcq_d16_avx2(tcq_wformat fmt) { return fmt == TCQ_WF_BF16 ? &t_bf16 : &t_f16; }

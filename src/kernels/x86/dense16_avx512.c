@@ -19,7 +19,7 @@ AI __m512 ldw(const int BF, const uint16_t *w, int64_t k) { return widen(BF, _mm
 AI __m512 ldw_tail(const int BF, const uint16_t *w, int64_t k, __mmask16 t) { return widen(BF, _mm256_maskz_loadu_epi16(t, w + k)); }
 
 AI void tile_h(const kd16_args *a, const int BF, const int MR, int64_t m0, int64_t n0, int nv, int64_t k0, int64_t kl,
-               int first)
+               int first, const char *pf)
 {
     const int64_t K = a->w->in;
     const float *x = a->x + m0 * K;
@@ -31,6 +31,10 @@ AI void tile_h(const kd16_args *a, const int BF, const int MR, int64_t m0, int64
     const int64_t k1 = k0 + kl, k16 = k0 + (kl & ~(int64_t)15);
     int64_t k = k0;
     for (; k < k16; k += 16) {
+        if (pf) {   /* the next group, 4 rows x 16 weights = 2 lines a step, into L2 (dense16.c) */
+            _mm_prefetch(pf + 8 * k, _MM_HINT_T1);
+            _mm_prefetch(pf + 8 * k + 64, _MM_HINT_T1);
+        }
         const __m512 w0 = ldw(BF, w[0], k), w1 = ldw(BF, w[1], k), w2 = ldw(BF, w[2], k), w3 = ldw(BF, w[3], k);
         for (int m = 0; m < MR; m++) {
             const __m512 xv = _mm512_loadu_ps(x + m * K + k);
@@ -96,22 +100,24 @@ AI void row_h(const kd16_args *a, const int BF, int64_t r0, int64_t r1)
 static void row_f16(const kd16_args *a, int64_t r0, int64_t r1) { row_h(a, 0, r0, r1); }
 static void row_bf16(const kd16_args *a, int64_t r0, int64_t r1) { row_h(a, 1, r0, r1); }
 
-#define TILE_CASES(BF)                                              \
-    switch (mr) {                                                   \
-    case 1: tile_h(a, BF, 1, m0, n0, nv, k0, kl, first); break;     \
-    case 2: tile_h(a, BF, 2, m0, n0, nv, k0, kl, first); break;     \
-    case 3: tile_h(a, BF, 3, m0, n0, nv, k0, kl, first); break;     \
-    case 4: tile_h(a, BF, 4, m0, n0, nv, k0, kl, first); break;     \
-    case 5: tile_h(a, BF, 5, m0, n0, nv, k0, kl, first); break;     \
-    default: tile_h(a, BF, 6, m0, n0, nv, k0, kl, first); break;    \
+#define TILE_CASES(BF)                                                  \
+    switch (mr) {                                                       \
+    case 1: tile_h(a, BF, 1, m0, n0, nv, k0, kl, first, pf); break;     \
+    case 2: tile_h(a, BF, 2, m0, n0, nv, k0, kl, first, pf); break;     \
+    case 3: tile_h(a, BF, 3, m0, n0, nv, k0, kl, first, pf); break;     \
+    case 4: tile_h(a, BF, 4, m0, n0, nv, k0, kl, first, pf); break;     \
+    case 5: tile_h(a, BF, 5, m0, n0, nv, k0, kl, first, pf); break;     \
+    default: tile_h(a, BF, 6, m0, n0, nv, k0, kl, first, pf); break;    \
     }
 
-static void tile_f16(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl, int first)
+static void tile_f16(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl, int first,
+                     const void *pf)
 {
     TILE_CASES(0)
 }
 
-static void tile_bf16(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl, int first)
+static void tile_bf16(const kd16_args *a, int64_t m0, int mr, int64_t n0, int nv, int64_t k0, int64_t kl, int first,
+                      const void *pf)
 {
     TILE_CASES(1)
 }
@@ -167,10 +173,10 @@ static void gemm(const kd16_args *a, int64_t r0, int64_t r1, void *scratch)
  * took 0.75-0.95x theirs: bench kernels --ops f16,bf16 --regime gemm vs auto, 17408 x 5120,
  * docs/PERFORMANCE.md, "CPU, dense bf16 / f16"), but a served batch's rows must keep their M = 1 bits up to
  * TCQ_MAX_BATCH (test_batch_rows), which only the tiles give: it starts after the largest batch */
-static const kd16_isa t_f16 = {.name = "avx512", .mr = 6, .kc = KC, .mc = 128, .tile = tile_f16, .row = row_f16,
+static const kd16_isa t_f16 = {.name = "avx512", .mr = 6, .kc = KC, .mc = 128, .mg = TCQ_MAX_BATCH, .tile = tile_f16, .row = row_f16,
                                .row_name = "avx512.row", .gemm = gemm,
                                .gemm_name = "gemm.avx512", .gemm_from = TCQ_MAX_BATCH + 1};
-static const kd16_isa t_bf16 = {.name = "avx512", .mr = 6, .kc = KC, .mc = 128, .tile = tile_bf16, .row = row_bf16,
+static const kd16_isa t_bf16 = {.name = "avx512", .mr = 6, .kc = KC, .mc = 128, .mg = TCQ_MAX_BATCH, .tile = tile_bf16, .row = row_bf16,
                                 .row_name = "avx512.row", .gemm = gemm,
                                 .gemm_name = "gemm.avx512", .gemm_from = TCQ_MAX_BATCH + 1};
 
