@@ -140,42 +140,13 @@ static tcq_status axis0(const tcq_ldlq_args *a, const double *H, double lambda)
         memset(db, 0, (size_t)(B * C) * sizeof *db);
         for (int64_t gh = hi; s == TCQ_OK && gh > lo; gh -= g) {
             const int64_t gl = TCQ_MAX(lo, gh - g);   /* the group: stored rows gl..gh-1 */
-            /* the group's targets from G at its start: g = G_i - H_ii e_i, the other rows' pull;
-             * target w + g / H_ii */
-            for (int64_t i = gl; i < gh; i++) {
-                const double hii = H[i * R + i] + lambda, *e = E + i * C, *gi = G + i * C;
-                const float *w = a->W + i * C;
-                float *t = tg + (i - gl) * C, *xi = x + (i - gl) * C;
-                for (int64_t c = 0; c < C; c++) t[c] = (float)((double)w[c] + (gi[c] - hii * e[c]) / hii);
-                gs[i - gl] = tcq_scale_for_row(p.L, t, C);
-                const float sc = tcq_f16_to_f32(gs[i - gl]);
-                for (int64_t c = 0; c < C; c++) xi[c] = t[c] / sc;
-            }
-            s = tcq_quant_encode_blocks(a, x, NULL, (gh - gl) * (C / p.T), cw);
+            s = tcq_quant_pass0_group(a, H, lambda, E, G, gl, gh, tg, x, gs, cw);
             /* then row by row, each kept on its exact loss change given the rows kept before it */
             for (int64_t i = gh - 1; s == TCQ_OK && i >= gl; i--) {
-                const double hii = H[i * R + i] + lambda;
-                double *e = E + i * C, *gi = G + i * C;
-                const uint32_t *ci = cw + (i - gl) * rw;
-                uint16_t sc16 = gs[i - gl];
-                if (a->refit) s = tcq_quant_refit_scales(p, tg + (i - gl) * C, 1, C, ci, &sc16, NULL);
-                if (s != TCQ_OK) break;
-                tcq_quant_decode_rows(p, ci, &sc16, 1, C, wh);
-                /* d = e' - e;  change = H_ii |d|^2 + 2 <d, G_i> */
-                double dd = 0, dg = 0;
-                for (int64_t t = 0; t < C; t++) {
-                    d[t] = (double)a->What[i * C + t] - (double)wh[t];
-                    dd += d[t] * d[t];
-                    dg += d[t] * gi[t];
-                }
-                if (hii * dd + 2 * dg >= 0) continue;
-                memcpy(a->codes + i * rw, ci, (size_t)rw * sizeof *cw);
-                a->scales[i] = sc16;
+                int kept = 0;
+                s = tcq_quant_pass0_row(a, H, lambda, E, G, i, gl, tg, cw, gs, wh, d, &kept);
+                if (s != TCQ_OK || !kept) continue;
                 memcpy(db + (i - lo) * C, d, (size_t)C * sizeof *d);
-                for (int64_t t = 0; t < C; t++) {
-                    a->What[i * C + t] = wh[t];
-                    e[t] += d[t];
-                }
                 for (int64_t j = lo; j < i; j++) {   /* the batch's rows still to decide: G_j += H_ji d */
                     const double h = H[j * R + i];
                     double *gj = G + j * C;

@@ -207,6 +207,13 @@ tcq_status tcq_quant_ldlq_axis0(const tcq_ldlq_args *a, const double *Lm, const 
  * scales (axis 0) and What updated where that loss drops. */
 tcq_status tcq_quant_ldlq_pass(const tcq_ldlq_args *a, const double *H, double lambda);
 /* The same pass when a->qla is set (ldlq_pass_qla.c). */
+/* Axis 0's group step, shared by both (ldlq_pass.c states the contracts). */
+tcq_status tcq_quant_pass0_group(const tcq_ldlq_args *a, const double *H, double lambda, const double *E,
+                                 const double *G, int64_t gl, int64_t gh, float *tg, float *x, uint16_t *gs,
+                                 uint32_t *cw);
+tcq_status tcq_quant_pass0_row(const tcq_ldlq_args *a, const double *H, double lambda, double *E, const double *G,
+                               int64_t i, int64_t gl, const float *tg, const uint32_t *cw, const uint16_t *gs,
+                               float *wh, double *d, int *kept);
 tcq_status tcq_quant_ldlq_pass_qla(const tcq_ldlq_args *a, const double *H, double lambda);
 
 #endif
