@@ -94,6 +94,30 @@ static inline char *test_slurp(const char *path, size_t *len)
     return tcq_io_read_file(path, &p, len) == TCQ_OK ? p : NULL;
 }
 
+/* text into a new file at path (a failed open is a failed check). */
+static inline void test_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "open %s", path);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A character-level BPE tokenizer.json at path (ids < 512): <unk> 0, space 1, a-z 2..27: what the
+ * quantizer tests' calibration texts need on tiny_llama (vocab 512). */
+static inline void test_write_char_tokenizer(const char *path)
+{
+    char buf[2048];
+    int n = snprintf(buf, sizeof buf, "{\"version\": \"1.0\", \"added_tokens\": [], \"normalizer\": null, "
+                     "\"pre_tokenizer\": null, \"post_processor\": null, \"decoder\": null, \"model\": {\"type\": "
+                     "\"BPE\", \"unk_token\": \"<unk>\", \"fuse_unk\": false, \"byte_fallback\": false, \"vocab\": "
+                     "{\"<unk>\": 0, \" \": 1");
+    for (int c = 'a'; c <= 'z'; c++) n += snprintf(buf + n, sizeof buf - (size_t)n, ", \"%c\": %d", c, c - 'a' + 2);
+    snprintf(buf + n, sizeof buf - (size_t)n, "}, \"merges\": []}}\n");
+    test_write_file(path, buf);
+}
+
 /* Deterministic PRNG for tests (splitmix64) and a Gaussian from it. */
 static inline uint64_t test_rand(uint64_t *st)
 {

@@ -15,28 +15,6 @@
 
 static char tmp[] = "/tmp/tcq_qalloc_XXXXXX";
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL, "open %s", path);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
-/* A character-level BPE tokenizer (ids < 512): <unk>, space, a-z. */
-static void write_tokenizer(const char *path)
-{
-    char buf[2048];
-    int n = snprintf(buf, sizeof buf, "{\"version\": \"1.0\", \"added_tokens\": [], \"normalizer\": null, "
-                     "\"pre_tokenizer\": null, \"post_processor\": null, \"decoder\": null, \"model\": {\"type\": "
-                     "\"BPE\", \"unk_token\": \"<unk>\", \"fuse_unk\": false, \"byte_fallback\": false, \"vocab\": "
-                     "{\"<unk>\": 0, \" \": 1");
-    for (int c = 'a'; c <= 'z'; c++) n += snprintf(buf + n, sizeof buf - (size_t)n, ", \"%c\": %d", c, c - 'a' + 2);
-    snprintf(buf + n, sizeof buf - (size_t)n, "}, \"merges\": []}}\n");
-    write_file(path, buf);
-}
-
 static double mean_k(int64_t n, const int64_t *numel, const int *k)
 {
     double b = 0, t = 0;
@@ -191,12 +169,12 @@ int main(void)
              TCQ_SOURCE_DIR, TCQ_SOURCE_DIR, model);
     CHECK(system(cmd) == 0, "%s", cmd);
     snprintf(path, sizeof path, "%s/tokenizer.json", model);
-    write_tokenizer(path);
+    test_write_char_tokenizer(path);
     snprintf(calib, sizeof calib, "%s/calib.txt", tmp);
     char *text = malloc(6000);
     text[0] = 0;
     for (int i = 0; i < 60; i++) strcat(text, "the quick brown fox jumps over a lazy dog while wizards hex jugs ");
-    write_file(calib, text);
+    test_write_file(calib, text);
     free(text);
     test_sens(model, calib);
 

@@ -245,15 +245,6 @@ static void check_ldlq(uint64_t *st, tcq_qla *q)
 
 static char cal_dir[] = "/tmp/tcq_qla_cal_XXXXXX";
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL, "open %s", path);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 /* tiny_llama (the source tree's, or data/tiny_llama where the device script unpacked it) with a
  * character-level BPE tokenizer (ids < 512: <unk>, space, a-z) and a text */
 static int cal_setup(char *model, char *calib, size_t n)
@@ -265,20 +256,14 @@ static int cal_setup(char *model, char *calib, size_t n)
     snprintf(model, n, "%s/model", cal_dir);
     snprintf(calib, n, "%s/calib.txt", cal_dir);
     mkdir(model, 0777);
-    char cmd[1400], buf[2048];
+    char cmd[1400];
     snprintf(cmd, sizeof cmd, "cp '%s/config.json' '%s/model.safetensors' '%s'", src, src, model);
     if (system(cmd)) return 0;
-    int k = snprintf(buf, sizeof buf, "{\"version\": \"1.0\", \"added_tokens\": [], \"normalizer\": null, "
-                     "\"pre_tokenizer\": null, \"post_processor\": null, \"decoder\": null, \"model\": {\"type\": "
-                     "\"BPE\", \"unk_token\": \"<unk>\", \"fuse_unk\": false, \"byte_fallback\": false, \"vocab\": "
-                     "{\"<unk>\": 0, \" \": 1");
-    for (int c = 'a'; c <= 'z'; c++) k += snprintf(buf + k, sizeof buf - (size_t)k, ", \"%c\": %d", c, c - 'a' + 2);
-    snprintf(buf + k, sizeof buf - (size_t)k, "}, \"merges\": []}}\n");
     snprintf(cmd, sizeof cmd, "%s/tokenizer.json", model);
-    write_file(cmd, buf);
+    test_write_char_tokenizer(cmd);
     char *text = calloc(1, 8000);
     for (int i = 0; i < 100; i++) strcat(text, i % 3 ? "the quick brown fox jumps over a lazy dog " : "wizards hex jugs ");
-    write_file(calib, text);
+    test_write_file(calib, text);
     free(text);
     return 1;
 }

@@ -12,33 +12,11 @@
 
 static char tmp[] = "/tmp/tcq_qstream_XXXXXX";
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL, "open %s", path);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 static void copy_file(const char *from, const char *to)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
     CHECK(system(cmd) == 0, "%s", cmd);
-}
-
-/* A character-level BPE tokenizer (ids < 512): <unk>, space, a-z. */
-static void write_tokenizer(const char *path)
-{
-    char buf[2048];
-    int n = snprintf(buf, sizeof buf, "{\"version\": \"1.0\", \"added_tokens\": [], \"normalizer\": null, "
-                     "\"pre_tokenizer\": null, \"post_processor\": null, \"decoder\": null, \"model\": {\"type\": "
-                     "\"BPE\", \"unk_token\": \"<unk>\", \"fuse_unk\": false, \"byte_fallback\": false, \"vocab\": "
-                     "{\"<unk>\": 0, \" \": 1");
-    for (int c = 'a'; c <= 'z'; c++) n += snprintf(buf + n, sizeof buf - (size_t)n, ", \"%c\": %d", c, c - 'a' + 2);
-    snprintf(buf + n, sizeof buf - (size_t)n, "}, \"merges\": []}}\n");
-    write_file(path, buf);
 }
 
 /* Layer `l`'s Hessians saved in dir. */
@@ -76,12 +54,12 @@ int main(void)
     copy_file(TCQ_SOURCE_DIR "/tests/data/tiny_llama/config.json", model);
     copy_file(TCQ_SOURCE_DIR "/tests/data/tiny_llama/model.safetensors", model);
     snprintf(path, sizeof path, "%s/tokenizer.json", model);
-    write_tokenizer(path);
+    test_write_char_tokenizer(path);
     snprintf(calib, sizeof calib, "%s/calib.txt", tmp);
     char *text = malloc(6000);
     text[0] = 0;
     for (int i = 0; i < 60; i++) strcat(text, "the quick brown fox jumps over a lazy dog while wizards hex jugs ");
-    write_file(calib, text);
+    test_write_file(calib, text);
     free(text);
 
     /* sequential (k = 2, 4) and original Hessians, LDLQ; the counter's peak is one layer's four.
