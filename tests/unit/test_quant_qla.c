@@ -4,7 +4,8 @@
  *   - DSYRK into a mirrored Hessian, the two DTRSM forms, the blocked Cholesky (blocks of 512:
  *     m = 1100 is three) against tcq_quant_cholesky, the block LDL on it (blocks of 1 and 256)
  *     against tcq_quant_block_ldl, the proxy's one product against tcq_quant_proxy, the axis-1
- *     scale search's per-row losses e H e^T (Hd mirrored) against CBLAS to 1e-12;
+ *     scale search's per-row losses e H e^T (Hd mirrored; then E, Hd and EH mirrored, EH's host
+ *     copy untouched: only the R sums come down) against CBLAS to 1e-12;
  *   - BlockLDLQ plus one pass with the products on the emulation against the CPU path, both axes
  *     (axis 0 over several of its batches; also in groups of 16 rows), without and with a scale
  *     search of 3 candidates:
@@ -183,6 +184,22 @@ static void check_row_losses(uint64_t *st, tcq_qla *q)
     double worst = 0;
     for (int64_t r = 0; r < R; r++) worst = fmax(worst, fabs(l1[r] - l0[r]) / l0[r]);
     CHECK(worst <= 1e-12, "row losses on qla: %g relative from CBLAS's", worst);
+    /* as the scale search runs them: E, Hd and EH mirrored, EH never down (its host copy keeps
+     * what it held), only the R sums (tcq_qla_rowdots) */
+    for (int64_t i = 0; i < R * C; i++) EH[i] = -1.0;
+    CHECK_OK(tcq_qla_mirror(q, E, sizeof(double) * (size_t)(R * C), 0));
+    CHECK_OK(tcq_qla_mirror(q, H, sizeof(double) * (size_t)(C * C), 0));
+    CHECK_OK(tcq_qla_mirror(q, EH, sizeof(double) * (size_t)(R * C), 1));
+    CHECK_OK(tcq_quant_row_losses(q, E, R, C, H, EH, l1));
+    tcq_qla_unmirror(q, E);
+    tcq_qla_unmirror(q, H);
+    tcq_qla_unmirror(q, EH);
+    worst = 0;
+    int64_t touched = 0;
+    for (int64_t r = 0; r < R; r++) worst = fmax(worst, fabs(l1[r] - l0[r]) / l0[r]);
+    for (int64_t i = 0; i < R * C; i++) touched += EH[i] != -1.0;
+    CHECK(worst <= 1e-12, "row losses on mirrors: %g relative from CBLAS's", worst);
+    CHECK(touched == 0, "row losses on mirrors: %lld of EH's host entries written", (long long)touched);
     free(E), free(H), free(EH), free(l0), free(l1);
 }
 
