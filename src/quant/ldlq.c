@@ -28,6 +28,30 @@ void tcq_quant_decode_rows(tcq_block_params p, const uint32_t *codes, const uint
     for (int64_t r = 0; r < R; r++) decode_row(p, codes + r * rw, scales[r], C, out + r * C);
 }
 
+typedef struct dec_job {
+    tcq_block_params p;
+    const uint32_t *codes;
+    const uint16_t *scales;
+    int64_t R, C;
+    float *out;
+} dec_job;
+
+static void dec_item(void *arg, int64_t item, int thread)
+{
+    const dec_job *j = arg;
+    const int64_t r0 = item * 64, n = TCQ_MIN(64, j->R - r0), rw = j->C * j->p.k / 32;
+    (void)thread;
+    tcq_quant_decode_rows(j->p, j->codes + r0 * rw, j->scales + r0, n, j->C, j->out + r0 * j->C);
+}
+
+void tcq_quant_decode_rows_on(tcq_pool *pool, tcq_block_params p, const uint32_t *codes, const uint16_t *scales,
+                              int64_t R, int64_t C, float *out)
+{
+    dec_job j = {p, codes, scales, R, C, out};
+    if (pool) tcq_pool_run(pool, (R + 63) / 64, dec_item, &j);
+    else tcq_quant_decode_rows(p, codes, scales, R, C, out);
+}
+
 /* The proxy's sum(E o P) in fixed chunks of PROXY_ROWS rows (P = E H for axis 1, H E for
  * axis 0), one dgemm each on the pool's threads, partial sums added in chunk order: the same
  * bits for any thread count.  For a 14B down projection the two products (loss and reference)
@@ -370,8 +394,8 @@ static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const dou
         if (w->mir_e) s = tcq_qla_push(a->qla, w->E + c0, R, T, C, sizeof *w->E);
     }
     if (s == TCQ_OK && a->refit) {
-        s = tcq_quant_refit_scales(p, w->tg, R, C, a->codes, a->scales, NULL);
-        if (s == TCQ_OK) tcq_quant_decode_rows(p, a->codes, a->scales, R, C, a->What);
+        s = tcq_quant_refit_rows(a->pool, p, w->tg, R, C, a->codes, a->scales, NULL);
+        if (s == TCQ_OK) tcq_quant_decode_rows_on(a->pool, p, a->codes, a->scales, R, C, a->What);
         if (s == TCQ_OK) rows_run(a->pool, R, ax1_error, &j);
         if (s == TCQ_OK && w->mir_e) s = tcq_qla_push(a->qla, w->E, R, C, C, sizeof *w->E);
     }
@@ -513,8 +537,8 @@ tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a)
     const double lambda = a->damp * mean / (double)m;
     for (int i = 0; s == TCQ_OK && i < a->passes; i++) s = tcq_quant_ldlq_pass(a, a->H, lambda);
     if (s == TCQ_OK && a->refit) {
-        s = tcq_quant_hscale(a->p, a->W, a->R, a->C, a->axis, a->H, lambda, a->codes, a->scales);
-        if (s == TCQ_OK) tcq_quant_decode_rows(a->p, a->codes, a->scales, a->R, a->C, a->What);
+        s = tcq_quant_hscale_on(a->qla, a->pool, a->p, a->W, a->R, a->C, a->axis, a->H, lambda, a->codes, a->scales);
+        if (s == TCQ_OK) tcq_quant_decode_rows_on(a->pool, a->p, a->codes, a->scales, a->R, a->C, a->What);
     }
     free(Lm);
     free(D);

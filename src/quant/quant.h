@@ -40,9 +40,14 @@ tcq_status tcq_quant_copy_tokenizer(const char *in_dir, const char *out_dir);
  * error against rows [R, C]; *err (optional): the squared error with the final scales. */
 tcq_status tcq_quant_refit_scales(tcq_block_params p, const float *rows, int64_t R, int64_t C, const uint32_t *codes,
                                   uint16_t *scales, double *err);
-/* Reconstruction out [R, C] of coded rows. */
+/* The same on the pool, rows in items of 64 (NULL: this thread; the same bits either way). */
+tcq_status tcq_quant_refit_rows(tcq_pool *pool, tcq_block_params p, const float *rows, int64_t R, int64_t C,
+                                const uint32_t *codes, uint16_t *scales, double *err);
+/* Reconstruction out [R, C] of coded rows; _on: on the pool, rows in items of 64 (NULL: this thread). */
 void tcq_quant_decode_rows(tcq_block_params p, const uint32_t *codes, const uint16_t *scales, int64_t R, int64_t C,
                            float *out);
+void tcq_quant_decode_rows_on(tcq_pool *pool, tcq_block_params p, const uint32_t *codes, const uint16_t *scales,
+                              int64_t R, int64_t C, float *out);
 
 /* In-place Cholesky A = C C^T of a symmetric positive definite A [m, m] (lower C, upper zeroed). */
 tcq_status tcq_quant_cholesky(double *A, int64_t m);
@@ -155,6 +160,11 @@ tcq_status tcq_quant_hfile_close(tcq_quant_hfile *hf);
  * tcq_quant_proxy's), kept where they lower it against the scales in hand. */
 tcq_status tcq_quant_hscale(tcq_block_params p, const float *W, int64_t R, int64_t C, int axis, const double *H,
                             double lambda, const uint32_t *codes, uint16_t *scales);
+/* The same with its products (and axis 0's Cholesky) on qla's backend and the code decode on the
+ * pool (either NULL: here, this thread): the same algorithm, the products in other orders. */
+tcq_status tcq_quant_hscale_on(struct tcq_qla *qla, tcq_pool *pool, tcq_block_params p, const float *W, int64_t R,
+                               int64_t C, int axis, const double *H, double lambda, const uint32_t *codes,
+                               uint16_t *scales);
 
 /* One matrix through BlockLDLQ (ldlq.c). */
 typedef struct tcq_ldlq_args {

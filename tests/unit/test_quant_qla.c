@@ -8,7 +8,7 @@
  *     copy untouched: only the R sums come down) against CBLAS to 1e-12;
  *   - BlockLDLQ plus one pass with the products on the emulation against the CPU path, both axes
  *     (axis 0 over several of its batches; also in groups of 16 rows), without and with a scale
- *     search of 3 candidates:
+ *     search of 3 candidates, and with the refit (hscale's products on the emulation):
  *     the proxy loss within 1 % (other summation orders move a few Viterbi decisions, not the
  *     loss), and the same bits on a second run.
  *   - the calibration forward (calib.c) on tests/data/tiny_llama (2 layers) with its projections
@@ -208,13 +208,13 @@ static void check_row_losses(uint64_t *st, tcq_qla *q)
  * (NULL: the CPU path); proxy loss out. */
 static tcq_cuda_ctx *gpu_enc;   /* the GPU run: its encoder codes the blocks */
 
-static double ldlq(tcq_qla *q, int search, int group, const float *W, int64_t R, int64_t C, int axis, const double *H,
-                   uint32_t *codes, uint16_t *scales)
+static double ldlq(tcq_qla *q, int search, int group, int refit, const float *W, int64_t R, int64_t C, int axis,
+                   const double *H, uint32_t *codes, uint16_t *scales)
 {
     const tcq_block_params p = {12, 2, 256};
     const tcq_encode_opts enc = {0};
     float *What = malloc(sizeof(float) * (size_t)(R * C));
-    const tcq_ldlq_args a = {p, &enc, NULL, W, R, C, axis, H, 0.01, 0, codes, scales, What, 1, search, q,
+    const tcq_ldlq_args a = {p, &enc, NULL, W, R, C, axis, H, 0.01, refit, codes, scales, What, 1, search, q,
                              q ? gpu_enc : NULL, group};
     CHECK_OK(tcq_quant_ldlq(&a));
     double l = -1;
@@ -227,8 +227,10 @@ static void check_ldlq(uint64_t *st, tcq_qla *q)
 {
     /* search 3: BlockLDLQ's mirrors set up and dropped once per candidate (axis 1), the
      * candidates' encodes through the GPU encoder (axis 0) */
-    for (int run = 0; run < 5; run++) {
-        const int search = run / 2 ? 3 : 0, axis = run % 2, group = run == 4 ? 16 : 1;
+    /* runs 5, 6: with the refit (least squares per candidate, then hscale's products and axis 0's
+     * Cholesky on q) */
+    for (int run = 0; run < 7; run++) {
+        const int search = run / 2 ? 3 : 0, axis = run % 2, group = run == 4 ? 16 : 1, refit = run >= 5;
         /* axis 0: 300 stored rows = 3 BlockLDLQ batches of 128, 5 pass batches of 64 */
         const int64_t R = axis ? 40 : 300, C = axis ? 768 : 256, m = axis ? C : R, rw = C * 2 / 32;
         double *H = malloc(sizeof(double) * (size_t)(m * m));
@@ -237,13 +239,13 @@ static void check_ldlq(uint64_t *st, tcq_qla *q)
         uint16_t *s0 = malloc((size_t)R * 2), *s1 = malloc((size_t)R * 2), *s2 = malloc((size_t)R * 2);
         test_random_spd(st, m, H);
         for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st);
-        const double lc = ldlq(NULL, search, group, W, R, C, axis, H, c0, s0);
-        const double lq = ldlq(q, search, group, W, R, C, axis, H, c1, s1);
-        const double lq2 = ldlq(q, search, group, W, R, C, axis, H, c2, s2);
+        const double lc = ldlq(NULL, search, group, refit, W, R, C, axis, H, c0, s0);
+        const double lq = ldlq(q, search, group, refit, W, R, C, axis, H, c1, s1);
+        const double lq2 = ldlq(q, search, group, refit, W, R, C, axis, H, c2, s2);
         int64_t same = 0;
         for (int64_t r = 0; r < R; r++) same += !memcmp(c0 + r * rw, c1 + r * rw, (size_t)rw * 4) && s0[r] == s1[r];
-        fprintf(stderr, "search %d, axis %d, group %d: proxy CPU %.6g, %s GPU path %.6g (%+.3f%%), rows identical "
-                "%lld of %lld\n", search, axis, group, lc, tcq_qla_on_gpu(q) ? "the" : "emulated", lq, 100 * (lq / lc - 1),
+        fprintf(stderr, "search %d, axis %d, group %d%s: proxy CPU %.6g, %s GPU path %.6g (%+.3f%%), rows identical "
+                "%lld of %lld\n", search, axis, group, refit ? ", refit" : "", lc, tcq_qla_on_gpu(q) ? "the" : "emulated", lq, 100 * (lq / lc - 1),
                 (long long)same, (long long)R);
         CHECK(fabs(lq / lc - 1) < 0.01, "search %d, axis %d: proxy %g vs the CPU's %g", search, axis, lq, lc);
         CHECK(lq2 == lq && !memcmp(c1, c2, (size_t)(R * rw) * 4) && !memcmp(s1, s2, (size_t)R * 2),
@@ -428,7 +430,7 @@ static void check_all(uint64_t *st, tcq_cuda_ctx *ctx)
  * axis 1 = gate / up with H over C, axis 0 = down with H over the R stored rows), the pool of
  * `threads` (default: one per CPU) doing the host work as `tcq quantize` does: the qla's copy
  * rates (a whole E up and down, one block's R x 256 columns up), then tcq_quant_ldlq at scale
- * search 1 / 9 and 0 / 1 passes, axis 0 in groups of 8.  H = X^T X / 2048 + 0.05 I, X [2048, m]
+ * search 1 / 9 and 0 / 1 passes, the last also with --refit-scales, axis 0 in groups of 8.  H = X^T X / 2048 + 0.05 I, X [2048, m]
  * Gaussian (DSYRK on the backend).  tests/cuda/quantize-ldlq-on-device.sh runs it there
  * (TCQ_QLA_PERF=1); without a GPU it runs the host emulation at the shape given. */
 static double now_s(void)
@@ -503,9 +505,9 @@ static void perf(int64_t R, int64_t C, int threads)
         double t0 = now_s();
         perf_spd(&st, q, m, H);
         printf("perf: axis %d, H %lld x %lld made in %.2f s\n", axis, (long long)m, (long long)m, now_s() - t0);
-        const int runs[3][2] = {{1, 0}, {9, 0}, {9, 1}};   /* scale search, passes */
-        for (int i = 0; i < 3; i++) {
-            const tcq_ldlq_args a = {p, &enc, pool, W, R, C, axis, H, 0.01, 0, codes, scales, What, runs[i][1],
+        const int runs[4][3] = {{1, 0, 0}, {9, 0, 0}, {9, 1, 0}, {9, 1, 1}};   /* scale search, passes, refit */
+        for (int i = 0; i < 4; i++) {
+            const tcq_ldlq_args a = {p, &enc, pool, W, R, C, axis, H, 0.01, runs[i][2], codes, scales, What, runs[i][1],
                                      runs[i][0], q, ctx, 8};
             t0 = now_s();
             CHECK_OK(tcq_quant_ldlq(&a));
@@ -513,8 +515,8 @@ static void perf(int64_t R, int64_t C, int threads)
             double l = -1, ref = -1;
             t0 = now_s();
             CHECK_OK(tcq_quant_proxy_on(q, W, What, R, C, axis, H, &l, &ref));
-            printf("perf: axis %d, scale search %d, %d pass(es): %.2f s (the proxy after it %.2f s; relative %.5f)\n",
-                   axis, runs[i][0], runs[i][1], t, now_s() - t0, l / ref);
+            printf("perf: axis %d, scale search %d, %d pass(es)%s: %.2f s (the proxy after it %.2f s; relative %.5f)\n",
+                   axis, runs[i][0], runs[i][1], runs[i][2] ? ", refit" : "", t, now_s() - t0, l / ref);
             fflush(stdout);
         }
         free(H);
