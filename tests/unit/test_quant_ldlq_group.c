@@ -67,7 +67,7 @@ static void check_candidates(uint64_t *st)
     for (int refit = 0; refit <= 1; refit++)
         for (int n_mult = 1; n_mult <= 9; n_mult += 4) {
             const tcq_ldlq_args a = {p, &enc, pool, NULL, n, C, 0, NULL, 0, refit, NULL, NULL, NULL, 0, n_mult, NULL, NULL, 1};
-            CHECK_OK(tcq_quant_code_candidates(&a, tg, n, n_mult, c1, s1));
+            CHECK_OK(tcq_quant_code_candidates(&a, NULL, tg, n, n_mult, c1, s1));
             for (int64_t r = 0; r < n; r++) ref_candidates(p, refit, tg + r * C, C, n_mult, c0 + r * rw, s0 + r);
             CHECK(!memcmp(c0, c1, (size_t)(n * rw) * 4) && !memcmp(s0, s1, sizeof s0),
                   "refit %d, %d candidates: %lld rows in one call differ from the per-candidate loop", refit, n_mult,
