@@ -10,11 +10,15 @@
  *       -o /tmp/ldlq_axis0 bench/micro/ldlq_axis0.c build/libtcq.a \
  *       $(pkg-config --libs openblas jansson libpcre2-8 libutf8proc) -lm -lpthread
  *   /tmp/ldlq_axis0 [R C threads qla(1|0) g n_mult passes L]   (default 4352 1280 2 1 8 9 1 8)
+ *   /tmp/ldlq_axis0 steps [m g threads]   (the m x m steps alone; default 4352 8 1; g 0: no LDL)
+ * -DBEFORE: the API before the pooled steps (to time the library before them).
  * Results: docs/PERFORMANCE.md, "On the GPU". */
 #include "quant/qla.h"
 #include "quant/quant.h"
 
+#include <cblas.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 static double now(void)
@@ -51,8 +55,80 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
         }                                                                                                              \
     } while (0)
 
+/* `steps m g threads`: the m x m steps alone (no W): damp + act-order permute, then the block LDL
+ * with its Cholesky factor timed apart (tcq_quant_cholesky on a copy: the finish is the rest). */
+static int steps(int64_t m, int g, int threads)
+{
+    double *H = malloc(sizeof(double) * m * m), *Lm = malloc(sizeof(double) * m * m);
+    double *D = malloc(sizeof(double) * m * TCQ_MAX(g, 1));
+    int64_t *perm = malloc(sizeof(int64_t) * m);
+    const int64_t NB = 32;
+    double *B = malloc(sizeof(double) * m * NB);
+    for (int64_t i = 0; i < m * NB; i++) B[i] = gauss();
+    cblas_dsyrk(CblasRowMajor, CblasLower, CblasNoTrans, (int)m, (int)NB, 1.0, B, (int)NB, 0.0, H, (int)m);
+    for (int64_t i = 0; i < m; i++) {
+        H[i * m + i] += 1 + 3.0 * (double)((i * 7919) % m) / (double)m;
+        for (int64_t j = 0; j < i; j++) H[j * m + i] = H[i * m + j];
+    }
+    tcq_pool *pool = NULL;
+    CHECK(tcq_pool_create(threads, &pool));
+    double t0 = now();
+    CHECK(tcq_quant_act_order(H, m, perm));
+#ifdef BEFORE
+    CHECK(tcq_quant_damp(H, m, 0.1, Lm));
+    CHECK(tcq_quant_permute_sym(Lm, m, perm, D));
+#else
+    CHECK(tcq_quant_damp_permuted(H, m, 0.1, perm, pool, Lm));
+#endif
+    double t1 = now();
+    if (g <= 0) {   /* the permute alone */
+        printf("m %lld threads %d: damp+order+permute %.3f s, hash %016llx\n", (long long)m, threads, t1 - t0,
+               (unsigned long long)fnv(1469598103934665603ull, Lm, sizeof(double) * m * m));
+        return 0;
+    }
+    memcpy(H, Lm, sizeof(double) * m * m);   /* H: the copy to factor alone */
+    double t2 = now();
+    CHECK(tcq_quant_cholesky(H, m));
+    double t3 = now();
+#ifdef BEFORE
+    CHECK(tcq_quant_block_ldl_on(NULL, Lm, m, g, Lm, D));
+#else
+    CHECK(tcq_quant_block_ldl_on(NULL, pool, Lm, m, g, Lm, D));
+#endif
+    double t4 = now();
+    /* the finish before the pool (ldl.c at 6fc4eb8), on the factored copy, alone */
+    double *cbb = malloc(sizeof(double) * g * g), *D2 = malloc(sizeof(double) * m * g);
+    for (int64_t b0 = 0, n = m % g ? m % g : g; b0 < m; b0 += n, n = g) {
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < n; c++) cbb[r * n + c] = H[(b0 + r) * m + b0 + c];
+        double *Db = D2 + b0 * g;
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < n; c++) {
+                double s = 0;
+                for (int64_t k = 0; k <= TCQ_MIN(r, c); k++) s += cbb[r * n + k] * cbb[c * n + k];
+                Db[r * n + c] = s;
+            }
+        cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, (int)(m - b0), (int)n, 1.0, cbb,
+                    (int)n, H + b0 * m + b0, (int)m);
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < n; c++) H[(b0 + r) * m + b0 + c] = r == c;
+    }
+    double t5 = now();
+    printf("the finish as one thread did it: %.3f s (%s)\n", t5 - t4,
+           memcmp(H, Lm, sizeof(double) * m * m) || memcmp(D, D2, sizeof(double) * m * g) ? "other bits" : "same bits");
+    uint64_t h = fnv(1469598103934665603ull, Lm, sizeof(double) * m * m);
+    h = fnv(h, D, sizeof(double) * m * g);
+    printf("m %lld g %d threads %d: damp+order+permute %.3f s, cholesky %.3f s, block LDL %.3f s (finish %.3f s), "
+           "hash %016llx\n", (long long)m, g, threads, t1 - t0, t3 - t2, t4 - t3, (t4 - t3) - (t3 - t2),
+           (unsigned long long)h);
+    tcq_pool_free(pool);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "steps"))
+        return steps(argc > 2 ? atoll(argv[2]) : 4352, argc > 3 ? atoi(argv[3]) : 8, argc > 4 ? atoi(argv[4]) : 1);
     const int64_t R = argc > 1 ? atoll(argv[1]) : 4352, C = argc > 2 ? atoll(argv[2]) : 1280;
     const int threads = argc > 3 ? atoi(argv[3]) : 2, use_qla = argc > 4 ? atoi(argv[4]) : 1;
     const int g = argc > 5 ? atoi(argv[5]) : 8, n_mult = argc > 6 ? atoi(argv[6]) : 9;
