@@ -1,7 +1,7 @@
 /* Axis 0's host work in tcq_quant_ldlq (o/down projections; issue 23's GPU quantizer spends it on
  * the host): a random R x C tensor and a random positive definite H over its R rows through the
  * steps of tcq_quant_ldlq one by one (damp, act-order, permute, block LDL, BlockLDLQ, one pass),
- * each timed (wall clock), with the products on qla's host emulation (what the GPU path calls)
+ * each timed (process CPU seconds), with the products on qla's host emulation (what the GPU path calls)
  * or on CBLAS (the CPU path).  The encoder is the CPU one at a small L (8 by default) so that
  * the host work around it shows; on a GPU the encoder is the device's.  Prints a hash of the
  * codes and scales: the same for any thread count, and before / after a change that keeps the
@@ -21,7 +21,17 @@
 #include <string.h>
 #include <time.h>
 
+/* CPU seconds of the process (all threads, system time included: page faults count), not wall:
+ * the shared machine's runs may be paused (SIGSTOP) or crowded; with one thread it is the work
+ * on that thread. */
 static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static double wall(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -72,7 +82,7 @@ static int steps(int64_t m, int g, int threads)
     }
     tcq_pool *pool = NULL;
     CHECK(tcq_pool_create(threads, &pool));
-    double t0 = now();
+    double t0 = now(), w0 = wall();
     CHECK(tcq_quant_act_order(H, m, perm));
 #ifdef BEFORE
     CHECK(tcq_quant_damp(H, m, 0.1, Lm));
@@ -80,10 +90,10 @@ static int steps(int64_t m, int g, int threads)
 #else
     CHECK(tcq_quant_damp_permuted(H, m, 0.1, perm, pool, Lm));
 #endif
-    double t1 = now();
+    double t1 = now(), w1 = wall();
     if (g <= 0) {   /* the permute alone */
-        printf("m %lld threads %d: damp+order+permute %.3f s, hash %016llx\n", (long long)m, threads, t1 - t0,
-               (unsigned long long)fnv(1469598103934665603ull, Lm, sizeof(double) * m * m));
+        printf("m %lld threads %d: damp+order+permute %.3f s CPU, %.3f s wall, hash %016llx\n", (long long)m, threads,
+               t1 - t0, w1 - w0, (unsigned long long)fnv(1469598103934665603ull, Lm, sizeof(double) * m * m));
         return 0;
     }
     memcpy(H, Lm, sizeof(double) * m * m);   /* H: the copy to factor alone */
