@@ -136,14 +136,13 @@ static void cand_item(void *arg, int64_t item, int thread)
     j->err[item] = err;
 }
 
-/* One (row, candidate) of tcq_quant_code_candidates before the encoder: the row's RMS scale times
- * the candidate's multiplier, and the row divided by it (the row's RMS is taken again per
- * candidate: C operations against the C divisions, and every item stays its own). */
+/* One (row, candidate) of tcq_quant_code_candidates before the encoder: the row divided by its
+ * candidate scale (sh, set by the caller). */
 typedef struct cand_x_job {
-    int L, n_mult;
+    int n_mult;
     int64_t C;
     const float *tg;          /* [n, C] */
-    uint16_t *sh;             /* [n * n_mult] */
+    const uint16_t *sh;       /* [n * n_mult] */
     float *x;                 /* [n * n_mult, C] */
 } cand_x_job;
 
@@ -152,10 +151,8 @@ static void cand_x_item(void *arg, int64_t item, int thread)
     (void)thread;
     const cand_x_job *j = arg;
     const float *t = j->tg + item / j->n_mult * j->C;
-    const uint16_t h = scaled(tcq_scale_for_row(j->L, t, j->C), scale_mult[item % j->n_mult]);
-    const float sc = tcq_f16_to_f32(h);
+    const float sc = tcq_f16_to_f32(j->sh[item]);
     float *xm = j->x + item * j->C;
-    j->sh[item] = h;
     for (int64_t c = 0; c < j->C; c++) xm[c] = t[c] / sc;
 }
 
@@ -193,7 +190,11 @@ tcq_status tcq_quant_code_candidates(const tcq_ldlq_args *a, tcq_quant_cand *scr
         sc = &own;
     }
     memset(sc->failed, 0, (size_t)items * sizeof *sc->failed);
-    cand_x_job xj = {p.L, n_mult, C, tg, sc->sh, sc->x};
+    for (int64_t r = 0; r < n; r++) {
+        const uint16_t rms = tcq_scale_for_row(p.L, tg + r * C, C);
+        for (int m = 0; m < n_mult; m++) sc->sh[r * n_mult + m] = scaled(rms, scale_mult[m]);
+    }
+    cand_x_job xj = {n_mult, C, tg, sc->sh, sc->x};
     tcq_pool_run(a->pool, items, cand_x_item, &xj);
     /* every trellis block is coded on its own: one call for all rows and candidates gives the
      * words of one call per candidate (on a GPU: one launch instead of n x n_mult of C/T blocks) */
