@@ -232,42 +232,157 @@ tcq_status tcq_quant_proxy_on(tcq_qla *qla, const float *W, const float *What, i
     return s;
 }
 
-static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const double *D, double mult)
+/* Axis 1's working set, allocated once per tensor and shared by the scale search's runs (up to 9
+ * BlockLDLQ runs of the whole matrix: a 14B gate's E alone is 713 MB, and buffers that size freed
+ * and taken again fault every page back in -- 25 M minor faults, 48 s of system time in a
+ * 2-layer device run of session 28).  On a qla, E and L are mirrored once for the tensor. */
+typedef struct ax1_ws {
+    double *E;                /* [R, C] W - What of the run (on a qla: the feedback's operand there) */
+    double *corr;             /* [R, T] a block's feedback */
+    float *tg;                /* [R, C] the targets (the refit's) */
+    float *x, *wt;            /* [R, T] a block's scaled targets, the Viterbi's weights */
+    float *dw;                /* [T] D_b's diagonal over its mean */
+    uint32_t *words;          /* [R, bw] */
+    int mir_e, mir_l;
+} ax1_ws;
+
+/* The per-row host work between the products runs on the pool in items of AX1_ROWS rows, each
+ * item its own rows: the same bits for any thread count (on a 16-core device host this was one
+ * thread's 89 M-element loops per block pass of a 14B gate, the GPU idle meanwhile). */
+#define AX1_ROWS 64
+
+typedef struct ax1_job {
+    const tcq_ldlq_args *a;
+    ax1_ws *w;
+    double mult;
+    int64_t c0, rest;
+} ax1_job;
+
+static void rows_run(tcq_pool *pool, int64_t R, tcq_pool_fn fn, void *arg)
+{
+    const int64_t items = (R + AX1_ROWS - 1) / AX1_ROWS;
+    if (pool) tcq_pool_run(pool, items, fn, arg);
+    else
+        for (int64_t i = 0; i < items; i++) fn(arg, i, 0);
+}
+
+#define AX1_ROWS_OF(item, R) \
+    const int64_t r0 = (item) * AX1_ROWS, r1 = TCQ_MIN(r0 + AX1_ROWS, (R))
+
+static void ax1_scales(void *arg, int64_t item, int thread)
+{
+    const ax1_job *j = arg;
+    const tcq_ldlq_args *a = j->a;
+    (void)thread;
+    AX1_ROWS_OF(item, a->R);
+    for (int64_t r = r0; r < r1; r++) a->scales[r] = scaled(tcq_scale_for_row(a->p.L, a->W + r * a->C, a->C), j->mult);
+}
+
+/* block c0's targets: the weights plus their feedback, and the encoder's inputs */
+static void ax1_targets(void *arg, int64_t item, int thread)
+{
+    const ax1_job *j = arg;
+    const tcq_ldlq_args *a = j->a;
+    const ax1_ws *w = j->w;
+    const int64_t C = a->C, T = a->p.T, c0 = j->c0;
+    (void)thread;
+    AX1_ROWS_OF(item, a->R);
+    for (int64_t r = r0; r < r1; r++) {
+        const float sc = tcq_f16_to_f32(a->scales[r]);
+        for (int64_t t = 0; t < T; t++) {
+            const float v = j->rest > 0 ? (float)((double)a->W[r * C + c0 + t] + w->corr[r * T + t]) : a->W[r * C + c0 + t];
+            w->tg[r * C + c0 + t] = v;
+            w->x[r * T + t] = v / sc;
+        }
+        memcpy(w->wt + r * T, w->dw, (size_t)T * sizeof *w->wt);
+    }
+}
+
+/* block c0's codes in place, its reconstruction and error */
+static void ax1_decode(void *arg, int64_t item, int thread)
+{
+    const ax1_job *j = arg;
+    const tcq_ldlq_args *a = j->a;
+    const ax1_ws *w = j->w;
+    const tcq_block_params p = a->p;
+    const int64_t C = a->C, T = p.T, c0 = j->c0, rw = C * p.k / 32, bw = tcq_block_words(p);
+    (void)thread;
+    AX1_ROWS_OF(item, a->R);
+    for (int64_t r = r0; r < r1; r++) {
+        uint32_t *dst = a->codes + r * rw + c0 / T * bw;
+        memcpy(dst, w->words + r * bw, (size_t)bw * sizeof *dst);
+        tcq_block_decode_f32(p, dst, tcq_f16_to_f32(a->scales[r]), a->What + r * C + c0);
+        for (int64_t t = 0; t < T; t++) w->E[r * C + c0 + t] = (double)a->W[r * C + c0 + t] - (double)a->What[r * C + c0 + t];
+    }
+}
+
+/* E = W - What over whole rows (after a refit moved What) */
+static void ax1_error(void *arg, int64_t item, int thread)
+{
+    const ax1_job *j = arg;
+    const tcq_ldlq_args *a = j->a;
+    (void)thread;
+    AX1_ROWS_OF(item, a->R);
+    for (int64_t i = r0 * a->C; i < r1 * a->C; i++) j->w->E[i] = (double)a->W[i] - (double)a->What[i];
+}
+
+static void ax1_free(tcq_qla *qla, ax1_ws *w, const double *Lm)
+{
+    if (w->mir_e) tcq_qla_unmirror(qla, w->E);
+    if (w->mir_l) tcq_qla_unmirror(qla, Lm);
+    free(w->E);
+    free(w->corr);
+    free(w->tg);
+    free(w->x);
+    free(w->wt);
+    free(w->dw);
+    free(w->words);
+}
+
+static tcq_status ax1_alloc(const tcq_ldlq_args *a, const double *Lm, ax1_ws *w)
+{
+    const int64_t R = a->R, C = a->C, T = a->p.T;
+    memset(w, 0, sizeof *w);
+    w->E = malloc((size_t)(R * C) * sizeof *w->E);
+    w->corr = malloc((size_t)(R * T) * sizeof *w->corr);
+    w->tg = malloc((size_t)(R * C) * sizeof *w->tg);
+    w->x = malloc((size_t)(R * T) * sizeof *w->x);
+    w->wt = malloc((size_t)(R * T) * sizeof *w->wt);
+    w->dw = malloc((size_t)T * sizeof *w->dw);
+    w->words = malloc((size_t)(R * tcq_block_words(a->p)) * sizeof *w->words);
+    tcq_status s = w->E && w->corr && w->tg && w->x && w->wt && w->dw && w->words ? TCQ_OK
+                 : tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
+    /* on a GPU, E and L stay there: only each coded block's columns of E go up (E's device copy
+     * needs no start: a block's feedback reads only the blocks coded before it in the run) */
+    if (s == TCQ_OK && a->qla) {
+        s = tcq_qla_mirror(a->qla, w->E, (size_t)(R * C) * sizeof *w->E, 1);
+        w->mir_e = s == TCQ_OK;
+        if (s == TCQ_OK && C > T) {
+            s = tcq_qla_mirror(a->qla, Lm, (size_t)(C * C) * sizeof *Lm, 0);
+            w->mir_l = s == TCQ_OK;
+        }
+    }
+    if (s != TCQ_OK) ax1_free(a->qla, w, Lm);
+    return s;
+}
+
+/* One BlockLDLQ run with every row at its RMS scale times mult; on return w->E (and its mirror)
+ * is W - What. */
+static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const double *D, double mult, ax1_ws *w)
 {
     const tcq_block_params p = a->p;
-    const int64_t R = a->R, C = a->C, T = p.T, nb = C / T, rw = C * p.k / 32, bw = tcq_block_words(p);
-    double *E = calloc((size_t)(R * C), sizeof *E), *corr = malloc((size_t)(R * T) * sizeof *corr);
-    float *tg = malloc((size_t)(R * C) * sizeof *tg), *x = malloc((size_t)(R * T) * sizeof *x);
-    float *wt = malloc((size_t)(R * T) * sizeof *wt);
-    uint32_t *words = malloc((size_t)(R * bw) * sizeof *words);
+    const int64_t R = a->R, C = a->C, T = p.T, nb = C / T;
+    ax1_job j = {a, w, mult, 0, 0};
+    rows_run(a->pool, R, ax1_scales, &j);
     tcq_status s = TCQ_OK;
-    if (!E || !corr || !tg || !x || !words || !wt)
-        s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
-    for (int64_t r = 0; s == TCQ_OK && r < R; r++) a->scales[r] = scaled(tcq_scale_for_row(p.L, a->W + r * C, C), mult);
-    /* on a GPU, E and L stay there: only each coded block's columns of E go up */
-    int mir_e = 0, mir_l = 0;
-    if (s == TCQ_OK && a->qla && nb > 1) {
-        s = tcq_qla_mirror(a->qla, E, (size_t)(R * C) * sizeof *E, 1);
-        mir_e = s == TCQ_OK;
-        if (s == TCQ_OK) s = tcq_qla_mirror(a->qla, Lm, (size_t)(C * C) * sizeof *Lm, 0);
-        mir_l = s == TCQ_OK && mir_e;
-    }
     for (int64_t b = nb - 1; s == TCQ_OK && b >= 0; b--) {
         const int64_t c0 = b * T, rest = C - c0 - T;
         if (rest > 0 && a->qla)   /* corr = E[:, c0+T:] L[c0+T:, c0:c0+T] */
-            s = tcq_qla_dgemm(a->qla, 0, 0, R, T, rest, 1.0, E + c0 + T, C, Lm + (c0 + T) * C + c0, C, 0.0, corr, T);
+            s = tcq_qla_dgemm(a->qla, 0, 0, R, T, rest, 1.0, w->E + c0 + T, C, Lm + (c0 + T) * C + c0, C, 0.0, w->corr, T);
         else if (rest > 0)
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)T, (int)rest, 1.0, E + c0 + T, (int)C,
-                        Lm + (c0 + T) * C + c0, (int)C, 0.0, corr, (int)T);
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)T, (int)rest, 1.0, w->E + c0 + T, (int)C,
+                        Lm + (c0 + T) * C + c0, (int)C, 0.0, w->corr, (int)T);
         if (s != TCQ_OK) break;
-        for (int64_t r = 0; r < R; r++) {
-            const float sc = tcq_f16_to_f32(a->scales[r]);
-            for (int64_t t = 0; t < T; t++) {
-                const float v = rest > 0 ? (float)((double)a->W[r * C + c0 + t] + corr[r * T + t]) : a->W[r * C + c0 + t];
-                tg[r * C + c0 + t] = v;
-                x[r * T + t] = v / sc;
-            }
-        }
         {
             /* The block's term is (t - w^) D_b (t - w^)^T; the Viterbi takes D_b's diagonal as
              * per-position weights (mean 1).  Against unweighted, tinyqwen k = 2: the summed
@@ -276,31 +391,21 @@ static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const dou
             double mean = 0;
             for (int64_t t = 0; t < T; t++) mean += Db[t * T + t];
             mean /= (double)T;
-            for (int64_t r = 0; r < R; r++)
-                for (int64_t t = 0; t < T; t++) wt[r * T + t] = (float)(Db[t * T + t] / mean);
+            for (int64_t t = 0; t < T; t++) w->dw[t] = (float)(Db[t * T + t] / mean);
         }
-        s = tcq_quant_encode_blocks(a, x, wt, R, words);
-        for (int64_t r = 0; s == TCQ_OK && r < R; r++) {
-            uint32_t *dst = a->codes + r * rw + b * bw;
-            memcpy(dst, words + r * bw, (size_t)bw * sizeof *dst);
-            tcq_block_decode_f32(p, dst, tcq_f16_to_f32(a->scales[r]), a->What + r * C + c0);
-            for (int64_t t = 0; t < T; t++)
-                E[r * C + c0 + t] = (double)a->W[r * C + c0 + t] - (double)a->What[r * C + c0 + t];
-        }
-        if (s == TCQ_OK && mir_e) s = tcq_qla_push(a->qla, E + c0, R, T, C, sizeof *E);
+        j.c0 = c0, j.rest = rest;
+        rows_run(a->pool, R, ax1_targets, &j);
+        s = tcq_quant_encode_blocks(a, w->x, w->wt, R, w->words);
+        if (s != TCQ_OK) break;
+        rows_run(a->pool, R, ax1_decode, &j);
+        if (w->mir_e) s = tcq_qla_push(a->qla, w->E + c0, R, T, C, sizeof *w->E);
     }
-    if (mir_e) tcq_qla_unmirror(a->qla, E);
-    if (mir_l) tcq_qla_unmirror(a->qla, Lm);
     if (s == TCQ_OK && a->refit) {
-        s = tcq_quant_refit_scales(p, tg, R, C, a->codes, a->scales, NULL);
+        s = tcq_quant_refit_scales(p, w->tg, R, C, a->codes, a->scales, NULL);
         if (s == TCQ_OK) tcq_quant_decode_rows(p, a->codes, a->scales, R, C, a->What);
+        if (s == TCQ_OK) rows_run(a->pool, R, ax1_error, &j);
+        if (s == TCQ_OK && w->mir_e) s = tcq_qla_push(a->qla, w->E, R, C, C, sizeof *w->E);
     }
-    free(E);
-    free(corr);
-    free(tg);
-    free(x);
-    free(wt);
-    free(words);
     return s;
 }
 
@@ -320,10 +425,12 @@ tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out)
 tcq_status tcq_quant_row_losses(tcq_qla *qla, const double *E, int64_t R, int64_t C, const double *Hd, double *EH,
                                 double *loss)
 {
-    if (qla) TCQ_TRY(tcq_qla_dgemm(qla, 0, 0, R, C, C, 1.0, E, C, Hd, C, 0.0, EH, C));
-    else
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)C, 1.0, E, (int)C, Hd, (int)C, 0.0,
-                    EH, (int)C);
+    if (qla) {
+        TCQ_TRY(tcq_qla_dgemm(qla, 0, 0, R, C, C, 1.0, E, C, Hd, C, 0.0, EH, C));
+        return tcq_qla_rowdots(qla, E, EH, R, C, loss);
+    }
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)C, 1.0, E, (int)C, Hd, (int)C, 0.0,
+                EH, (int)C);
     for (int64_t r = 0; r < R; r++) {
         double l = 0;
         for (int64_t c = 0; c < C; c++) l += E[r * C + c] * EH[r * C + c];
@@ -332,55 +439,78 @@ tcq_status tcq_quant_row_losses(tcq_qla *qla, const double *E, int64_t R, int64_
     return TCQ_OK;
 }
 
+/* A candidate run's rows that beat the best so far replace it (the first of equal losses kept) */
+typedef struct keep_job {
+    const tcq_ldlq_args *a, *b;   /* the result, the candidate run */
+    const double *loss;
+    double *best;
+    int first;
+} keep_job;
+
+static void keep_rows(void *arg, int64_t item, int thread)
+{
+    const keep_job *j = arg;
+    const tcq_ldlq_args *a = j->a;
+    const int64_t C = a->C, rw = C * a->p.k / 32;
+    (void)thread;
+    AX1_ROWS_OF(item, a->R);
+    for (int64_t r = r0; r < r1; r++) {
+        if (!j->first && !(j->loss[r] < j->best[r])) continue;
+        j->best[r] = j->loss[r];
+        if (j->first) continue;
+        memcpy(a->codes + r * rw, j->b->codes + r * rw, (size_t)rw * sizeof *a->codes);
+        a->scales[r] = j->b->scales[r];
+        memcpy(a->What + r * C, j->b->What + r * C, (size_t)C * sizeof *a->What);
+    }
+}
+
 /* Axis 1 with the scale search: BlockLDLQ once per candidate multiplier of every row's RMS
  * scale (the rows are independent: each row's loss e H e^T is its own), each row keeping the
- * candidate of the lowest loss under the damped H (what BlockLDLQ minimises). */
+ * candidate of the lowest loss under the damped H (what BlockLDLQ minimises).  On a qla the
+ * losses stay there but for R numbers: E from the run's mirror, E Hd into a device-only EH. */
 static tcq_status search_axis1(const tcq_ldlq_args *a, const double *Lm, const double *D)
 {
     const int n_mult = TCQ_MIN(TCQ_MAX(a->scale_search, 1), 9);
-    if (n_mult == 1) return ldlq_axis1(a, Lm, D, 1.0);
     const int64_t R = a->R, C = a->C, rw = C * a->p.k / 32;
+    ax1_ws w;
+    TCQ_TRY(ax1_alloc(a, Lm, &w));
+    if (n_mult == 1) {
+        tcq_status s = ldlq_axis1(a, Lm, D, 1.0, &w);
+        ax1_free(a->qla, &w, Lm);
+        return s;
+    }
     uint32_t *codes = malloc((size_t)(R * rw) * sizeof *codes);
     uint16_t *scales = malloc((size_t)R * sizeof *scales);
     float *What = malloc((size_t)(R * C) * sizeof *What);
-    double *E = malloc((size_t)(R * C) * sizeof *E), *EH = malloc((size_t)(R * C) * sizeof *EH);
-    double *best = malloc((size_t)R * sizeof *best), *Hd = malloc((size_t)(C * C) * sizeof *Hd);
-    double *loss = malloc((size_t)R * sizeof *loss);
-    tcq_status s = codes && scales && What && E && EH && best && Hd && loss ? TCQ_OK
+    double *EH = malloc((size_t)(R * C) * sizeof *EH), *best = malloc((size_t)R * sizeof *best);
+    double *Hd = malloc((size_t)(C * C) * sizeof *Hd), *loss = malloc((size_t)R * sizeof *loss);
+    tcq_status s = codes && scales && What && EH && best && Hd && loss ? TCQ_OK
                  : tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale search for [%lld, %lld]", (long long)R, (long long)C);
     if (s == TCQ_OK) s = tcq_quant_damp(a->H, C, a->damp, Hd);
     /* on a GPU the candidates' products E Hd run there (a 14B gate/up: 17408 x 5120 x 5120, ~1
-     * Tflop in double each), Hd up once for the tensor, each E staged */
-    int mir = 0;
+     * Tflop in double each): Hd up once for the tensor, EH never down */
+    int mir_h = 0, mir_eh = 0;
     if (s == TCQ_OK && a->qla) {
         s = tcq_qla_mirror(a->qla, Hd, (size_t)(C * C) * sizeof *Hd, 0);
-        mir = s == TCQ_OK;
+        mir_h = s == TCQ_OK;
+        if (s == TCQ_OK) s = tcq_qla_mirror(a->qla, EH, (size_t)(R * C) * sizeof *EH, 1);
+        mir_eh = s == TCQ_OK;
     }
     tcq_ldlq_args b = *a;
     b.codes = codes, b.scales = scales, b.What = What;
     for (int m = 0; s == TCQ_OK && m < n_mult; m++) {
-        s = ldlq_axis1(m ? &b : a, Lm, D, scale_mult[m]);
-        const float *wh = m ? What : a->What;
-        for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) E[i] = (double)a->W[i] - (double)wh[i];
-        if (s == TCQ_OK) s = tcq_quant_row_losses(a->qla, E, R, C, Hd, EH, loss);
-        for (int64_t r = 0; s == TCQ_OK && r < R; r++) {
-            const double l = loss[r];
-            if (m == 0 || l < best[r]) {
-                best[r] = l;
-                if (m) {
-                    memcpy(a->codes + r * rw, codes + r * rw, (size_t)rw * sizeof *codes);
-                    a->scales[r] = scales[r];
-                    memcpy(a->What + r * C, What + r * C, (size_t)C * sizeof *What);
-                }
-            }
-        }
+        s = ldlq_axis1(m ? &b : a, Lm, D, scale_mult[m], &w);
+        if (s == TCQ_OK) s = tcq_quant_row_losses(a->qla, w.E, R, C, Hd, EH, loss);
+        keep_job kj = {a, &b, loss, best, m == 0};
+        if (s == TCQ_OK) rows_run(a->pool, R, keep_rows, &kj);
     }
+    if (mir_h) tcq_qla_unmirror(a->qla, Hd);
+    if (mir_eh) tcq_qla_unmirror(a->qla, EH);
+    ax1_free(a->qla, &w, Lm);
     free(codes);
     free(scales);
     free(What);
-    free(E);
     free(EH);
-    if (mir) tcq_qla_unmirror(a->qla, Hd);
     free(best);
     free(Hd);
     free(loss);

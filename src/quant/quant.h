@@ -186,7 +186,8 @@ typedef struct tcq_ldlq_args {
 /* Code n blocks of T targets x (weights w or NULL) with the encoder a names (ldlq.c). */
 tcq_status tcq_quant_encode_blocks(const tcq_ldlq_args *a, const float *x, const float *w, int64_t n, uint32_t *words);
 /* loss[r] = e_r Hd e_r^T for the rows of E [R, C] (Hd [C, C]), through EH [R, C] = E Hd: on qla's
- * backend when qla is set (Hd may be mirrored; E is staged), else CBLAS here. */
+ * backend when qla is set (each of E, Hd, EH mirrored or staged; the per-row sums there too, only
+ * the R losses come down), else CBLAS here. */
 struct tcq_qla;
 tcq_status tcq_quant_row_losses(struct tcq_qla *qla, const double *E, int64_t R, int64_t C, const double *Hd,
                                 double *EH, double *loss);
