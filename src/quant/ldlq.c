@@ -160,53 +160,84 @@ static void cand_item(void *arg, int64_t item, int thread)
     j->err[item] = err;
 }
 
-tcq_status tcq_quant_code_candidates(const tcq_ldlq_args *a, const float *tg, int64_t n, int n_mult, uint32_t *codes,
-                                     uint16_t *scales)
+/* One (row, candidate) of tcq_quant_code_candidates before the encoder: the row divided by its
+ * candidate scale (sh, set by the caller). */
+typedef struct cand_x_job {
+    int n_mult;
+    int64_t C;
+    const float *tg;          /* [n, C] */
+    const uint16_t *sh;       /* [n * n_mult] */
+    float *x;                 /* [n * n_mult, C] */
+} cand_x_job;
+
+static void cand_x_item(void *arg, int64_t item, int thread)
+{
+    (void)thread;
+    const cand_x_job *j = arg;
+    const float *t = j->tg + item / j->n_mult * j->C;
+    const float sc = tcq_f16_to_f32(j->sh[item]);
+    float *xm = j->x + item * j->C;
+    for (int64_t c = 0; c < j->C; c++) xm[c] = t[c] / sc;
+}
+
+tcq_status tcq_quant_cand_alloc(const tcq_ldlq_args *a, int64_t n, int n_mult, tcq_quant_cand *sc)
+{
+    const int64_t C = a->C, rw = C * a->p.k / 32, items = n * n_mult, threads = a->pool ? tcq_pool_size(a->pool) : 1;
+    *sc = (tcq_quant_cand){n, n_mult, malloc((size_t)(items * C) * sizeof *sc->x),
+                           malloc((size_t)(threads * C) * sizeof *sc->dec), malloc((size_t)(items * rw) * sizeof *sc->words),
+                           malloc((size_t)items * sizeof *sc->sh), malloc((size_t)items * sizeof *sc->err),
+                           malloc((size_t)items * sizeof *sc->failed)};
+    if (sc->x && sc->dec && sc->words && sc->sh && sc->err && sc->failed) return TCQ_OK;
+    tcq_quant_cand_free(sc);
+    return tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale candidates: %lld rows of %lld", (long long)n, (long long)C);
+}
+
+void tcq_quant_cand_free(tcq_quant_cand *sc)
+{
+    free(sc->x);
+    free(sc->dec);
+    free(sc->words);
+    free(sc->sh);
+    free(sc->err);
+    free(sc->failed);
+    *sc = (tcq_quant_cand){0};
+}
+
+tcq_status tcq_quant_code_candidates(const tcq_ldlq_args *a, tcq_quant_cand *scratch, const float *tg, int64_t n,
+                                     int n_mult, uint32_t *codes, uint16_t *scales)
 {
     const tcq_block_params p = a->p;
-    const int64_t C = a->C, rw = C * p.k / 32, items = n * n_mult, threads = a->pool ? tcq_pool_size(a->pool) : 1;
-    float *x = malloc((size_t)(items * C) * sizeof *x), *dec = malloc((size_t)(threads * C) * sizeof *dec);
-    uint32_t *words = malloc((size_t)(items * rw) * sizeof *words);
-    uint16_t *sh = malloc((size_t)items * sizeof *sh);
-    double *err = malloc((size_t)items * sizeof *err);
-    int *failed = calloc((size_t)items, sizeof *failed);
-    tcq_status s = x && dec && words && sh && err && failed ? TCQ_OK
-                 : tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale candidates: %lld rows of %lld", (long long)n, (long long)C);
-    for (int64_t r = 0; s == TCQ_OK && r < n; r++) {
-        const float *t = tg + r * C;
-        const uint16_t rms = tcq_scale_for_row(p.L, t, C);
-        for (int m = 0; m < n_mult; m++) {
-            sh[r * n_mult + m] = scaled(rms, scale_mult[m]);
-            const float sc = tcq_f16_to_f32(sh[r * n_mult + m]);
-            float *xm = x + (r * n_mult + m) * C;
-            for (int64_t c = 0; c < C; c++) xm[c] = t[c] / sc;
-        }
+    const int64_t C = a->C, rw = C * p.k / 32, items = n * n_mult;
+    tcq_quant_cand own = {0}, *sc = scratch;
+    if (!sc || sc->n * sc->n_mult < items) {
+        TCQ_TRY(tcq_quant_cand_alloc(a, n, n_mult, &own));
+        sc = &own;
     }
+    memset(sc->failed, 0, (size_t)items * sizeof *sc->failed);
+    for (int64_t r = 0; r < n; r++) {
+        const uint16_t rms = tcq_scale_for_row(p.L, tg + r * C, C);
+        for (int m = 0; m < n_mult; m++) sc->sh[r * n_mult + m] = scaled(rms, scale_mult[m]);
+    }
+    cand_x_job xj = {n_mult, C, tg, sc->sh, sc->x};
+    tcq_pool_run(a->pool, items, cand_x_item, &xj);
     /* every trellis block is coded on its own: one call for all rows and candidates gives the
      * words of one call per candidate (on a GPU: one launch instead of n x n_mult of C/T blocks) */
-    if (s == TCQ_OK) s = tcq_quant_encode_blocks(a, x, NULL, items * (C / p.T), words);
+    tcq_status s = tcq_quant_encode_blocks(a, sc->x, NULL, items * (C / p.T), sc->words);
     if (s == TCQ_OK) {
-        cand_job j = {p, a->refit, n_mult, C, tg, words, sh, err, dec, failed};
-        if (a->pool) tcq_pool_run(a->pool, items, cand_item, &j);
-        else
-            for (int64_t i = 0; i < items; i++) cand_item(&j, i, 0);
+        cand_job j = {p, a->refit, n_mult, C, tg, sc->words, sc->sh, sc->err, sc->dec, sc->failed};
+        tcq_pool_run(a->pool, items, cand_item, &j);
         for (int64_t i = 0; i < items; i++)
-            if (failed[i]) s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale candidates: refit of a row of %lld", (long long)C);
+            if (sc->failed[i]) s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale candidates: refit of a row of %lld", (long long)C);
     }
     for (int64_t r = 0; s == TCQ_OK && r < n; r++) {
-        const double *e = err + r * n_mult;
+        const double *e = sc->err + r * n_mult;
         int pick = 0;
         for (int m = 1; m < n_mult; m++)   /* the first of equal errors is kept */
             if (e[m] < e[pick] || isnan(e[pick])) pick = m;
-        scales[r] = sh[r * n_mult + pick];
-        memcpy(codes + r * rw, words + (r * n_mult + pick) * rw, (size_t)rw * sizeof *codes);
+        scales[r] = sc->sh[r * n_mult + pick];
+        memcpy(codes + r * rw, sc->words + (r * n_mult + pick) * rw, (size_t)rw * sizeof *codes);
     }
-    free(x);
-    free(dec);
-    free(words);
-    free(sh);
-    free(err);
-    free(failed);
+    if (sc == &own) tcq_quant_cand_free(&own);
     return s;
 }
 
@@ -523,12 +554,12 @@ tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a)
     int64_t *perm = a->axis ? NULL : malloc((size_t)m * sizeof *perm);
     tcq_status s = Lm && D && (a->axis || perm) ? TCQ_OK
                  : tcq_fail(TCQ_ERR_NOMEM, "LDLQ: Hessian of size %lld", (long long)m);
-    if (s == TCQ_OK) s = tcq_quant_damp(a->H, m, a->damp, Lm);
-    if (s == TCQ_OK && !a->axis) {
+    if (s == TCQ_OK && a->axis) s = tcq_quant_damp(a->H, m, a->damp, Lm);
+    else if (s == TCQ_OK) {   /* axis 0: damped and permuted in one pass on the pool */
         s = tcq_quant_act_order(a->H, m, perm);
-        if (s == TCQ_OK) s = tcq_quant_permute_sym(Lm, m, perm, D);   /* D: scratch of m doubles here */
+        if (s == TCQ_OK) s = tcq_quant_damp_permuted(a->H, m, a->damp, perm, a->pool, Lm);
     }
-    if (s == TCQ_OK) s = tcq_quant_block_ldl_on(a->qla, Lm, m, b, Lm, D);
+    if (s == TCQ_OK) s = tcq_quant_block_ldl_on(a->qla, a->pool, Lm, m, b, Lm, D);
     if (s == TCQ_OK) s = a->axis ? search_axis1(a, Lm, D) : tcq_quant_ldlq_axis0(a, Lm, perm);
     /* tinyqwen k = 2, eval KL 8 windows: BlockLDLQ 0.2800, + H-weighted scales 0.2748, + one
      * coordinate descent pass 0.2586, three passes 0.2557 (docs/PERFORMANCE.md, "Quantizer") */

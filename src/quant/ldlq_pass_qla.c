@@ -186,61 +186,27 @@ static tcq_status axis1(const tcq_ldlq_args *a, const double *H, double lambda)
 static tcq_status axis0(const tcq_ldlq_args *a, const double *H, double lambda)
 {
     tcq_qla *q = a->qla;
-    const tcq_block_params p = a->p;
-    const int64_t R = a->R, C = a->C, rw = C * p.k / 32, g = tcq_quant_axis0_group(a);
-    const int64_t B = TCQ_MAX(PASS0_BATCH / g, 1) * g;   /* whole groups, aligned like them on row R */
-    double *E = malloc((size_t)(R * C) * sizeof *E), *G = malloc((size_t)(R * C) * sizeof *G);
-    double *d = malloc((size_t)C * sizeof *d), *db = malloc((size_t)(B * C) * sizeof *db);
-    float *tg = malloc((size_t)(g * C) * sizeof *tg), *x = malloc((size_t)(g * C) * sizeof *x);
-    float *wh = malloc((size_t)C * sizeof *wh);
-    uint32_t *cw = malloc((size_t)(g * rw) * sizeof *cw);
-    uint16_t *gs = malloc((size_t)g * sizeof *gs);
-    tcq_status s = TCQ_OK;
-    if (!E || !G || !d || !db || !tg || !x || !wh || !cw || !gs)
-        s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ pass buffers for [%lld, %lld]", (long long)R, (long long)C);
-    for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) E[i] = (double)a->W[i] - (double)a->What[i];
-    int mir_h = 0, mir_g = 0;
-    if (s == TCQ_OK) s = tcq_qla_mirror(q, H, (size_t)(R * R) * sizeof *H, 0);
-    mir_h = s == TCQ_OK;
+    const int64_t R = a->R, C = a->C;
+    tcq_quant_pass0 st;
+    TCQ_TRY(tcq_quant_pass0_init(&st, a, H, lambda, PASS0_BATCH, 0));
+    double *G = st.G;
+    tcq_status s = tcq_qla_mirror(q, H, (size_t)(R * R) * sizeof *H, 0);
+    const int mir_h = s == TCQ_OK;
     if (s == TCQ_OK) s = tcq_qla_mirror(q, G, (size_t)(R * C) * sizeof *G, 1);
-    mir_g = s == TCQ_OK && mir_h;
-    if (s == TCQ_OK) s = tcq_qla_dgemm(q, 0, 0, R, C, R, 1.0, H, R, E, C, 0.0, G, C);   /* on the device */
-    for (int64_t hi = R; s == TCQ_OK && hi > 0; hi -= B) {
-        const int64_t lo = TCQ_MAX(0, hi - B);
+    const int mir_g = s == TCQ_OK && mir_h;
+    if (s == TCQ_OK) s = tcq_qla_dgemm(q, 0, 0, R, C, R, 1.0, H, R, st.E, C, 0.0, G, C);   /* on the device */
+    for (int64_t hi = R; s == TCQ_OK && hi > 0; hi -= st.B) {
+        const int64_t lo = TCQ_MAX(0, hi - st.B);
         s = tcq_qla_pull(q, G + lo * C, hi - lo, C, C, sizeof *G);
         /* the damping's part of G_i: lambda e_i, e_i as it is until row i is coded */
-        for (int64_t i = lo * C; i < hi * C; i++) G[i] += lambda * E[i];
-        memset(db, 0, (size_t)(B * C) * sizeof *db);
-        for (int64_t gh = hi; s == TCQ_OK && gh > lo; gh -= g) {
-            const int64_t gl = TCQ_MAX(lo, gh - g);   /* the group: stored rows gl..gh-1 */
-            s = tcq_quant_pass0_group(a, H, lambda, E, G, gl, gh, tg, x, gs, cw);
-            /* then row by row, each kept on its exact loss change given the rows kept before it */
-            for (int64_t i = gh - 1; s == TCQ_OK && i >= gl; i--) {
-                int kept = 0;
-                s = tcq_quant_pass0_row(a, H, lambda, E, G, i, gl, tg, cw, gs, wh, d, &kept);
-                if (s != TCQ_OK || !kept) continue;
-                memcpy(db + (i - lo) * C, d, (size_t)C * sizeof *d);
-                for (int64_t j = lo; j < i; j++) {   /* the batch's rows still to decide: G_j += H_ji d */
-                    const double h = H[j * R + i];
-                    double *gj = G + j * C;
-                    for (int64_t t = 0; t < C; t++) gj[t] += h * d[t];
-                }
-            }
-        }
+        if (s == TCQ_OK) tcq_quant_pass0_damp_rows(&st, lo, hi);
+        if (s == TCQ_OK) s = tcq_quant_pass0_batch(&st, lo, hi);
         /* the rows below the batch: G[0:lo] += H[0:lo, lo:hi] D_batch, on the device */
-        if (s == TCQ_OK && lo > 0) s = tcq_qla_dgemm(q, 0, 0, lo, C, hi - lo, 1.0, H + lo, R, db, C, 1.0, G, C);
+        if (s == TCQ_OK && lo > 0) s = tcq_qla_dgemm(q, 0, 0, lo, C, hi - lo, 1.0, H + lo, R, st.db, C, 1.0, G, C);
     }
     if (mir_g) tcq_qla_unmirror(q, G);
     if (mir_h) tcq_qla_unmirror(q, H);
-    free(E);
-    free(G);
-    free(d);
-    free(db);
-    free(tg);
-    free(x);
-    free(wh);
-    free(cw);
-    free(gs);
+    tcq_quant_pass0_free(&st);
     return s;
 }
 

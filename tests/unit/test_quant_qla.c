@@ -143,9 +143,15 @@ static void check_factor(uint64_t *st, tcq_qla *q)
         double *D1 = malloc(sizeof(double) * (size_t)(m * b));
         test_random_spd(st, m, S);
         CHECK_OK(tcq_quant_block_ldl(S, m, b, L0, D0));
-        CHECK_OK(tcq_quant_block_ldl_on(q, S, m, b, L1, D1));
+        CHECK_OK(tcq_quant_block_ldl_on(q, NULL, S, m, b, L1, D1));
         CHECK(max_rel(L1, L0, m * m) < 1e-10 && max_rel(D1, D0, m * b) < 1e-10, "block LDL b=%d: L %g, D %g", b,
               max_rel(L1, L0, m * m), max_rel(D1, D0, m * b));
+        tcq_pool *pool = NULL;   /* its finish on 2 threads: the same bits */
+        CHECK_OK(tcq_pool_create(2, &pool));
+        CHECK_OK(tcq_quant_block_ldl_on(q, pool, S, m, b, L0, D0));
+        CHECK(!memcmp(L0, L1, sizeof(double) * (size_t)(m * m)) && !memcmp(D0, D1, sizeof(double) * (size_t)(m * b)),
+              "block LDL b=%d on qla: 2 threads differ from none", b);
+        tcq_pool_free(pool);
         free(S), free(L0), free(L1), free(D0), free(D1);
     }
     double bad[4] = {1, 2, 2, 1};
