@@ -625,6 +625,11 @@ typedef struct tcq_quantize_opts {
                                  a GPU needs: R / g launches, not R x scale_search); 1: row by row
                                  (GPTQ's order, the coder before session 27); 0: the default, 8
                                  (tinyqwen KL +1.0 / +0.5 % against 1 at k = 2 / 3); at most 256 */
+    int asym;                 /* LDLQ with a sequential calibration (calib, calib_sequential): GPTAQ's
+                                 asymmetric targets, each projection coded against what the input
+                                 model computes on its own inputs, ||W X_fp - Wq X||^2, instead of
+                                 ||(W - Wq) X||^2 on the partly coded model's X (a second, input-model
+                                 stream through the calibration; not with cuda or saved Hessians) */
 } tcq_quantize_opts;
 enum { TCQ_QMETHOD_RTN = 0, TCQ_QMETHOD_LDLQ = 1 };
 

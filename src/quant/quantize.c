@@ -559,6 +559,12 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
             const int writer = j == P_O || j == P_DOWN;
             if (sequential && !(c->recon = malloc((size_t)ts[i]->numel * sizeof *c->recon)))
                 s = tcq_fail(TCQ_ERR_NOMEM, "tensor %s: reconstruction", ts[i]->name);
+            int64_t hm = 0;
+            const double *H = tcq_quant_lhess_for(&c->lh, ts[i]->name, &hm);
+            const double *Cx = tcq_quant_lhess_cross_for(&c->lh, ts[i]->name);
+            if (s == TCQ_OK && H && Cx)   /* asym: the target W + W C Hd^-1 (asym.c), in place */
+                s = tcq_quant_asym_target(H, Cx, hm, c->o->damp > 0 ? c->o->damp : 0.1, rows[j], shape[j][writer ? 1 : 0],
+                                          c->n, writer ? 0 : 1);
             if (s == TCQ_OK) s = writer ? emit_writer(c, ts[i], rows[j]) : emit_reader(c, ts[i]->name, rows[j], ts[i]->shape[0], c->p.k);
             if (s == TCQ_OK && sequential) {   /* the coded weights are the layer's from now on */
                 if (writer) transpose(c->recon, ts[i]->shape[1], c->n, fw[j]);
@@ -721,6 +727,7 @@ static tcq_status open_hessians(qctx *c, int save)
     } else if (o->calib) {
         TCQ_TRY(tcq_quant_cal_open(c->in_dir, c->h, &c->calib, c->pool, &c->cal));
         tcq_quant_cal_set_qla(c->cal, c->qla);
+        if (save && o->asym) TCQ_TRY(tcq_quant_cal_set_asym(c->cal));
         const tcq_model_config *mc = &tcq_quant_cal_model(c->cal)->cfg;
         if (mc->n_layers < c->n_layers)
             return tcq_fail(TCQ_ERR_FORMAT, "%s: config has %d layers, the tensors %d", c->in_dir, mc->n_layers,
@@ -882,6 +889,10 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
     if (opts->alloc_windows < 0 || opts->alloc_windows > 1 << 16)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: allocation windows %d: 0 (4) to 65536", opts->alloc_windows);
     if (calibrated && c.rotate_only) return tcq_fail(TCQ_ERR_UNSUPPORTED, "quantize: calibration needs bits");
+    if (opts->asym && (opts->method != TCQ_QMETHOD_LDLQ || !opts->calib || opts->hessians_in ||
+                       !opts->calib_sequential || opts->cuda))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: asymmetric targets need LDLQ with a sequential calibration "
+                        "from a text (not saved Hessians), on the CPU");
     if (opts->damp < 0 || !isfinite(opts->damp))
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: damping %g: >= 0", opts->damp);
     if (!c.rotate_only) TCQ_TRY(tcq_block_check(c.p));

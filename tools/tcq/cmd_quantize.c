@@ -17,6 +17,7 @@ static void quantize_usage(FILE *f)
                "                    [--damp X] [--bpw B [--alloc-windows N] [--save-alloc FILE]\n"
                "                                        [--alloc-costs FILE]]\n"
                "                    [--layers N] [--ldlq-passes N] [--scale-search N] [--axis0-group N]\n"
+               "                    [--asym]\n"
                "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
                "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
                "  transform, codes every attention and MLP projection with the bitshift trellis\n"
@@ -61,6 +62,9 @@ static void quantize_usage(FILE *f)
                "  added over projections: an approximation), and the second pass codes.\n"
                "  --save-alloc FILE writes the costs, --alloc-costs FILE reuses them (other budgets\n"
                "  without the first pass).\n"
+               "  --asym (ldlq, --calib FILE --calib-mode sequential, CPU): GPTAQ's asymmetric targets:\n"
+               "  each projection coded to reproduce the input model's output on its own inputs\n"
+               "  (a second, unquantized stream through the calibration; ~2x its forward time).\n"
                "  --layers N: only decoder layers 0..N-1, written as a truncated N-layer model (checks\n"
                "  of time and memory on large models).\n");
 }
@@ -133,6 +137,7 @@ int cmd_quantize(int argc, char **argv)
     long long calib_tokens = 0, calib_ctx = 0, layers = 0, passes = 1, alloc_windows = 0, scale_search = 0;
     long long axis0_group = -1;   /* -1: not given (the library's default) */
     double damp = 0, bpw = 0;
+    int asym = 0;
     const char *calib = NULL, *hin = NULL, *hout = NULL, *cin = NULL, *cout = NULL;
     for (int i = 1; i < argc; i++) {
         long long *dst = NULL;
@@ -159,6 +164,10 @@ int cmd_quantize(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--interleave")) {
             interleave = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--asym")) {
+            asym = 1;
             continue;
         }
         if (!strcmp(argv[i], "--device") && i + 1 < argc) {
@@ -270,7 +279,7 @@ int cmd_quantize(int argc, char **argv)
                            .hessians_in = hin, .hessians_out = hout, .bpw = bpw, .calib_sequential = calib_sequential,
                            .layers = (int)layers, .ldlq_passes = passes ? (int)passes : -1,
                            .alloc_windows = (int)alloc_windows, .alloc_costs_in = cin, .alloc_costs_out = cout,
-                           .scale_search = (int)scale_search, .axis0_group = axis0_group < 0 ? 0 : (int)axis0_group};
+                           .scale_search = (int)scale_search, .axis0_group = axis0_group < 0 ? 0 : (int)axis0_group, .asym = asym};
     if (axis0_group != -1 && (axis0_group < 1 || axis0_group > 256)) {
         fprintf(stderr, "tcq quantize: --axis0-group must be in [1, 256] (stored rows per BlockLDLQ block of "
                         "o/down), got %lld\n", axis0_group);
