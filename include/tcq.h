@@ -629,7 +629,10 @@ typedef struct tcq_quantize_opts {
                                  asymmetric targets, each projection coded against what the input
                                  model computes on its own inputs, ||W X_fp - Wq X||^2, instead of
                                  ||(W - Wq) X||^2 on the partly coded model's X (a second, input-model
-                                 stream through the calibration; not with cuda or saved Hessians) */
+                                 stream through the calibration; not with cuda or saved Hessians).
+                                 1: a layer's statistics taken once, before it is coded; 2: also
+                                 retaken before o, gate/up and down with the projections before
+                                 them coded (~4x the calibration forward; no hessians_out) */
 } tcq_quantize_opts;
 enum { TCQ_QMETHOD_RTN = 0, TCQ_QMETHOD_LDLQ = 1 };
 

@@ -411,6 +411,12 @@ tcq_status tcq_quant_cal_set_asym(tcq_quant_cal *c)
 
 tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const tcq_layer *L, tcq_quant_lhess *lh, int advance)
 {
+    return tcq_quant_cal_layer_asym(c, layer, L, L, lh, advance, 1);
+}
+
+tcq_status tcq_quant_cal_layer_asym(tcq_quant_cal *c, int layer, const tcq_layer *Lfp, const tcq_layer *L,
+                                    tcq_quant_lhess *lh, int advance, int fp_advance)
+{
     tcq_model *m = c->m;
     int fresh[TCQ_TAP_SITES] = {0};   /* allocated here: zeros, so the device copy starts zeroed (no push) */
     if (lh) {
@@ -453,13 +459,14 @@ tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const tcq_layer *L, 
     m->mm_user = c;
     for (int64_t w = 0; s == TCQ_OK && w < c->windows; w++) {
         for (int pass = c->Xfp && lh ? 0 : 1; s == TCQ_OK && pass < 2; pass++) {
-            /* pass 0 (asymmetric): the input model's window, moved on in place, its taps kept */
+            /* pass 0 (asymmetric): the input model's window through Lfp, its taps kept, moved on in
+             * place where fp_advance */
             c->recording = pass == 0;
             for (int i = 0; i < TCQ_TAP_SITES; i++) c->row[i] = 0;
             float *x = (pass ? c->X : c->Xfp) + w * c->ctx * c->dim;
-            if (pass && !advance) x = memcpy(c->win, x, (size_t)(c->ctx * c->dim) * sizeof *x);
+            if (pass ? !advance : !fp_advance) x = memcpy(c->win, x, (size_t)(c->ctx * c->dim) * sizeof *x);
             s = tcq_session_rewind(c->sess, 0);
-            if (s == TCQ_OK) s = tcq_model_layer_forward(m, c->sess, L, layer, x, c->ctx);
+            if (s == TCQ_OK) s = tcq_model_layer_forward(m, c->sess, pass ? L : Lfp, layer, x, c->ctx);
             if (s == TCQ_OK) s = c->s;
         }
     }

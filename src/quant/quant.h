@@ -118,6 +118,11 @@ struct tcq_model *tcq_quant_cal_model(tcq_quant_cal *c);
 struct tcq_layer;
 tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const struct tcq_layer *L, tcq_quant_lhess *lh,
                                int advance);
+/* The same with asymmetric calibration on: the input model's stream through Lfp (the unquantized
+ * layer; moved on only where fp_advance), the coded stream through L (a layer partly coded, for
+ * statistics taken within the layer).  tcq_quant_cal_layer is this with Lfp = L, fp_advance 1. */
+tcq_status tcq_quant_cal_layer_asym(tcq_quant_cal *c, int layer, const struct tcq_layer *Lfp, const struct tcq_layer *L,
+                                    tcq_quant_lhess *lh, int advance, int fp_advance);
 
 /* The token ids of a calibration text (malloc'd), with clear errors for a missing or empty file
  * and one shorter than a window of ctx tokens. */

@@ -481,7 +481,10 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
 {
     const int hessians = c->cal || c->hin.f;
     const int sequential = c->cal && c->o->calib_sequential && !c->dry;
-    float *rows[P_COUNT] = {0}, *fw[P_COUNT] = {0}, *ones = NULL;
+    /* asym 2: the statistics retaken inside the layer before o, gate/up and down, the projections
+     * before them coded (GPTQ's "true sequential"); the input model's layer kept for its stream */
+    const int inlayer = sequential && c->o->asym == 2;
+    float *rows[P_COUNT] = {0}, *fw[P_COUNT] = {0}, *ones = NULL, *rfp[P_COUNT] = {0}, *ffp[P_COUNT] = {0};
     int64_t idx[P_COUNT], shape[P_COUNT][2];
     for (int j = 0; j < P_COUNT; j++) idx[j] = -1;
     tcq_status s = TCQ_OK;
@@ -509,6 +512,10 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
                 if (!fw[j]) s = tcq_fail(TCQ_ERR_NOMEM, "tensor %s: forward copy", t->name);
                 else transpose(rows[j], t->shape[1], c->n, fw[j]);
             }
+            float **keep = writer ? &ffp[j] : &rfp[j];
+            if (s == TCQ_OK && inlayer && !(*keep = malloc((size_t)t->numel * sizeof **keep)))
+                s = tcq_fail(TCQ_ERR_NOMEM, "tensor %s: the input model's copy", t->name);
+            if (s == TCQ_OK && inlayer) memcpy(*keep, writer ? fw[j] : rows[j], (size_t)t->numel * sizeof **keep);
         }
         const double t0 = now_s();
         if (s == TCQ_OK && c->hin.f) s = tcq_quant_hfile_get(&c->hin, l, &c->lh);
@@ -519,7 +526,8 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
             for (int64_t i = 0; ones && i < c->n; i++) ones[i] = 1.0f;
             layer_view(c, l, rows, fw, shape, ones, &L);
             /* non-sequential: the unquantized layer moves the stream in the same pass */
-            if (s == TCQ_OK) s = tcq_quant_cal_layer(c->cal, l, &L, &c->lh, !sequential);
+            if (s == TCQ_OK && inlayer) s = tcq_quant_cal_layer_asym(c->cal, l, &L, &L, &c->lh, 0, 0);
+            else if (s == TCQ_OK) s = tcq_quant_cal_layer(c->cal, l, &L, &c->lh, !sequential);
         }
         if (s == TCQ_OK && c->hout.f && !c->dry) s = tcq_quant_hfile_put(&c->hout, l, &c->lh);
         if (s == TCQ_OK && c->cb && !c->dry) {
@@ -530,9 +538,27 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
             c->pr.phase = NULL;
         }
     }
-    for (int64_t i = 0; s == TCQ_OK && i < count; i++) {
-        if (c->lay[i] != l) continue;
+    /* the order of coding: the tensors' (sorted by name), or with inlayer the projections in the
+     * forward's order first */
+    int64_t *order = malloc((size_t)(count ? count : 1) * sizeof *order), n_ord = 0;
+    if (!order && s == TCQ_OK) s = tcq_fail(TCQ_ERR_NOMEM, "layer %d: order", l);
+    for (int j = 0; order && inlayer && j < P_COUNT; j++)
+        if (idx[j] >= 0) order[n_ord++] = idx[j];
+    for (int64_t i = 0; order && i < count; i++)
+        if (c->lay[i] == l && !(inlayer && proj_slot(ts[i]->name) >= 0)) order[n_ord++] = i;
+    for (int64_t oi = 0; s == TCQ_OK && oi < n_ord; oi++) {
+        const int64_t i = order[oi];
         const int j = proj_slot(ts[i]->name);
+        if (inlayer && (j == P_O || j == P_GATE || j == P_DOWN) && rows[j]) {
+            /* the statistics of this site again, the projections before it coded; the input
+             * model's stream moves on with the last */
+            tcq_layer Lfp, L;
+            layer_view(c, l, rfp, ffp, shape, ones, &Lfp);
+            layer_view(c, l, rows, fw, shape, ones, &L);
+            tcq_quant_lhess_free(&c->lh);
+            s = tcq_quant_cal_layer_asym(c->cal, l, &Lfp, &L, &c->lh, 0, j == P_DOWN);
+            if (s != TCQ_OK) break;
+        }
         if (c->dry) {
             if (j < 0 || !plan[i]) continue;
             for (int k = 2; s == TCQ_OK && k <= 4; k++) {
@@ -587,6 +613,7 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
         if (s == TCQ_OK && c->cb) c->cb(&c->pr, c->user);
         c->pr.note = NULL;
     }
+    free(order);
     if (s == TCQ_OK && c->dry && c->sens) s = tcq_quant_sens_advance(c->sens);
     if (s == TCQ_OK && sequential) {
         tcq_layer L;
@@ -596,6 +623,8 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
     for (int j = 0; j < P_COUNT; j++) {
         free(rows[j]);
         free(fw[j]);
+        free(rfp[j]);
+        free(ffp[j]);
     }
     free(ones);
     tcq_quant_lhess_free(&c->lh);
@@ -893,6 +922,9 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
                        !opts->calib_sequential || opts->cuda))
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: asymmetric targets need LDLQ with a sequential calibration "
                         "from a text (not saved Hessians), on the CPU");
+    if (opts->asym < 0 || opts->asym > 2 || (opts->asym == 2 && opts->hessians_out))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: asym %d: 0, 1 or 2 (2: statistics retaken inside each layer, "
+                        "so none to save)", opts->asym);
     if (opts->damp < 0 || !isfinite(opts->damp))
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: damping %g: >= 0", opts->damp);
     if (!c.rotate_only) TCQ_TRY(tcq_block_check(c.p));

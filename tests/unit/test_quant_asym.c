@@ -5,7 +5,10 @@
  * 3. tiny_llama, sequential calibration: with --layers 1 both streams are the embedding, so the
  *    cross terms are zero and asym writes the same bytes as without; on the 2-layer model layer 0
  *    stays identical and layer 1 (whose inputs differ between the streams) changes.  Clear errors
- *    without a sequential calibration from a text. */
+ *    without a sequential calibration from a text.
+ * 4. asym 2 (statistics retaken inside the layer), one layer: q/k/v as without asym (their inputs
+ *    are the embedding in both streams), o, gate, up and down changed (their inputs now come
+ *    through coded projections). */
 #include "test.h"
 #include "quant/quant.h"
 
@@ -218,6 +221,22 @@ int main(void)
         }
     fprintf(stderr, "layer 1: %d of 7 projections changed by asym\n", changed);
     CHECK(changed == 7, "layer 1: only %d of 7 projections changed by asym", changed);
+
+    /* 4: asym 2, one layer, against out[0] (plain, one layer) */
+    char w1[600];
+    snprintf(w1, sizeof w1, "%s/qw", tmp);
+    {
+        const tcq_quantize_opts o = {.bits = 2, .seed = 1, .threads = 2, .method = TCQ_QMETHOD_LDLQ, .calib = calib,
+                                     .calib_tokens = 1024, .calib_ctx = 128, .calib_sequential = 1, .layers = 1,
+                                     .scale_search = 1, .ldlq_passes = -1, .asym = 2};
+        CHECK_OK(tcq_quantize_model(model, w1, &o, NULL, NULL));
+    }
+    for (int j = 0; j < 7; j++) {
+        char name[200];
+        snprintf(name, sizeof name, "model.layers.0.%s.weight", projs[j]);
+        const int same = same_tensor(out[0], w1, name);
+        CHECK(same == (j < 3), "asym 2, one layer: %s %s", name, same ? "unchanged" : "changed");
+    }
 
     /* refused: saved Hessians, an original-mode calibration, RTN */
     tcq_quantize_opts o = {.bits = 2, .seed = 1, .threads = 2, .method = TCQ_QMETHOD_LDLQ, .calib = calib,

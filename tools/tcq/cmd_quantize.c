@@ -17,7 +17,7 @@ static void quantize_usage(FILE *f)
                "                    [--damp X] [--bpw B [--alloc-windows N] [--save-alloc FILE]\n"
                "                                        [--alloc-costs FILE]]\n"
                "                    [--layers N] [--ldlq-passes N] [--scale-search N] [--axis0-group N]\n"
-               "                    [--asym]\n"
+               "                    [--asym layer|within]\n"
                "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
                "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
                "  transform, codes every attention and MLP projection with the bitshift trellis\n"
@@ -62,9 +62,11 @@ static void quantize_usage(FILE *f)
                "  added over projections: an approximation), and the second pass codes.\n"
                "  --save-alloc FILE writes the costs, --alloc-costs FILE reuses them (other budgets\n"
                "  without the first pass).\n"
-               "  --asym (ldlq, --calib FILE --calib-mode sequential, CPU): GPTAQ's asymmetric targets:\n"
-               "  each projection coded to reproduce the input model's output on its own inputs\n"
-               "  (a second, unquantized stream through the calibration; ~2x its forward time).\n"
+               "  --asym layer|within (ldlq, --calib FILE --calib-mode sequential, CPU): GPTAQ's\n"
+               "  asymmetric targets: each projection coded to reproduce the input model's output on\n"
+               "  its own inputs (a second, unquantized stream through the calibration; ~1.5x its\n"
+               "  forward time); within: the statistics also retaken before o, gate/up and down with\n"
+               "  the projections before them coded (~4x).\n"
                "  --layers N: only decoder layers 0..N-1, written as a truncated N-layer model (checks\n"
                "  of time and memory on large models).\n");
 }
@@ -166,8 +168,14 @@ int cmd_quantize(int argc, char **argv)
             interleave = 1;
             continue;
         }
-        if (!strcmp(argv[i], "--asym")) {
-            asym = 1;
+        if (!strcmp(argv[i], "--asym") && i + 1 < argc) {
+            i++;
+            if (!strcmp(argv[i], "layer")) asym = 1;
+            else if (!strcmp(argv[i], "within")) asym = 2;
+            else {
+                fprintf(stderr, "tcq quantize: --asym layer|within, got '%s'\n", argv[i]);
+                return 2;
+            }
             continue;
         }
         if (!strcmp(argv[i], "--device") && i + 1 < argc) {
