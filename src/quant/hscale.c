@@ -9,33 +9,67 @@
  *   a Schur product of two PSD matrices (positive definite for a damped H), solved by Cholesky.
  * fp16 rounding of the solution can lose against the scales in hand, so the new set is kept only
  * where the loss (with the rounded scales) is lower: per row on axis 1, as a whole on axis 0. */
+#include "qla.h"
 #include "quant.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
 
-static int decode_unit(tcq_block_params p, const uint32_t *codes, int64_t R, int64_t C, double *V)
+typedef struct unit_job {
+    tcq_block_params p;
+    const uint32_t *codes;
+    int64_t R, C;
+    double *V;
+    float *v;                 /* [threads][C] */
+} unit_job;
+
+static void unit_item(void *arg, int64_t item, int thread)
 {
-    float *v = malloc((size_t)C * sizeof *v);
-    const int64_t rw = C * p.k / 32;
-    if (!v) return 0;
-    for (int64_t r = 0; r < R; r++) {
-        for (int64_t b = 0; b < C / p.T; b++)
-            tcq_block_decode_f32(p, codes + r * rw + b * tcq_block_words(p), 1.0f, v + b * p.T);
-        for (int64_t t = 0; t < C; t++) V[r * C + t] = v[t];
+    const unit_job *j = arg;
+    const int64_t rw = j->C * j->p.k / 32;
+    float *v = j->v + (size_t)thread * j->C;
+    for (int64_t r = item * 64; r < TCQ_MIN(item * 64 + 64, j->R); r++) {
+        for (int64_t b = 0; b < j->C / j->p.T; b++)
+            tcq_block_decode_f32(j->p, j->codes + r * rw + b * tcq_block_words(j->p), 1.0f, v + b * j->p.T);
+        for (int64_t t = 0; t < j->C; t++) j->V[r * j->C + t] = v[t];
     }
+}
+
+/* V [R, C]: the code values at scale 1, on the pool (rows in items of 64) */
+static int decode_unit(tcq_pool *pool, tcq_block_params p, const uint32_t *codes, int64_t R, int64_t C, double *V)
+{
+    const int threads = pool ? tcq_pool_size(pool) : 1;
+    float *v = malloc((size_t)(threads * C) * sizeof *v);
+    if (!v) return 0;
+    unit_job j = {p, codes, R, C, V, v};
+    if (pool) tcq_pool_run(pool, (R + 63) / 64, unit_item, &j);
+    else
+        for (int64_t i = 0; i < (R + 63) / 64; i++) unit_item(&j, i, 0);
     free(v);
     return 1;
 }
 
-static tcq_status hscale_axis1(const double *H, double lambda, const float *W, int64_t R, int64_t C,
+/* Row-major C [M, N] = A op(B) (A [M, K]), on qla's backend or CBLAS here */
+static tcq_status gemm(tcq_qla *qla, int tb, int64_t M, int64_t N, int64_t K, const double *A, const double *B,
+                       int64_t ldb, double *Cm)
+{
+    if (qla) return tcq_qla_dgemm(qla, 0, tb, M, N, K, 1.0, A, K, B, ldb, 0.0, Cm, N);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, 1.0, A, (int)K, B,
+                (int)ldb, 0.0, Cm, (int)N);
+    return TCQ_OK;
+}
+
+static tcq_status hscale_axis1(tcq_qla *qla, const double *H, double lambda, const float *W, int64_t R, int64_t C,
                                const double *V, uint16_t *scales)
 {
     double *VH = malloc((size_t)(R * C) * sizeof *VH);
     if (!VH) return tcq_fail(TCQ_ERR_NOMEM, "H-weighted scales of [%lld, %lld]", (long long)R, (long long)C);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)C, 1.0, V, (int)C, H, (int)C, 0.0,
-                VH, (int)C);
+    const tcq_status st = gemm(qla, 0, R, C, C, V, H, C, VH);
+    if (st != TCQ_OK) {
+        free(VH);
+        return st;
+    }
     for (int64_t i = 0; i < R * C; i++) VH[i] += lambda * V[i];
     for (int64_t r = 0; r < R; r++) {
         double num = 0, den = 0;
@@ -62,7 +96,7 @@ static double quad(const double *A, const double *b, const double *s, int64_t R)
     return q;
 }
 
-static tcq_status hscale_axis0(const double *H, double lambda, const float *W, int64_t R, int64_t C,
+static tcq_status hscale_axis0(tcq_qla *qla, const double *H, double lambda, const float *W, int64_t R, int64_t C,
                                const double *V, uint16_t *scales)
 {
     double *A = malloc((size_t)(R * R) * sizeof *A), *P = malloc((size_t)(R * R) * sizeof *P);
@@ -75,11 +109,11 @@ static tcq_status hscale_axis0(const double *H, double lambda, const float *W, i
                         : tcq_fail(TCQ_ERR_NOMEM, "H-weighted scales of [%lld, %lld]", (long long)R, (long long)C);
     if (st == TCQ_OK) {
         for (int64_t i = 0; i < R * C; i++) Wd[i] = W[i];
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)R, (int)R, (int)C, 1.0, V, (int)C, V, (int)C, 0.0, A,
-                    (int)R);
+        st = gemm(qla, 1, R, R, C, V, V, C, A);   /* V V^T */
+        if (st == TCQ_OK) st = gemm(qla, 1, R, R, C, V, Wd, C, P);   /* V W^T */
+    }
+    if (st == TCQ_OK) {
         for (int64_t i = 0; i < R; i++) Gd[i] = A[i * R + i];
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)R, (int)R, (int)C, 1.0, V, (int)C, Wd, (int)C, 0.0,
-                    P, (int)R);
         for (int64_t i = 0; i < R; i++) {
             b[i] = 0;
             for (int64_t j = 0; j < R; j++) A[i * R + j] *= H[i * R + j], b[i] += H[i * R + j] * P[i * R + j];
@@ -91,7 +125,7 @@ static tcq_status hscale_axis0(const double *H, double lambda, const float *W, i
         memcpy(Af, A, (size_t)(R * R) * sizeof *Af);
         /* a singular system (an all-zero code row cannot happen: the 1MAD code has no zero run
          * long enough, but a zero Hessian row can) keeps the scales in hand */
-        if (tcq_quant_cholesky(Af, R) != TCQ_OK) {
+        if ((qla ? tcq_qla_cholesky(qla, Af, R) : tcq_quant_cholesky(Af, R)) != TCQ_OK) {
             tcq_error_clear();
         } else {
             memcpy(s, b, (size_t)R * sizeof *s);
@@ -119,15 +153,22 @@ static tcq_status hscale_axis0(const double *H, double lambda, const float *W, i
     return st;
 }
 
-tcq_status tcq_quant_hscale(tcq_block_params p, const float *W, int64_t R, int64_t C, int axis, const double *H,
-                            double lambda, const uint32_t *codes, uint16_t *scales)
+tcq_status tcq_quant_hscale_on(tcq_qla *qla, tcq_pool *pool, tcq_block_params p, const float *W, int64_t R, int64_t C,
+                               int axis, const double *H, double lambda, const uint32_t *codes, uint16_t *scales)
 {
     double *V = malloc((size_t)(R * C) * sizeof *V);
-    if (!V || !decode_unit(p, codes, R, C, V)) {
+    if (!V || !decode_unit(pool, p, codes, R, C, V)) {
         free(V);
         return tcq_fail(TCQ_ERR_NOMEM, "H-weighted scales of [%lld, %lld]", (long long)R, (long long)C);
     }
-    const tcq_status s = axis ? hscale_axis1(H, lambda, W, R, C, V, scales) : hscale_axis0(H, lambda, W, R, C, V, scales);
+    const tcq_status s = axis ? hscale_axis1(qla, H, lambda, W, R, C, V, scales)
+                              : hscale_axis0(qla, H, lambda, W, R, C, V, scales);
     free(V);
     return s;
+}
+
+tcq_status tcq_quant_hscale(tcq_block_params p, const float *W, int64_t R, int64_t C, int axis, const double *H,
+                            double lambda, const uint32_t *codes, uint16_t *scales)
+{
+    return tcq_quant_hscale_on(NULL, NULL, p, W, R, C, axis, H, lambda, codes, scales);
 }

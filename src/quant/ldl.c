@@ -32,10 +32,49 @@ tcq_status tcq_quant_cholesky(double *A, int64_t m)
 
 tcq_status tcq_quant_block_ldl(const double *H, int64_t m, int b, double *L, double *D)
 {
-    return tcq_quant_block_ldl_on(NULL, H, m, b, L, D);
+    return tcq_quant_block_ldl_on(NULL, NULL, H, m, b, L, D);
 }
 
-tcq_status tcq_quant_block_ldl_on(tcq_qla *qla, const double *H, int64_t m, int b, double *L, double *D)
+/* The per-block finish below, on the pool: rows in chunks of LDL_ROWS, each chunk one item that
+ * owns its rows (every block's solve on them, then its diagonal block's I).  A row's solve is the
+ * same DTRSM as one call over all of a column block's rows would do on it (OpenBLAS solves the
+ * rows independently: checked bit for bit on random row splits with its Haswell, SkylakeX,
+ * Cooperlake, Sandybridge and Prescott kernels), so any thread count gives the bits of one call
+ * per block.  A chunk is a band of whole rows: the walk no longer strides down a column block. */
+#define LDL_ROWS 256
+
+typedef struct ldl_job {
+    double *L, *diag;
+    const double *cb;         /* every block's C_bb, n x n at cb + b0 * b */
+    int64_t m, b, n0, chunks; /* n0: the first block's rows (m mod b, or b) */
+} ldl_job;
+
+static void ldl_item(void *arg, int64_t item, int thread)
+{
+    (void)thread;
+    const ldl_job *j = arg;
+    const int64_t m = j->m, c = j->chunks - 1 - item;   /* the longest rows (most blocks) first */
+    const int64_t r0 = c * LDL_ROWS, r1 = TCQ_MIN(m, r0 + LDL_ROWS);
+    double *L = j->L;
+    if (j->diag) {   /* blocks of one: L_ij = C_ij / C_jj */
+        for (int64_t i = r0; i < r1; i++) {
+            double *Li = L + i * m;
+            for (int64_t k = 0; k < i; k++) Li[k] /= j->diag[k];
+            Li[i] = 1;
+        }
+        return;
+    }
+    for (int64_t b0 = 0, n = j->n0; b0 < r1; b0 += n, n = j->b) {
+        const int64_t lo = TCQ_MAX(r0, b0);
+        cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, (int)(r1 - lo), (int)n, 1.0,
+                    j->cb + b0 * j->b, (int)n, L + lo * m + b0, (int)m);
+        for (int64_t r = lo; r < TCQ_MIN(r1, b0 + n); r++)   /* the diagonal block: exactly I */
+            for (int64_t k = 0; k < n; k++) L[r * m + b0 + k] = r - b0 == k;
+    }
+}
+
+tcq_status tcq_quant_block_ldl_on(tcq_qla *qla, tcq_pool *pool, const double *H, int64_t m, int b, double *L,
+                                  double *D)
 {
     if (!H || !L || !D || m <= 0 || b <= 0)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "block LDL: size %lld, block %d", (long long)m, b);
@@ -43,37 +82,38 @@ tcq_status tcq_quant_block_ldl_on(tcq_qla *qla, const double *H, int64_t m, int 
     /* the factor is the O(m^3) part (a 14B down projection: m = 17408, 1.8 Tflop); the per-block
      * finish below is O(m^2 b) */
     TCQ_TRY(qla ? tcq_qla_cholesky(qla, L, m) : tcq_quant_cholesky(L, m));
+    ldl_job j = {L, NULL, NULL, m, b, m % b ? m % b : b, (m + LDL_ROWS - 1) / LDL_ROWS};
     if (qla && b == 1) {
         /* blocks of one (axis 0, m up to the FFN width): D_i = C_ii^2, L_ij = C_ij / C_jj, row by
-         * row; the loop below would walk each column of the m x m factor with stride m */
-        for (int64_t i = 0; i < m; i++) D[i] = L[i * m + i] * L[i * m + i];
+         * row; the blocked finish would walk each column of the m x m factor with stride m */
+        double *diag = malloc((size_t)m * sizeof *diag);
+        if (!diag) return tcq_fail(TCQ_ERR_NOMEM, "block LDL: %lld pivots", (long long)m);
         for (int64_t i = 0; i < m; i++) {
-            double *Li = L + i * m;
-            for (int64_t j = 0; j < i; j++) Li[j] /= L[j * m + j];
+            diag[i] = L[i * m + i];
+            D[i] = diag[i] * diag[i];
         }
-        for (int64_t i = 0; i < m; i++) L[i * m + i] = 1;
+        j.diag = diag;
+        tcq_pool_run(pool, j.chunks, ldl_item, &j);
+        free(diag);
         return TCQ_OK;
     }
     /* per block: D_b = C_bb C_bb^T, then L's column block = C's column block times C_bb^-1; the
      * blocks of b from the last row, the first one of m mod b where b does not divide m */
-    double *cbb = malloc((size_t)b * b * sizeof *cbb);
-    if (!cbb) return tcq_fail(TCQ_ERR_NOMEM, "block LDL: %d x %d block", b, b);
-    for (int64_t b0 = 0, n = m % b ? m % b : b; b0 < m; b0 += n, n = b) {
+    double *cb = malloc((size_t)(m * b) * sizeof *cb);
+    if (!cb) return tcq_fail(TCQ_ERR_NOMEM, "block LDL: %lld x %d blocks", (long long)m, b);
+    for (int64_t b0 = 0, n = j.n0; b0 < m; b0 += n, n = b) {
+        double *cbb = cb + b0 * b, *Db = D + b0 * b;   /* n x n each */
         for (int64_t r = 0; r < n; r++)
             for (int64_t c = 0; c < n; c++) cbb[r * n + c] = L[(b0 + r) * m + b0 + c];
-        double *Db = D + b0 * b;   /* n x n */
         for (int64_t r = 0; r < n; r++)
             for (int64_t c = 0; c < n; c++) {
                 double s = 0;
                 for (int64_t k = 0; k <= TCQ_MIN(r, c); k++) s += cbb[r * n + k] * cbb[c * n + k];
                 Db[r * n + c] = s;
             }
-        /* rows b0.. of column block b0 times C_bb^-1 (its diagonal block becomes exactly I) */
-        cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, (int)(m - b0), (int)n, 1.0, cbb,
-                    (int)n, L + b0 * m + b0, (int)m);
-        for (int64_t r = 0; r < n; r++)
-            for (int64_t c = 0; c < n; c++) L[(b0 + r) * m + b0 + c] = r == c;
     }
-    free(cbb);
+    j.cb = cb;
+    tcq_pool_run(pool, j.chunks, ldl_item, &j);
+    free(cb);
     return TCQ_OK;
 }

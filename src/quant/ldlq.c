@@ -28,6 +28,30 @@ void tcq_quant_decode_rows(tcq_block_params p, const uint32_t *codes, const uint
     for (int64_t r = 0; r < R; r++) decode_row(p, codes + r * rw, scales[r], C, out + r * C);
 }
 
+typedef struct dec_job {
+    tcq_block_params p;
+    const uint32_t *codes;
+    const uint16_t *scales;
+    int64_t R, C;
+    float *out;
+} dec_job;
+
+static void dec_item(void *arg, int64_t item, int thread)
+{
+    const dec_job *j = arg;
+    const int64_t r0 = item * 64, n = TCQ_MIN(64, j->R - r0), rw = j->C * j->p.k / 32;
+    (void)thread;
+    tcq_quant_decode_rows(j->p, j->codes + r0 * rw, j->scales + r0, n, j->C, j->out + r0 * j->C);
+}
+
+void tcq_quant_decode_rows_on(tcq_pool *pool, tcq_block_params p, const uint32_t *codes, const uint16_t *scales,
+                              int64_t R, int64_t C, float *out)
+{
+    dec_job j = {p, codes, scales, R, C, out};
+    if (pool) tcq_pool_run(pool, (R + 63) / 64, dec_item, &j);
+    else tcq_quant_decode_rows(p, codes, scales, R, C, out);
+}
+
 /* The proxy's sum(E o P) in fixed chunks of PROXY_ROWS rows (P = E H for axis 1, H E for
  * axis 0), one dgemm each on the pool's threads, partial sums added in chunk order: the same
  * bits for any thread count.  For a 14B down projection the two products (loss and reference)
@@ -136,53 +160,84 @@ static void cand_item(void *arg, int64_t item, int thread)
     j->err[item] = err;
 }
 
-tcq_status tcq_quant_code_candidates(const tcq_ldlq_args *a, const float *tg, int64_t n, int n_mult, uint32_t *codes,
-                                     uint16_t *scales)
+/* One (row, candidate) of tcq_quant_code_candidates before the encoder: the row divided by its
+ * candidate scale (sh, set by the caller). */
+typedef struct cand_x_job {
+    int n_mult;
+    int64_t C;
+    const float *tg;          /* [n, C] */
+    const uint16_t *sh;       /* [n * n_mult] */
+    float *x;                 /* [n * n_mult, C] */
+} cand_x_job;
+
+static void cand_x_item(void *arg, int64_t item, int thread)
+{
+    (void)thread;
+    const cand_x_job *j = arg;
+    const float *t = j->tg + item / j->n_mult * j->C;
+    const float sc = tcq_f16_to_f32(j->sh[item]);
+    float *xm = j->x + item * j->C;
+    for (int64_t c = 0; c < j->C; c++) xm[c] = t[c] / sc;
+}
+
+tcq_status tcq_quant_cand_alloc(const tcq_ldlq_args *a, int64_t n, int n_mult, tcq_quant_cand *sc)
+{
+    const int64_t C = a->C, rw = C * a->p.k / 32, items = n * n_mult, threads = a->pool ? tcq_pool_size(a->pool) : 1;
+    *sc = (tcq_quant_cand){n, n_mult, malloc((size_t)(items * C) * sizeof *sc->x),
+                           malloc((size_t)(threads * C) * sizeof *sc->dec), malloc((size_t)(items * rw) * sizeof *sc->words),
+                           malloc((size_t)items * sizeof *sc->sh), malloc((size_t)items * sizeof *sc->err),
+                           malloc((size_t)items * sizeof *sc->failed)};
+    if (sc->x && sc->dec && sc->words && sc->sh && sc->err && sc->failed) return TCQ_OK;
+    tcq_quant_cand_free(sc);
+    return tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale candidates: %lld rows of %lld", (long long)n, (long long)C);
+}
+
+void tcq_quant_cand_free(tcq_quant_cand *sc)
+{
+    free(sc->x);
+    free(sc->dec);
+    free(sc->words);
+    free(sc->sh);
+    free(sc->err);
+    free(sc->failed);
+    *sc = (tcq_quant_cand){0};
+}
+
+tcq_status tcq_quant_code_candidates(const tcq_ldlq_args *a, tcq_quant_cand *scratch, const float *tg, int64_t n,
+                                     int n_mult, uint32_t *codes, uint16_t *scales)
 {
     const tcq_block_params p = a->p;
-    const int64_t C = a->C, rw = C * p.k / 32, items = n * n_mult, threads = a->pool ? tcq_pool_size(a->pool) : 1;
-    float *x = malloc((size_t)(items * C) * sizeof *x), *dec = malloc((size_t)(threads * C) * sizeof *dec);
-    uint32_t *words = malloc((size_t)(items * rw) * sizeof *words);
-    uint16_t *sh = malloc((size_t)items * sizeof *sh);
-    double *err = malloc((size_t)items * sizeof *err);
-    int *failed = calloc((size_t)items, sizeof *failed);
-    tcq_status s = x && dec && words && sh && err && failed ? TCQ_OK
-                 : tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale candidates: %lld rows of %lld", (long long)n, (long long)C);
-    for (int64_t r = 0; s == TCQ_OK && r < n; r++) {
-        const float *t = tg + r * C;
-        const uint16_t rms = tcq_scale_for_row(p.L, t, C);
-        for (int m = 0; m < n_mult; m++) {
-            sh[r * n_mult + m] = scaled(rms, scale_mult[m]);
-            const float sc = tcq_f16_to_f32(sh[r * n_mult + m]);
-            float *xm = x + (r * n_mult + m) * C;
-            for (int64_t c = 0; c < C; c++) xm[c] = t[c] / sc;
-        }
+    const int64_t C = a->C, rw = C * p.k / 32, items = n * n_mult;
+    tcq_quant_cand own = {0}, *sc = scratch;
+    if (!sc || sc->n * sc->n_mult < items) {
+        TCQ_TRY(tcq_quant_cand_alloc(a, n, n_mult, &own));
+        sc = &own;
     }
+    memset(sc->failed, 0, (size_t)items * sizeof *sc->failed);
+    for (int64_t r = 0; r < n; r++) {
+        const uint16_t rms = tcq_scale_for_row(p.L, tg + r * C, C);
+        for (int m = 0; m < n_mult; m++) sc->sh[r * n_mult + m] = scaled(rms, scale_mult[m]);
+    }
+    cand_x_job xj = {n_mult, C, tg, sc->sh, sc->x};
+    tcq_pool_run(a->pool, items, cand_x_item, &xj);
     /* every trellis block is coded on its own: one call for all rows and candidates gives the
      * words of one call per candidate (on a GPU: one launch instead of n x n_mult of C/T blocks) */
-    if (s == TCQ_OK) s = tcq_quant_encode_blocks(a, x, NULL, items * (C / p.T), words);
+    tcq_status s = tcq_quant_encode_blocks(a, sc->x, NULL, items * (C / p.T), sc->words);
     if (s == TCQ_OK) {
-        cand_job j = {p, a->refit, n_mult, C, tg, words, sh, err, dec, failed};
-        if (a->pool) tcq_pool_run(a->pool, items, cand_item, &j);
-        else
-            for (int64_t i = 0; i < items; i++) cand_item(&j, i, 0);
+        cand_job j = {p, a->refit, n_mult, C, tg, sc->words, sc->sh, sc->err, sc->dec, sc->failed};
+        tcq_pool_run(a->pool, items, cand_item, &j);
         for (int64_t i = 0; i < items; i++)
-            if (failed[i]) s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale candidates: refit of a row of %lld", (long long)C);
+            if (sc->failed[i]) s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale candidates: refit of a row of %lld", (long long)C);
     }
     for (int64_t r = 0; s == TCQ_OK && r < n; r++) {
-        const double *e = err + r * n_mult;
+        const double *e = sc->err + r * n_mult;
         int pick = 0;
         for (int m = 1; m < n_mult; m++)   /* the first of equal errors is kept */
             if (e[m] < e[pick] || isnan(e[pick])) pick = m;
-        scales[r] = sh[r * n_mult + pick];
-        memcpy(codes + r * rw, words + (r * n_mult + pick) * rw, (size_t)rw * sizeof *codes);
+        scales[r] = sc->sh[r * n_mult + pick];
+        memcpy(codes + r * rw, sc->words + (r * n_mult + pick) * rw, (size_t)rw * sizeof *codes);
     }
-    free(x);
-    free(dec);
-    free(words);
-    free(sh);
-    free(err);
-    free(failed);
+    if (sc == &own) tcq_quant_cand_free(&own);
     return s;
 }
 
@@ -201,42 +256,157 @@ tcq_status tcq_quant_proxy_on(tcq_qla *qla, const float *W, const float *What, i
     return s;
 }
 
-static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const double *D, double mult)
+/* Axis 1's working set, allocated once per tensor and shared by the scale search's runs (up to 9
+ * BlockLDLQ runs of the whole matrix: a 14B gate's E alone is 713 MB, and buffers that size freed
+ * and taken again fault every page back in -- 25 M minor faults, 48 s of system time in a
+ * 2-layer device run of session 28).  On a qla, E and L are mirrored once for the tensor. */
+typedef struct ax1_ws {
+    double *E;                /* [R, C] W - What of the run (on a qla: the feedback's operand there) */
+    double *corr;             /* [R, T] a block's feedback */
+    float *tg;                /* [R, C] the targets (the refit's) */
+    float *x, *wt;            /* [R, T] a block's scaled targets, the Viterbi's weights */
+    float *dw;                /* [T] D_b's diagonal over its mean */
+    uint32_t *words;          /* [R, bw] */
+    int mir_e, mir_l;
+} ax1_ws;
+
+/* The per-row host work between the products runs on the pool in items of AX1_ROWS rows, each
+ * item its own rows: the same bits for any thread count (on a 16-core device host this was one
+ * thread's 89 M-element loops per block pass of a 14B gate, the GPU idle meanwhile). */
+#define AX1_ROWS 64
+
+typedef struct ax1_job {
+    const tcq_ldlq_args *a;
+    ax1_ws *w;
+    double mult;
+    int64_t c0, rest;
+} ax1_job;
+
+static void rows_run(tcq_pool *pool, int64_t R, tcq_pool_fn fn, void *arg)
+{
+    const int64_t items = (R + AX1_ROWS - 1) / AX1_ROWS;
+    if (pool) tcq_pool_run(pool, items, fn, arg);
+    else
+        for (int64_t i = 0; i < items; i++) fn(arg, i, 0);
+}
+
+#define AX1_ROWS_OF(item, R) \
+    const int64_t r0 = (item) * AX1_ROWS, r1 = TCQ_MIN(r0 + AX1_ROWS, (R))
+
+static void ax1_scales(void *arg, int64_t item, int thread)
+{
+    const ax1_job *j = arg;
+    const tcq_ldlq_args *a = j->a;
+    (void)thread;
+    AX1_ROWS_OF(item, a->R);
+    for (int64_t r = r0; r < r1; r++) a->scales[r] = scaled(tcq_scale_for_row(a->p.L, a->W + r * a->C, a->C), j->mult);
+}
+
+/* block c0's targets: the weights plus their feedback, and the encoder's inputs */
+static void ax1_targets(void *arg, int64_t item, int thread)
+{
+    const ax1_job *j = arg;
+    const tcq_ldlq_args *a = j->a;
+    const ax1_ws *w = j->w;
+    const int64_t C = a->C, T = a->p.T, c0 = j->c0;
+    (void)thread;
+    AX1_ROWS_OF(item, a->R);
+    for (int64_t r = r0; r < r1; r++) {
+        const float sc = tcq_f16_to_f32(a->scales[r]);
+        for (int64_t t = 0; t < T; t++) {
+            const float v = j->rest > 0 ? (float)((double)a->W[r * C + c0 + t] + w->corr[r * T + t]) : a->W[r * C + c0 + t];
+            w->tg[r * C + c0 + t] = v;
+            w->x[r * T + t] = v / sc;
+        }
+        memcpy(w->wt + r * T, w->dw, (size_t)T * sizeof *w->wt);
+    }
+}
+
+/* block c0's codes in place, its reconstruction and error */
+static void ax1_decode(void *arg, int64_t item, int thread)
+{
+    const ax1_job *j = arg;
+    const tcq_ldlq_args *a = j->a;
+    const ax1_ws *w = j->w;
+    const tcq_block_params p = a->p;
+    const int64_t C = a->C, T = p.T, c0 = j->c0, rw = C * p.k / 32, bw = tcq_block_words(p);
+    (void)thread;
+    AX1_ROWS_OF(item, a->R);
+    for (int64_t r = r0; r < r1; r++) {
+        uint32_t *dst = a->codes + r * rw + c0 / T * bw;
+        memcpy(dst, w->words + r * bw, (size_t)bw * sizeof *dst);
+        tcq_block_decode_f32(p, dst, tcq_f16_to_f32(a->scales[r]), a->What + r * C + c0);
+        for (int64_t t = 0; t < T; t++) w->E[r * C + c0 + t] = (double)a->W[r * C + c0 + t] - (double)a->What[r * C + c0 + t];
+    }
+}
+
+/* E = W - What over whole rows (after a refit moved What) */
+static void ax1_error(void *arg, int64_t item, int thread)
+{
+    const ax1_job *j = arg;
+    const tcq_ldlq_args *a = j->a;
+    (void)thread;
+    AX1_ROWS_OF(item, a->R);
+    for (int64_t i = r0 * a->C; i < r1 * a->C; i++) j->w->E[i] = (double)a->W[i] - (double)a->What[i];
+}
+
+static void ax1_free(tcq_qla *qla, ax1_ws *w, const double *Lm)
+{
+    if (w->mir_e) tcq_qla_unmirror(qla, w->E);
+    if (w->mir_l) tcq_qla_unmirror(qla, Lm);
+    free(w->E);
+    free(w->corr);
+    free(w->tg);
+    free(w->x);
+    free(w->wt);
+    free(w->dw);
+    free(w->words);
+}
+
+static tcq_status ax1_alloc(const tcq_ldlq_args *a, const double *Lm, ax1_ws *w)
+{
+    const int64_t R = a->R, C = a->C, T = a->p.T;
+    memset(w, 0, sizeof *w);
+    w->E = malloc((size_t)(R * C) * sizeof *w->E);
+    w->corr = malloc((size_t)(R * T) * sizeof *w->corr);
+    w->tg = malloc((size_t)(R * C) * sizeof *w->tg);
+    w->x = malloc((size_t)(R * T) * sizeof *w->x);
+    w->wt = malloc((size_t)(R * T) * sizeof *w->wt);
+    w->dw = malloc((size_t)T * sizeof *w->dw);
+    w->words = malloc((size_t)(R * tcq_block_words(a->p)) * sizeof *w->words);
+    tcq_status s = w->E && w->corr && w->tg && w->x && w->wt && w->dw && w->words ? TCQ_OK
+                 : tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
+    /* on a GPU, E and L stay there: only each coded block's columns of E go up (E's device copy
+     * needs no start: a block's feedback reads only the blocks coded before it in the run) */
+    if (s == TCQ_OK && a->qla) {
+        s = tcq_qla_mirror(a->qla, w->E, (size_t)(R * C) * sizeof *w->E, 1);
+        w->mir_e = s == TCQ_OK;
+        if (s == TCQ_OK && C > T) {
+            s = tcq_qla_mirror(a->qla, Lm, (size_t)(C * C) * sizeof *Lm, 0);
+            w->mir_l = s == TCQ_OK;
+        }
+    }
+    if (s != TCQ_OK) ax1_free(a->qla, w, Lm);
+    return s;
+}
+
+/* One BlockLDLQ run with every row at its RMS scale times mult; on return w->E (and its mirror)
+ * is W - What. */
+static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const double *D, double mult, ax1_ws *w)
 {
     const tcq_block_params p = a->p;
-    const int64_t R = a->R, C = a->C, T = p.T, nb = C / T, rw = C * p.k / 32, bw = tcq_block_words(p);
-    double *E = calloc((size_t)(R * C), sizeof *E), *corr = malloc((size_t)(R * T) * sizeof *corr);
-    float *tg = malloc((size_t)(R * C) * sizeof *tg), *x = malloc((size_t)(R * T) * sizeof *x);
-    float *wt = malloc((size_t)(R * T) * sizeof *wt);
-    uint32_t *words = malloc((size_t)(R * bw) * sizeof *words);
+    const int64_t R = a->R, C = a->C, T = p.T, nb = C / T;
+    ax1_job j = {a, w, mult, 0, 0};
+    rows_run(a->pool, R, ax1_scales, &j);
     tcq_status s = TCQ_OK;
-    if (!E || !corr || !tg || !x || !words || !wt)
-        s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
-    for (int64_t r = 0; s == TCQ_OK && r < R; r++) a->scales[r] = scaled(tcq_scale_for_row(p.L, a->W + r * C, C), mult);
-    /* on a GPU, E and L stay there: only each coded block's columns of E go up */
-    int mir_e = 0, mir_l = 0;
-    if (s == TCQ_OK && a->qla && nb > 1) {
-        s = tcq_qla_mirror(a->qla, E, (size_t)(R * C) * sizeof *E, 1);
-        mir_e = s == TCQ_OK;
-        if (s == TCQ_OK) s = tcq_qla_mirror(a->qla, Lm, (size_t)(C * C) * sizeof *Lm, 0);
-        mir_l = s == TCQ_OK && mir_e;
-    }
     for (int64_t b = nb - 1; s == TCQ_OK && b >= 0; b--) {
         const int64_t c0 = b * T, rest = C - c0 - T;
         if (rest > 0 && a->qla)   /* corr = E[:, c0+T:] L[c0+T:, c0:c0+T] */
-            s = tcq_qla_dgemm(a->qla, 0, 0, R, T, rest, 1.0, E + c0 + T, C, Lm + (c0 + T) * C + c0, C, 0.0, corr, T);
+            s = tcq_qla_dgemm(a->qla, 0, 0, R, T, rest, 1.0, w->E + c0 + T, C, Lm + (c0 + T) * C + c0, C, 0.0, w->corr, T);
         else if (rest > 0)
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)T, (int)rest, 1.0, E + c0 + T, (int)C,
-                        Lm + (c0 + T) * C + c0, (int)C, 0.0, corr, (int)T);
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)T, (int)rest, 1.0, w->E + c0 + T, (int)C,
+                        Lm + (c0 + T) * C + c0, (int)C, 0.0, w->corr, (int)T);
         if (s != TCQ_OK) break;
-        for (int64_t r = 0; r < R; r++) {
-            const float sc = tcq_f16_to_f32(a->scales[r]);
-            for (int64_t t = 0; t < T; t++) {
-                const float v = rest > 0 ? (float)((double)a->W[r * C + c0 + t] + corr[r * T + t]) : a->W[r * C + c0 + t];
-                tg[r * C + c0 + t] = v;
-                x[r * T + t] = v / sc;
-            }
-        }
         {
             /* The block's term is (t - w^) D_b (t - w^)^T; the Viterbi takes D_b's diagonal as
              * per-position weights (mean 1).  Against unweighted, tinyqwen k = 2: the summed
@@ -245,31 +415,21 @@ static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const dou
             double mean = 0;
             for (int64_t t = 0; t < T; t++) mean += Db[t * T + t];
             mean /= (double)T;
-            for (int64_t r = 0; r < R; r++)
-                for (int64_t t = 0; t < T; t++) wt[r * T + t] = (float)(Db[t * T + t] / mean);
+            for (int64_t t = 0; t < T; t++) w->dw[t] = (float)(Db[t * T + t] / mean);
         }
-        s = tcq_quant_encode_blocks(a, x, wt, R, words);
-        for (int64_t r = 0; s == TCQ_OK && r < R; r++) {
-            uint32_t *dst = a->codes + r * rw + b * bw;
-            memcpy(dst, words + r * bw, (size_t)bw * sizeof *dst);
-            tcq_block_decode_f32(p, dst, tcq_f16_to_f32(a->scales[r]), a->What + r * C + c0);
-            for (int64_t t = 0; t < T; t++)
-                E[r * C + c0 + t] = (double)a->W[r * C + c0 + t] - (double)a->What[r * C + c0 + t];
-        }
-        if (s == TCQ_OK && mir_e) s = tcq_qla_push(a->qla, E + c0, R, T, C, sizeof *E);
+        j.c0 = c0, j.rest = rest;
+        rows_run(a->pool, R, ax1_targets, &j);
+        s = tcq_quant_encode_blocks(a, w->x, w->wt, R, w->words);
+        if (s != TCQ_OK) break;
+        rows_run(a->pool, R, ax1_decode, &j);
+        if (w->mir_e) s = tcq_qla_push(a->qla, w->E + c0, R, T, C, sizeof *w->E);
     }
-    if (mir_e) tcq_qla_unmirror(a->qla, E);
-    if (mir_l) tcq_qla_unmirror(a->qla, Lm);
     if (s == TCQ_OK && a->refit) {
-        s = tcq_quant_refit_scales(p, tg, R, C, a->codes, a->scales, NULL);
-        if (s == TCQ_OK) tcq_quant_decode_rows(p, a->codes, a->scales, R, C, a->What);
+        s = tcq_quant_refit_rows(a->pool, p, w->tg, R, C, a->codes, a->scales, NULL);
+        if (s == TCQ_OK) tcq_quant_decode_rows_on(a->pool, p, a->codes, a->scales, R, C, a->What);
+        if (s == TCQ_OK) rows_run(a->pool, R, ax1_error, &j);
+        if (s == TCQ_OK && w->mir_e) s = tcq_qla_push(a->qla, w->E, R, C, C, sizeof *w->E);
     }
-    free(E);
-    free(corr);
-    free(tg);
-    free(x);
-    free(wt);
-    free(words);
     return s;
 }
 
@@ -289,10 +449,12 @@ tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out)
 tcq_status tcq_quant_row_losses(tcq_qla *qla, const double *E, int64_t R, int64_t C, const double *Hd, double *EH,
                                 double *loss)
 {
-    if (qla) TCQ_TRY(tcq_qla_dgemm(qla, 0, 0, R, C, C, 1.0, E, C, Hd, C, 0.0, EH, C));
-    else
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)C, 1.0, E, (int)C, Hd, (int)C, 0.0,
-                    EH, (int)C);
+    if (qla) {
+        TCQ_TRY(tcq_qla_dgemm(qla, 0, 0, R, C, C, 1.0, E, C, Hd, C, 0.0, EH, C));
+        return tcq_qla_rowdots(qla, E, EH, R, C, loss);
+    }
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)C, 1.0, E, (int)C, Hd, (int)C, 0.0,
+                EH, (int)C);
     for (int64_t r = 0; r < R; r++) {
         double l = 0;
         for (int64_t c = 0; c < C; c++) l += E[r * C + c] * EH[r * C + c];
@@ -301,55 +463,78 @@ tcq_status tcq_quant_row_losses(tcq_qla *qla, const double *E, int64_t R, int64_
     return TCQ_OK;
 }
 
+/* A candidate run's rows that beat the best so far replace it (the first of equal losses kept) */
+typedef struct keep_job {
+    const tcq_ldlq_args *a, *b;   /* the result, the candidate run */
+    const double *loss;
+    double *best;
+    int first;
+} keep_job;
+
+static void keep_rows(void *arg, int64_t item, int thread)
+{
+    const keep_job *j = arg;
+    const tcq_ldlq_args *a = j->a;
+    const int64_t C = a->C, rw = C * a->p.k / 32;
+    (void)thread;
+    AX1_ROWS_OF(item, a->R);
+    for (int64_t r = r0; r < r1; r++) {
+        if (!j->first && !(j->loss[r] < j->best[r])) continue;
+        j->best[r] = j->loss[r];
+        if (j->first) continue;
+        memcpy(a->codes + r * rw, j->b->codes + r * rw, (size_t)rw * sizeof *a->codes);
+        a->scales[r] = j->b->scales[r];
+        memcpy(a->What + r * C, j->b->What + r * C, (size_t)C * sizeof *a->What);
+    }
+}
+
 /* Axis 1 with the scale search: BlockLDLQ once per candidate multiplier of every row's RMS
  * scale (the rows are independent: each row's loss e H e^T is its own), each row keeping the
- * candidate of the lowest loss under the damped H (what BlockLDLQ minimises). */
+ * candidate of the lowest loss under the damped H (what BlockLDLQ minimises).  On a qla the
+ * losses stay there but for R numbers: E from the run's mirror, E Hd into a device-only EH. */
 static tcq_status search_axis1(const tcq_ldlq_args *a, const double *Lm, const double *D)
 {
     const int n_mult = TCQ_MIN(TCQ_MAX(a->scale_search, 1), 9);
-    if (n_mult == 1) return ldlq_axis1(a, Lm, D, 1.0);
     const int64_t R = a->R, C = a->C, rw = C * a->p.k / 32;
+    ax1_ws w;
+    TCQ_TRY(ax1_alloc(a, Lm, &w));
+    if (n_mult == 1) {
+        tcq_status s = ldlq_axis1(a, Lm, D, 1.0, &w);
+        ax1_free(a->qla, &w, Lm);
+        return s;
+    }
     uint32_t *codes = malloc((size_t)(R * rw) * sizeof *codes);
     uint16_t *scales = malloc((size_t)R * sizeof *scales);
     float *What = malloc((size_t)(R * C) * sizeof *What);
-    double *E = malloc((size_t)(R * C) * sizeof *E), *EH = malloc((size_t)(R * C) * sizeof *EH);
-    double *best = malloc((size_t)R * sizeof *best), *Hd = malloc((size_t)(C * C) * sizeof *Hd);
-    double *loss = malloc((size_t)R * sizeof *loss);
-    tcq_status s = codes && scales && What && E && EH && best && Hd && loss ? TCQ_OK
+    double *EH = malloc((size_t)(R * C) * sizeof *EH), *best = malloc((size_t)R * sizeof *best);
+    double *Hd = malloc((size_t)(C * C) * sizeof *Hd), *loss = malloc((size_t)R * sizeof *loss);
+    tcq_status s = codes && scales && What && EH && best && Hd && loss ? TCQ_OK
                  : tcq_fail(TCQ_ERR_NOMEM, "LDLQ scale search for [%lld, %lld]", (long long)R, (long long)C);
     if (s == TCQ_OK) s = tcq_quant_damp(a->H, C, a->damp, Hd);
     /* on a GPU the candidates' products E Hd run there (a 14B gate/up: 17408 x 5120 x 5120, ~1
-     * Tflop in double each), Hd up once for the tensor, each E staged */
-    int mir = 0;
+     * Tflop in double each): Hd up once for the tensor, EH never down */
+    int mir_h = 0, mir_eh = 0;
     if (s == TCQ_OK && a->qla) {
         s = tcq_qla_mirror(a->qla, Hd, (size_t)(C * C) * sizeof *Hd, 0);
-        mir = s == TCQ_OK;
+        mir_h = s == TCQ_OK;
+        if (s == TCQ_OK) s = tcq_qla_mirror(a->qla, EH, (size_t)(R * C) * sizeof *EH, 1);
+        mir_eh = s == TCQ_OK;
     }
     tcq_ldlq_args b = *a;
     b.codes = codes, b.scales = scales, b.What = What;
     for (int m = 0; s == TCQ_OK && m < n_mult; m++) {
-        s = ldlq_axis1(m ? &b : a, Lm, D, scale_mult[m]);
-        const float *wh = m ? What : a->What;
-        for (int64_t i = 0; s == TCQ_OK && i < R * C; i++) E[i] = (double)a->W[i] - (double)wh[i];
-        if (s == TCQ_OK) s = tcq_quant_row_losses(a->qla, E, R, C, Hd, EH, loss);
-        for (int64_t r = 0; s == TCQ_OK && r < R; r++) {
-            const double l = loss[r];
-            if (m == 0 || l < best[r]) {
-                best[r] = l;
-                if (m) {
-                    memcpy(a->codes + r * rw, codes + r * rw, (size_t)rw * sizeof *codes);
-                    a->scales[r] = scales[r];
-                    memcpy(a->What + r * C, What + r * C, (size_t)C * sizeof *What);
-                }
-            }
-        }
+        s = ldlq_axis1(m ? &b : a, Lm, D, scale_mult[m], &w);
+        if (s == TCQ_OK) s = tcq_quant_row_losses(a->qla, w.E, R, C, Hd, EH, loss);
+        keep_job kj = {a, &b, loss, best, m == 0};
+        if (s == TCQ_OK) rows_run(a->pool, R, keep_rows, &kj);
     }
+    if (mir_h) tcq_qla_unmirror(a->qla, Hd);
+    if (mir_eh) tcq_qla_unmirror(a->qla, EH);
+    ax1_free(a->qla, &w, Lm);
     free(codes);
     free(scales);
     free(What);
-    free(E);
     free(EH);
-    if (mir) tcq_qla_unmirror(a->qla, Hd);
     free(best);
     free(Hd);
     free(loss);
@@ -369,12 +554,12 @@ tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a)
     int64_t *perm = a->axis ? NULL : malloc((size_t)m * sizeof *perm);
     tcq_status s = Lm && D && (a->axis || perm) ? TCQ_OK
                  : tcq_fail(TCQ_ERR_NOMEM, "LDLQ: Hessian of size %lld", (long long)m);
-    if (s == TCQ_OK) s = tcq_quant_damp(a->H, m, a->damp, Lm);
-    if (s == TCQ_OK && !a->axis) {
+    if (s == TCQ_OK && a->axis) s = tcq_quant_damp(a->H, m, a->damp, Lm);
+    else if (s == TCQ_OK) {   /* axis 0: damped and permuted in one pass on the pool */
         s = tcq_quant_act_order(a->H, m, perm);
-        if (s == TCQ_OK) s = tcq_quant_permute_sym(Lm, m, perm, D);   /* D: scratch of m doubles here */
+        if (s == TCQ_OK) s = tcq_quant_damp_permuted(a->H, m, a->damp, perm, a->pool, Lm);
     }
-    if (s == TCQ_OK) s = tcq_quant_block_ldl_on(a->qla, Lm, m, b, Lm, D);
+    if (s == TCQ_OK) s = tcq_quant_block_ldl_on(a->qla, a->pool, Lm, m, b, Lm, D);
     if (s == TCQ_OK) s = a->axis ? search_axis1(a, Lm, D) : tcq_quant_ldlq_axis0(a, Lm, perm);
     /* tinyqwen k = 2, eval KL 8 windows: BlockLDLQ 0.2800, + H-weighted scales 0.2748, + one
      * coordinate descent pass 0.2586, three passes 0.2557 (docs/PERFORMANCE.md, "Quantizer") */
@@ -383,8 +568,8 @@ tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a)
     const double lambda = a->damp * mean / (double)m;
     for (int i = 0; s == TCQ_OK && i < a->passes; i++) s = tcq_quant_ldlq_pass(a, a->H, lambda);
     if (s == TCQ_OK && a->refit) {
-        s = tcq_quant_hscale(a->p, a->W, a->R, a->C, a->axis, a->H, lambda, a->codes, a->scales);
-        if (s == TCQ_OK) tcq_quant_decode_rows(a->p, a->codes, a->scales, a->R, a->C, a->What);
+        s = tcq_quant_hscale_on(a->qla, a->pool, a->p, a->W, a->R, a->C, a->axis, a->H, lambda, a->codes, a->scales);
+        if (s == TCQ_OK) tcq_quant_decode_rows_on(a->pool, a->p, a->codes, a->scales, a->R, a->C, a->What);
     }
     free(Lm);
     free(D);

@@ -12,7 +12,8 @@
  *     (Gauss-Seidel), so each row is kept or not on the others' latest errors.  The rows are
  *     coded in groups of g (a->axis0_group, as BlockLDLQ's), one encoder call each, from targets
  *     taken at the group's start; each row's change is still exact (G is updated after every row
- *     kept), so the pass never raises the loss; g = 1: each target sees the latest errors. */
+ *     kept), so the pass never raises the loss; g = 1: each target sees the latest errors
+ *     (ldlq_pass0.c). */
 #include "quant.h"
 
 #include <cblas.h>
@@ -99,107 +100,8 @@ static tcq_status pass_axis1(const tcq_ldlq_args *a, const double *H, double lam
     return s;
 }
 
-/* Axis 0's pass, one group of stored rows [gl, gh) (pass_axis0 and its qla twin): each row's
- * target from G as it is at the group's start (g = G_i - H_ii e_i, the other rows' pull; target
- * w + g / H_ii) into tg [g, C], its RMS scale into gs and the scaled target into x [g, C], then the
- * group's rows coded in one encoder call into cw [g, rw]. */
-tcq_status tcq_quant_pass0_group(const tcq_ldlq_args *a, const double *H, double lambda, const double *E,
-                                 const double *G, int64_t gl, int64_t gh, float *tg, float *x, uint16_t *gs,
-                                 uint32_t *cw)
-{
-    const int64_t R = a->R, C = a->C;
-    for (int64_t i = gl; i < gh; i++) {
-        const double hii = H[i * R + i] + lambda, *e = E + i * C, *gi = G + i * C;
-        const float *w = a->W + i * C;
-        float *t = tg + (i - gl) * C, *xi = x + (i - gl) * C;
-        for (int64_t c = 0; c < C; c++) t[c] = (float)((double)w[c] + (gi[c] - hii * e[c]) / hii);
-        gs[i - gl] = tcq_scale_for_row(a->p.L, t, C);
-        const float sc = tcq_f16_to_f32(gs[i - gl]);
-        for (int64_t c = 0; c < C; c++) xi[c] = t[c] / sc;
-    }
-    return tcq_quant_encode_blocks(a, x, NULL, (gh - gl) * (C / a->p.T), cw);
-}
-
-/* Row i of that group: its new codes (refit if asked) are kept only when the exact loss change
- * H_ii |d|^2 + 2 <d, G_i> (d = e' - e, into d [C]) is negative; then codes, scale, What and E's
- * row take them and *kept = 1.  G is the caller's to update. */
-tcq_status tcq_quant_pass0_row(const tcq_ldlq_args *a, const double *H, double lambda, double *E, const double *G,
-                               int64_t i, int64_t gl, const float *tg, const uint32_t *cw, const uint16_t *gs,
-                               float *wh, double *d, int *kept)
-{
-    const tcq_block_params p = a->p;
-    const int64_t R = a->R, C = a->C, rw = C * p.k / 32;
-    const double hii = H[i * R + i] + lambda, *gi = G + i * C;
-    double *e = E + i * C;
-    const uint32_t *ci = cw + (i - gl) * rw;
-    uint16_t sc16 = gs[i - gl];
-    *kept = 0;
-    if (a->refit) TCQ_TRY(tcq_quant_refit_scales(p, tg + (i - gl) * C, 1, C, ci, &sc16, NULL));
-    tcq_quant_decode_rows(p, ci, &sc16, 1, C, wh);
-    double dd = 0, dg = 0;
-    for (int64_t t = 0; t < C; t++) {
-        d[t] = (double)a->What[i * C + t] - (double)wh[t];
-        dd += d[t] * d[t];
-        dg += d[t] * gi[t];
-    }
-    if (hii * dd + 2 * dg >= 0) return TCQ_OK;
-    memcpy(a->codes + i * rw, ci, (size_t)rw * sizeof *cw);
-    a->scales[i] = sc16;
-    for (int64_t t = 0; t < C; t++) {
-        a->What[i * C + t] = wh[t];
-        e[t] += d[t];
-    }
-    *kept = 1;
-    return TCQ_OK;
-}
-
-static tcq_status pass_axis0(const tcq_ldlq_args *a, const double *H, double lambda)
-{
-    const tcq_block_params p = a->p;
-    const int64_t R = a->R, C = a->C, rw = C * p.k / 32, g = tcq_quant_axis0_group(a);
-    double *E = malloc((size_t)(R * C) * sizeof *E), *G = malloc((size_t)(R * C) * sizeof *G);
-    double *d = malloc((size_t)C * sizeof *d);
-    float *tg = malloc((size_t)(g * C) * sizeof *tg), *x = malloc((size_t)(g * C) * sizeof *x);
-    float *wh = malloc((size_t)C * sizeof *wh);
-    uint32_t *cw = malloc((size_t)(g * rw) * sizeof *cw);
-    uint16_t *gs = malloc((size_t)g * sizeof *gs);
-    tcq_status s = TCQ_OK;
-    if (!E || !G || !d || !tg || !x || !wh || !cw || !gs)
-        s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ pass buffers for [%lld, %lld]", (long long)R, (long long)C);
-    if (s == TCQ_OK) {
-        for (int64_t i = 0; i < R * C; i++) E[i] = (double)a->W[i] - (double)a->What[i];
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)R, (int)C, (int)R, 1.0, H, (int)R, E, (int)C, 0.0,
-                    G, (int)C);
-        for (int64_t i = 0; i < R * C; i++) G[i] += lambda * E[i];
-    }
-    for (int64_t gh = R; s == TCQ_OK && gh > 0; gh -= g) {
-        const int64_t gl = TCQ_MAX(0, gh - g);   /* the group: stored rows gl..gh-1 */
-        s = tcq_quant_pass0_group(a, H, lambda, E, G, gl, gh, tg, x, gs, cw);
-        /* then row by row, each kept on its exact loss change given the rows kept before it */
-        for (int64_t i = gh - 1; s == TCQ_OK && i >= gl; i--) {
-            int kept = 0;
-            s = tcq_quant_pass0_row(a, H, lambda, E, G, i, gl, tg, cw, gs, wh, d, &kept);
-            if (s != TCQ_OK || !kept) continue;
-            for (int64_t j = 0; j < R; j++) {   /* G += (H + lambda I)[:, i] d */
-                const double h = H[j * R + i] + (j == i ? lambda : 0);
-                double *gj = G + j * C;
-                for (int64_t t = 0; t < C; t++) gj[t] += h * d[t];
-            }
-        }
-    }
-    free(E);
-    free(G);
-    free(d);
-    free(tg);
-    free(x);
-    free(wh);
-    free(cw);
-    free(gs);
-    return s;
-}
-
 tcq_status tcq_quant_ldlq_pass(const tcq_ldlq_args *a, const double *H, double lambda)
 {
     if (a->qla) return tcq_quant_ldlq_pass_qla(a, H, lambda);
-    return a->axis ? pass_axis1(a, H, lambda) : pass_axis0(a, H, lambda);
+    return a->axis ? pass_axis1(a, H, lambda) : tcq_quant_pass0_cpu(a, H, lambda);
 }

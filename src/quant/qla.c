@@ -108,6 +108,17 @@ static tcq_status p_dot(tcq_qla *q, int64_t n, const double *x, const double *y,
     return TCQ_OK;
 }
 
+static tcq_status p_dots(tcq_qla *q, int64_t n, int64_t batch, const double *x, const double *y, int64_t stride,
+                         double *out)
+{
+    if (batch <= 0) return TCQ_OK;
+    if (n > INT32_MAX || batch > INT32_MAX || stride > INT32_MAX)
+        return tcq_fail(TCQ_ERR_UNSUPPORTED, "qla dots: size beyond 32 bits");
+    if (q->ctx) return tcq_qla_cu_dots(q->ctx, n, batch, x, y, stride, out);
+    for (int64_t i = 0; i < batch; i++) out[i] = cblas_ddot((int)n, x + i * stride, 1, y + i * stride, 1);
+    return TCQ_OK;
+}
+
 /* ---- mirrors and staging ---- */
 
 tcq_status tcq_qla_create(tcq_cuda_ctx *ctx, tcq_qla **out)
@@ -328,6 +339,18 @@ tcq_status tcq_qla_proxy(tcq_qla *q, const double *E, int64_t R, int64_t C, int 
     return p_dot(q, R * C, (const double *)e.d, (const double *)p.d, out);
 }
 
+tcq_status tcq_qla_rowdots(tcq_qla *q, const double *A, const double *B, int64_t R, int64_t C, double *out)
+{
+    if (R <= 0) return TCQ_OK;
+    dop a, b, o;
+    TCQ_TRY(operand(q, 0, A, R, C, C, 8, 1, &a));
+    TCQ_TRY(operand(q, 1, B, R, C, C, 8, 1, &b));
+    if (a.ld != b.ld) return tcq_fail(TCQ_ERR_INTERNAL, "qla rowdots: operands of different strides");
+    TCQ_TRY(operand(q, 2, NULL, R, 1, 1, 8, 0, &o));
+    TCQ_TRY(p_dots(q, C, R, (const double *)a.d, (const double *)b.d, a.ld, (double *)o.d));
+    return p_copy2d(q, 0, out, 8, o.d, 8, 8, (size_t)R);
+}
+
 #ifndef TCQ_HAVE_CUDA
 /* A build without CUDA has no context to reach these with (tcq_cuda_ctx_create fails). */
 #define QLA_NO_CUDA return tcq_fail(TCQ_ERR_UNSUPPORTED, "qla: built without CUDA")
@@ -359,6 +382,12 @@ tcq_status tcq_qla_cu_trsm(tcq_cuda_ctx *c, int left, int upper, int trans, int6
 tcq_status tcq_qla_cu_dot(tcq_cuda_ctx *c, int64_t n, const double *x, const double *y, double *out)
 {
     (void)c, (void)n, (void)x, (void)y, (void)out;
+    QLA_NO_CUDA;
+}
+tcq_status tcq_qla_cu_dots(tcq_cuda_ctx *c, int64_t n, int64_t batch, const double *x, const double *y, int64_t stride,
+                           double *out)
+{
+    (void)c, (void)n, (void)batch, (void)x, (void)y, (void)stride, (void)out;
     QLA_NO_CUDA;
 }
 #endif

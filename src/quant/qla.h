@@ -58,6 +58,9 @@ tcq_status tcq_qla_cholesky(tcq_qla *q, double *A, int64_t m);
 /* sum(E o P), P = E H (axis 1, H [C, C]) or H E (axis 0, H [R, R]): tcq_quant_proxy's sum for
  * E [R, C] (double, staged) in one product; H may be mirrored. */
 tcq_status tcq_qla_proxy(tcq_qla *q, const double *E, int64_t R, int64_t C, int axis, const double *H, double *out);
+/* out[r] = sum_c A[r, c] B[r, c] for A, B [R, C] row-major (mirrored, else staged): the per-row
+ * losses of the scale search with only R numbers coming down. */
+tcq_status tcq_qla_rowdots(tcq_qla *q, const double *A, const double *B, int64_t R, int64_t C, double *out);
 
 /* The CUDA backend's column-major primitives (qla_cuda.cu; cuBLAS' argument meanings, its
  * context's stream and handle).  copy2d: `rows` rows of `width` bytes, up: host -> device (the
@@ -71,5 +74,8 @@ tcq_status tcq_qla_cu_syrk(tcq_cuda_ctx *c, int upper, int trans, int64_t n, int
 tcq_status tcq_qla_cu_trsm(tcq_cuda_ctx *c, int left, int upper, int trans, int64_t m, int64_t n, const double *A,
                            int64_t lda, double *B, int64_t ldb);
 tcq_status tcq_qla_cu_dot(tcq_cuda_ctx *c, int64_t n, const double *x, const double *y, double *out);
+/* out[i] = x_i . y_i (device, n each) for batch vectors x_i = x + i * stride, y_i likewise. */
+tcq_status tcq_qla_cu_dots(tcq_cuda_ctx *c, int64_t n, int64_t batch, const double *x, const double *y, int64_t stride,
+                           double *out);
 
 #endif

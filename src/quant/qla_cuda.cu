@@ -100,3 +100,16 @@ extern "C" tcq_status tcq_qla_cu_dot(tcq_cuda_ctx *c, int64_t n, const double *x
     if (e != CUBLAS_STATUS_SUCCESS) return tcq_cublas_fail(e, "qla: DDOT");
     return TCQ_OK;
 }
+
+extern "C" tcq_status tcq_qla_cu_dots(tcq_cuda_ctx *c, int64_t n, int64_t batch, const double *x, const double *y,
+                                      int64_t stride, double *out)
+{
+    /* batch dot products as 1 x 1 products of a 1 x n row by an n x 1 column, strided batched:
+     * cuBLAS' own reduction, the same run to run (one stream) */
+    Pedantic pm(c->blas);
+    const double one = 1.0, zero = 0.0;
+    CB_TRY(cublasDgemmStridedBatched(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, (int)n, &one, x, 1, (long long)stride, y,
+                                     (int)n, (long long)stride, &zero, out, 1, 1, (int)batch),
+           "qla: batched DDOT");
+    return TCQ_OK;
+}

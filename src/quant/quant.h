@@ -40,9 +40,14 @@ tcq_status tcq_quant_copy_tokenizer(const char *in_dir, const char *out_dir);
  * error against rows [R, C]; *err (optional): the squared error with the final scales. */
 tcq_status tcq_quant_refit_scales(tcq_block_params p, const float *rows, int64_t R, int64_t C, const uint32_t *codes,
                                   uint16_t *scales, double *err);
-/* Reconstruction out [R, C] of coded rows. */
+/* The same on the pool, rows in items of 64 (NULL: this thread; the same bits either way). */
+tcq_status tcq_quant_refit_rows(tcq_pool *pool, tcq_block_params p, const float *rows, int64_t R, int64_t C,
+                                const uint32_t *codes, uint16_t *scales, double *err);
+/* Reconstruction out [R, C] of coded rows; _on: on the pool, rows in items of 64 (NULL: this thread). */
 void tcq_quant_decode_rows(tcq_block_params p, const uint32_t *codes, const uint16_t *scales, int64_t R, int64_t C,
                            float *out);
+void tcq_quant_decode_rows_on(tcq_pool *pool, tcq_block_params p, const uint32_t *codes, const uint16_t *scales,
+                              int64_t R, int64_t C, float *out);
 
 /* In-place Cholesky A = C C^T of a symmetric positive definite A [m, m] (lower C, upper zeroed). */
 tcq_status tcq_quant_cholesky(double *A, int64_t m);
@@ -51,9 +56,11 @@ tcq_status tcq_quant_cholesky(double *A, int64_t m);
  * last row); D_k of the block at b0 of n rows is n x n at D + b0 * b (D [m/b][b][b] when b divides
  * m).  L may be H (factored in place). */
 tcq_status tcq_quant_block_ldl(const double *H, int64_t m, int b, double *L, double *D);
-/* The same with the Cholesky factor from qla (NULL: tcq_quant_cholesky). */
+/* The same with the Cholesky factor from qla (NULL: tcq_quant_cholesky) and the per-block finish
+ * on pool's threads (NULL: this one; the same bits for any count). */
 struct tcq_qla;
-tcq_status tcq_quant_block_ldl_on(struct tcq_qla *qla, const double *H, int64_t m, int b, double *L, double *D);
+tcq_status tcq_quant_block_ldl_on(struct tcq_qla *qla, tcq_pool *pool, const double *H, int64_t m, int b, double *L,
+                                  double *D);
 /* out = H + damp * mean(diag H) I; fails when the diagonal carries nothing. */
 tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out);
 /* Proxy loss tr(E H E^T) of E = W - What for the stored layout: axis 1 rows are outputs and H is
@@ -178,6 +185,11 @@ tcq_status tcq_quant_asym_target(const double *H, const double *Cx, int64_t m, d
  * tcq_quant_proxy's), kept where they lower it against the scales in hand. */
 tcq_status tcq_quant_hscale(tcq_block_params p, const float *W, int64_t R, int64_t C, int axis, const double *H,
                             double lambda, const uint32_t *codes, uint16_t *scales);
+/* The same with its products (and axis 0's Cholesky) on qla's backend and the code decode on the
+ * pool (either NULL: here, this thread): the same algorithm, the products in other orders. */
+tcq_status tcq_quant_hscale_on(struct tcq_qla *qla, tcq_pool *pool, tcq_block_params p, const float *W, int64_t R,
+                               int64_t C, int axis, const double *H, double lambda, const uint32_t *codes,
+                               uint16_t *scales);
 
 /* One matrix through BlockLDLQ (ldlq.c). */
 typedef struct tcq_ldlq_args {
@@ -207,17 +219,31 @@ typedef struct tcq_ldlq_args {
 /* Code n blocks of T targets x (weights w or NULL) with the encoder a names (ldlq.c). */
 tcq_status tcq_quant_encode_blocks(const tcq_ldlq_args *a, const float *x, const float *w, int64_t n, uint32_t *words);
 /* loss[r] = e_r Hd e_r^T for the rows of E [R, C] (Hd [C, C]), through EH [R, C] = E Hd: on qla's
- * backend when qla is set (Hd may be mirrored; E is staged), else CBLAS here. */
+ * backend when qla is set (each of E, Hd, EH mirrored or staged; the per-row sums there too, only
+ * the R losses come down), else CBLAS here. */
 struct tcq_qla;
 tcq_status tcq_quant_row_losses(struct tcq_qla *qla, const double *E, int64_t R, int64_t C, const double *Hd,
                                 double *EH, double *loss);
+/* The scratch of tcq_quant_code_candidates for up to n rows of n_mult candidates, allocated once
+ * per tensor by its caller (not per group: a 14B down projection is 2176 groups of 8 rows). */
+typedef struct tcq_quant_cand {
+    int64_t n;
+    int n_mult;
+    float *x, *dec;
+    uint32_t *words;
+    uint16_t *sh;
+    double *err;
+    int *failed;
+} tcq_quant_cand;
+tcq_status tcq_quant_cand_alloc(const tcq_ldlq_args *a, int64_t n, int n_mult, tcq_quant_cand *sc);
+void tcq_quant_cand_free(tcq_quant_cand *sc);
 /* Code n rows of targets tg [n, C] each at the first n_mult of its candidate scales (its RMS
  * scale times 1, 0.9, 1.1, 0.8, 1.2, 0.95, 1.05, 0.85, 1.15) in ONE encoder call of
  * n * n_mult * C/T blocks, then per row: the refit (a->refit) and the candidate of least squared
  * error to the row's target kept (the first of equal ones; n_mult 1: no comparison).  codes
- * [n, C*k/32], scales [n]. */
-tcq_status tcq_quant_code_candidates(const tcq_ldlq_args *a, const float *tg, int64_t n, int n_mult, uint32_t *codes,
-                                     uint16_t *scales);
+ * [n, C*k/32], scales [n]; scratch from tcq_quant_cand_alloc (NULL or too small: allocated here). */
+tcq_status tcq_quant_code_candidates(const tcq_ldlq_args *a, struct tcq_quant_cand *scratch, const float *tg, int64_t n,
+                                     int n_mult, uint32_t *codes, uint16_t *scales);
 tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a);
 /* Axis 0 (ldlq_axis0.c): g, the group of a (clamped to [1, R]); the act-order of H [m, m] (perm[i]:
  * the stored row at position i); A <- P A P^T in place (tmp: m doubles); BlockLDLQ on Lm, the
@@ -225,18 +251,44 @@ tcq_status tcq_quant_ldlq(const tcq_ldlq_args *a);
 int64_t tcq_quant_axis0_group(const tcq_ldlq_args *a);
 tcq_status tcq_quant_act_order(const double *H, int64_t m, int64_t *perm);
 tcq_status tcq_quant_permute_sym(double *A, int64_t m, const int64_t *perm, double *tmp);
+/* out [m, m] = P (H + damp mean(diag H) I) P^T (tcq_quant_damp, then tcq_quant_permute_sym: the
+ * same bits) in one pass on pool's threads. */
+tcq_status tcq_quant_damp_permuted(const double *H, int64_t m, double damp, const int64_t *perm, tcq_pool *pool,
+                                   double *out);
 tcq_status tcq_quant_ldlq_axis0(const tcq_ldlq_args *a, const double *Lm, const int64_t *perm);
 /* One block coordinate descent pass over a BlockLDLQ result (ldlq_pass.c) on H + lambda I: codes,
  * scales (axis 0) and What updated where that loss drops. */
 tcq_status tcq_quant_ldlq_pass(const tcq_ldlq_args *a, const double *H, double lambda);
+/* Axis 0's pass (ldlq_pass0.c): the state and batch step shared by the CPU path and the qla one.
+ * init: E = W - What (on the pool), G allocated (the caller fills it: (H + lambda I) E for the rows
+ * of a batch before the batch's step), batches of `batch` rows rounded to whole groups; cpu: the
+ * CPU path's bits.  damp_rows: G += lambda E for rows [lo, hi).  batch: the batch [lo, hi) coded
+ * group by group, codes / scales / What / E updated where the loss drops; after it, db [hi - lo,
+ * C] holds the kept rows' changes d = e' - e (0 elsewhere) and G's rows below lo have not taken
+ * them. */
+typedef struct tcq_quant_pass0 {
+    const tcq_ldlq_args *a;
+    const double *H;
+    double lambda;
+    int cpu;
+    double *E, *G;            /* [R, C] */
+    double *db;               /* [B, C] */
+    unsigned char *kept;      /* [B] */
+    double *dd;               /* [g] */
+    int *failed;              /* [g] */
+    float *tg, *x, *wh;       /* [g, C] */
+    uint16_t *gs;             /* [g] */
+    uint32_t *cw;             /* [g, C*k/32] */
+    int64_t B, g, chunks, lo, hi, gl, gh;
+} tcq_quant_pass0;
+tcq_status tcq_quant_pass0_init(tcq_quant_pass0 *st, const tcq_ldlq_args *a, const double *H, double lambda,
+                                int64_t batch, int cpu);
+void tcq_quant_pass0_free(tcq_quant_pass0 *st);
+void tcq_quant_pass0_damp_rows(tcq_quant_pass0 *st, int64_t lo, int64_t hi);
+tcq_status tcq_quant_pass0_batch(tcq_quant_pass0 *st, int64_t lo, int64_t hi);
+/* The CPU path's axis-0 pass (G = H E by CBLAS here). */
+tcq_status tcq_quant_pass0_cpu(const tcq_ldlq_args *a, const double *H, double lambda);
 /* The same pass when a->qla is set (ldlq_pass_qla.c). */
-/* Axis 0's group step, shared by both (ldlq_pass.c states the contracts). */
-tcq_status tcq_quant_pass0_group(const tcq_ldlq_args *a, const double *H, double lambda, const double *E,
-                                 const double *G, int64_t gl, int64_t gh, float *tg, float *x, uint16_t *gs,
-                                 uint32_t *cw);
-tcq_status tcq_quant_pass0_row(const tcq_ldlq_args *a, const double *H, double lambda, double *E, const double *G,
-                               int64_t i, int64_t gl, const float *tg, const uint32_t *cw, const uint16_t *gs,
-                               float *wh, double *d, int *kept);
 tcq_status tcq_quant_ldlq_pass_qla(const tcq_ldlq_args *a, const double *H, double lambda);
 
 #endif

@@ -156,6 +156,51 @@ tcq_status tcq_quant_refit_scales(tcq_block_params p, const float *rows, int64_t
     return TCQ_OK;
 }
 
+typedef struct refit_job {
+    tcq_block_params p;
+    const float *rows;
+    int64_t R, C;
+    const uint32_t *codes;
+    uint16_t *scales;
+    double *err;              /* [R] */
+    int *failed;              /* [items] */
+} refit_job;
+
+static void refit_item(void *arg, int64_t item, int thread)
+{
+    const refit_job *j = arg;
+    const int64_t rw = j->C * j->p.k / 32;
+    (void)thread;
+    for (int64_t r = item * 64; r < TCQ_MIN(item * 64 + 64, j->R); r++)
+        if (tcq_quant_refit_scales(j->p, j->rows + r * j->C, 1, j->C, j->codes + r * rw, j->scales + r, j->err + r) != TCQ_OK)
+            j->failed[item] = 1;
+}
+
+tcq_status tcq_quant_refit_rows(tcq_pool *pool, tcq_block_params p, const float *rows, int64_t R, int64_t C,
+                                const uint32_t *codes, uint16_t *scales, double *err)
+{
+    if (!pool) return tcq_quant_refit_scales(p, rows, R, C, codes, scales, err);
+    const int64_t items = (R + 63) / 64;
+    double *e = malloc((size_t)R * sizeof *e);
+    int *failed = calloc((size_t)items, sizeof *failed);
+    if (!e || !failed) {
+        free(e);
+        free(failed);
+        return tcq_fail(TCQ_ERR_NOMEM, "refit scales of %lld rows", (long long)R);
+    }
+    refit_job j = {p, rows, R, C, codes, scales, e, failed};
+    tcq_pool_run(pool, items, refit_item, &j);
+    tcq_status s = TCQ_OK;
+    double total = 0;   /* the rows' errors added in row order, as tcq_quant_refit_scales does */
+    for (int64_t i = 0; i < items; i++)
+        if (failed[i]) s = tcq_fail(TCQ_ERR_NOMEM, "refit scales: row of %lld", (long long)C);
+    for (int64_t r = 0; r < R; r++) total += e[r];
+    if (s == TCQ_OK && err) *err = total;
+    free(e);
+    free(failed);
+    return s;
+}
+
 /* The LDLQ scale search's candidates: 9 by default (tinyqwen eval KL, 8 windows, k = 2 / 3 / 4:
  * 5 gave -2.7 / -3.5 / -10.8 % against 1; k = 3, 32 and 64 windows: 9 another -1.4 %, what meets
  * the issue's -30 %, for 1.5x the CPU time of 5; docs/PERFORMANCE.md, "Quantizer"), 1 in the
@@ -205,8 +250,8 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
     } else if (s == TCQ_OK) {
         s = c->gpu ? tcq_cuda_encode_rows(c->gpu, c->p, &c->o->enc, rows, NULL, R, C, codes, scales, &err)
                    : tcq_encode_rows(c->p, &c->o->enc, rows, NULL, R, C, codes, scales, c->pool, &err);
-        if (s == TCQ_OK && c->o->refit_scales) s = tcq_quant_refit_scales(c->p, rows, R, C, codes, scales, &err);
-        if (s == TCQ_OK && What) tcq_quant_decode_rows(c->p, codes, scales, R, C, What);
+        if (s == TCQ_OK && c->o->refit_scales) s = tcq_quant_refit_rows(c->pool, c->p, rows, R, C, codes, scales, &err);
+        if (s == TCQ_OK && What) tcq_quant_decode_rows_on(c->pool, c->p, codes, scales, R, C, What);
     }
     c->pr.proxy = c->pr.proxy_ref = -1;
     if (s == TCQ_OK && H && !c->dry)

@@ -23,6 +23,7 @@
 #           TCQ_Q14_TOKENS (default 8192) tokens: seconds per layer (Hessians, each tensor) and a
 #           40-layer estimate (TCQ_Q14_EXTRA: more quantize options, e.g. "--axis0-group 16"); then
 #           the CPU quantizer on 1 layer under what time is left.
+#       TCQ_QLA_PERF=1: first test_quant_qla --perf (a 14B projection's LDLQ phases, both axes).
 #       Summary last; logs in OUT_DIR/logs.tgz.  Everything stays under 570 s.
 set -u
 mode=$1
@@ -124,6 +125,14 @@ rc=$?
 tail -4 "$out/qla.log"
 if [ $rc = 0 ] && grep -q "the same on the GPU" "$out/qla.log"; then verdict OK "test_quant_qla on the GPU: $(tail -1 "$out/qla.log")"
 else verdict FAIL "test_quant_qla (rc $rc): $(grep -m3 -E 'failed|CHECK|no GPU' "$out/qla.log" | tr '\n' ' ')"; fi
+
+# perf mode (TCQ_QLA_PERF=1): a 14B projection's LDLQ costs, axis 1 and 0 (test_quant_qla --perf)
+if [ "${TCQ_QLA_PERF:-0}" = 1 ]; then
+  timeout 300 ./test_quant_qla --perf 17408 5120 "$threads" >"$out/perf.log" 2>&1
+  rc=$?
+  grep '^perf:' "$out/perf.log"
+  summary+=("perf (rc $rc): $(grep '^perf:' "$out/perf.log" | sed 's/^perf: //' | tr '\n' ';')")
+fi
 
 # (a) GPU vs CPU LDLQ on the tiny models
 proxies() { sed -n 's/^ *\(model\.layers\.[^ ]*\) *k=[0-9] proxy \([0-9.e+-]*\).*/\1 \2/p' "$1"; }

@@ -1,6 +1,7 @@
 /* BlockLDLQ pieces against float64 references on small random SPD matrices:
  *   - block LDL: L D L^T = H, L unit lower block triangular, for blocks of 1, 4, 16 and 5 (the
- *     first block then the shorter: 13 = 3 + 2 x 5);
+ *     first block then the shorter: 13 = 3 + 2 x 5); its per-block finish on the pool (rows in
+ *     chunks) gives the bits of one DTRSM per block (the loop before, kept here) on 0, 1, 2 threads;
  *   - the feedback: every block's codes are what the encoder gives for the target
  *     w_b + sum_{j>b} e_j L_jb computed here in double from the final errors (axis 1: the trellis
  *     blocks with the row scale, weighted by diag(D_b); axis 0: each stored row with its own scale,
@@ -11,6 +12,60 @@
  *   - errors: a matrix that is not positive definite, a Hessian without signal. */
 #include "test.h"
 #include "quant/quant.h"
+
+#include <cblas.h>
+
+/* The per-block finish as one thread did it (ldl.c before the pool), from the Cholesky factor
+ * F: D_b = C_bb C_bb^T and one DTRSM over each column block's rows. */
+static void ref_finish(double *F, int64_t m, int b, double *D)
+{
+    double *cbb = malloc((size_t)b * b * sizeof *cbb);
+    for (int64_t b0 = 0, n = m % b ? m % b : b; b0 < m; b0 += n, n = b) {
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < n; c++) cbb[r * n + c] = F[(b0 + r) * m + b0 + c];
+        double *Db = D + b0 * b;
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < n; c++) {
+                double s = 0;
+                for (int64_t k = 0; k <= TCQ_MIN(r, c); k++) s += cbb[r * n + k] * cbb[c * n + k];
+                Db[r * n + c] = s;
+            }
+        cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, (int)(m - b0), (int)n, 1.0, cbb,
+                    (int)n, F + b0 * m + b0, (int)m);
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < n; c++) F[(b0 + r) * m + b0 + c] = r == c;
+    }
+    free(cbb);
+}
+
+/* The pooled finish (rows in chunks, each chunk every block's solve): the bits of ref_finish
+ * for no pool, 1 and 2 threads; m = 700 is three chunks of rows, b = 8 leaves a first block of 4. */
+static void check_ldl_pool(uint64_t *st)
+{
+    const int64_t m = 700;
+    const int bs[] = {1, 8, 256};
+    double *H = malloc((size_t)(m * m) * sizeof *H), *F = malloc((size_t)(m * m) * sizeof *F);
+    double *L = malloc((size_t)(m * m) * sizeof *L), *D0 = malloc((size_t)(m * 256) * sizeof *D0);
+    double *D = malloc((size_t)(m * 256) * sizeof *D);
+    tcq_pool *pools[3] = {NULL, NULL, NULL};
+    CHECK_OK(tcq_pool_create(1, &pools[1]));
+    CHECK_OK(tcq_pool_create(2, &pools[2]));
+    test_random_spd(st, m, H);
+    for (int k = 0; k < 3; k++) {
+        const int b = bs[k];
+        memcpy(F, H, (size_t)(m * m) * sizeof *F);
+        CHECK_OK(tcq_quant_cholesky(F, m));
+        ref_finish(F, m, b, D0);
+        for (int t = 0; t < 3; t++) {
+            CHECK_OK(tcq_quant_block_ldl_on(NULL, pools[t], H, m, b, L, D));
+            CHECK(!memcmp(L, F, (size_t)(m * m) * sizeof *L) && !memcmp(D, D0, (size_t)(m * b) * sizeof *D),
+                  "block LDL b=%d on %d threads: other bits than one DTRSM per block", b, t);
+        }
+    }
+    tcq_pool_free(pools[1]);
+    tcq_pool_free(pools[2]);
+    free(H), free(F), free(L), free(D0), free(D);
+}
 
 static void check_ldl(uint64_t *st, int64_t m, int b)
 {
@@ -189,5 +244,6 @@ int main(void)
     CHECK(tcq_quant_block_ldl(bad, 2, 0, L, D) == TCQ_ERR_INVALID_ARG, "a block of 0");
     CHECK(tcq_quant_damp(zero, 2, 0.01, D) == TCQ_ERR_INVALID_ARG && strstr(tcq_last_error(), "no calibration signal"),
           "zero Hessian: %s", tcq_last_error());
+    check_ldl_pool(&st);
     return test_done("test_quant_ldlq");
 }

@@ -1,11 +1,14 @@
 /* Axis 0's batched coding (issue 23: a GPU encoder wants many blocks a launch):
  *   - the scale candidates of several rows in one encoder call (tcq_quant_code_candidates) give
  *     the codes and scales of the per-row, per-candidate loop they replaced (kept here as the
- *     reference), with and without the refit, for searches of 1, 5 and 9;
+ *     reference), with and without the refit, for searches of 1, 5 and 9, with its scratch
+ *     allocated per call and reused (one per tensor);
  *   - groups of one (axis0_group 1): BlockLDLQ + a pass + the H-weighted scales give the bits of
  *     the row-by-row algorithm before groups (kept here as the reference: ref_axis0, ref_pass);
+ *     H damped and permuted in one pooled pass equals tcq_quant_damp + tcq_quant_permute_sym;
  *   - groups of 16 over 300 rows (the last group 12): the pass never raises the damped proxy loss,
- *     on the CPU and on the qla host emulation; the same bits on 1 and 2 threads. */
+ *     on the CPU and on the qla host emulation; the same bits on 1 and 2 threads and without a
+ *     pool, both paths (the lazy in-batch updates and the pooled host steps own their outputs). */
 #include "test.h"
 #include "quant/qla.h"
 #include "quant/quant.h"
@@ -64,15 +67,25 @@ static void check_candidates(uint64_t *st)
     for (int64_t i = 0; i < n * C; i++) tg[i] = (float)(test_gauss(st) * (1 + i / C));   /* rows of other scales */
     tcq_pool *pool = NULL;
     CHECK_OK(tcq_pool_create(2, &pool));
+    tcq_quant_cand sc;
+    const tcq_ldlq_args a9 = {p, &enc, pool, NULL, n, C, 0, NULL, 0, 0, NULL, NULL, NULL, 0, 9, NULL, NULL, 1};
+    CHECK_OK(tcq_quant_cand_alloc(&a9, n, 9, &sc));
     for (int refit = 0; refit <= 1; refit++)
         for (int n_mult = 1; n_mult <= 9; n_mult += 4) {
             const tcq_ldlq_args a = {p, &enc, pool, NULL, n, C, 0, NULL, 0, refit, NULL, NULL, NULL, 0, n_mult, NULL, NULL, 1};
-            CHECK_OK(tcq_quant_code_candidates(&a, tg, n, n_mult, c1, s1));
+            CHECK_OK(tcq_quant_code_candidates(&a, NULL, tg, n, n_mult, c1, s1));
             for (int64_t r = 0; r < n; r++) ref_candidates(p, refit, tg + r * C, C, n_mult, c0 + r * rw, s0 + r);
             CHECK(!memcmp(c0, c1, (size_t)(n * rw) * 4) && !memcmp(s0, s1, sizeof s0),
                   "refit %d, %d candidates: %lld rows in one call differ from the per-candidate loop", refit, n_mult,
                   (long long)n);
+            /* the scratch of a tensor, reused call after call (here for n rows of 9; the call
+             * before left its words and errors in it) */
+            memset(c1, 0, (size_t)(n * rw) * 4);
+            CHECK_OK(tcq_quant_code_candidates(&a, &sc, tg, n, n_mult, c1, s1));
+            CHECK(!memcmp(c0, c1, (size_t)(n * rw) * 4) && !memcmp(s0, s1, sizeof s0),
+                  "refit %d, %d candidates: other bits with a reused scratch", refit, n_mult);
         }
+    tcq_quant_cand_free(&sc);
     tcq_pool_free(pool);
     free(tg);
     free(c0);
@@ -198,6 +211,15 @@ static void check_group_of_one(uint64_t *st)
     memcpy(Lm, f.Hd, (size_t)(R * R) * sizeof *Lm);
     CHECK_OK(tcq_quant_act_order(f.H, R, perm));
     CHECK_OK(tcq_quant_permute_sym(Lm, R, perm, D));
+    {   /* damped and permuted in one pooled pass from H: the same bits */
+        double *Lp = malloc((size_t)(R * R) * sizeof *Lp);
+        tcq_pool *p2 = NULL;
+        CHECK_OK(tcq_pool_create(2, &p2));
+        CHECK_OK(tcq_quant_damp_permuted(f.H, R, f.damp, perm, p2, Lp));
+        CHECK(!memcmp(Lp, Lm, (size_t)(R * R) * sizeof *Lp), "tcq_quant_damp_permuted: other bits than damp + permute");
+        tcq_pool_free(p2);
+        free(Lp);
+    }
     CHECK_OK(tcq_quant_block_ldl(Lm, R, 1, Lm, D));
     ref_axis0(f.p, 1, 9, f.W, R, C, Lm, perm, c0, s0, w0);
     ref_pass(f.p, 1, f.W, R, C, f.H, f.lambda, c0, s0, w0);
@@ -253,14 +275,22 @@ static void check_groups(uint64_t *st)
               on_qla ? " on qla" : "", l0, l1);
         CHECK(changed > 0, "g %lld: the pass recoded no row", (long long)g);
     }
-    /* the whole thing on 1 and on 2 threads: the same bits */
+    /* the whole thing on 1 and on 2 threads (no pool: this thread), CPU and qla: the same bits */
     a.passes = 1;
-    a.pool = p1, a.codes = c0, a.scales = s0, a.What = w0;
-    CHECK_OK(tcq_quant_ldlq(&a));
-    a.pool = p2, a.codes = c1, a.scales = s1, a.What = w1;
-    CHECK_OK(tcq_quant_ldlq(&a));
-    CHECK(!memcmp(c0, c1, (size_t)(R * rw) * 4) && !memcmp(s0, s1, (size_t)R * 2), "g %lld: 1 and 2 threads differ",
-          (long long)g);
+    for (int on_qla = 0; on_qla <= 1; on_qla++) {
+        a.qla = on_qla ? q : NULL;
+        a.pool = p1, a.codes = c0, a.scales = s0, a.What = w0;
+        CHECK_OK(tcq_quant_ldlq(&a));
+        a.pool = p2, a.codes = c1, a.scales = s1, a.What = w1;
+        CHECK_OK(tcq_quant_ldlq(&a));
+        CHECK(!memcmp(c0, c1, (size_t)(R * rw) * 4) && !memcmp(s0, s1, (size_t)R * 2) &&
+                  !memcmp(w0, w1, (size_t)(R * C) * 4),
+              "g %lld%s: 1 and 2 threads differ", (long long)g, on_qla ? " on qla" : "");
+        a.pool = NULL, a.codes = c1, a.scales = s1, a.What = w1;
+        CHECK_OK(tcq_quant_ldlq(&a));
+        CHECK(!memcmp(c0, c1, (size_t)(R * rw) * 4) && !memcmp(s0, s1, (size_t)R * 2),
+              "g %lld%s: no pool and 1 thread differ", (long long)g, on_qla ? " on qla" : "");
+    }
     tcq_qla_free(q);
     tcq_pool_free(p1);
     tcq_pool_free(p2);

@@ -4,10 +4,11 @@
  *   - DSYRK into a mirrored Hessian, the two DTRSM forms, the blocked Cholesky (blocks of 512:
  *     m = 1100 is three) against tcq_quant_cholesky, the block LDL on it (blocks of 1 and 256)
  *     against tcq_quant_block_ldl, the proxy's one product against tcq_quant_proxy, the axis-1
- *     scale search's per-row losses e H e^T (Hd mirrored) against CBLAS to 1e-12;
+ *     scale search's per-row losses e H e^T (Hd mirrored; then E, Hd and EH mirrored, EH's host
+ *     copy untouched: only the R sums come down) against CBLAS to 1e-12;
  *   - BlockLDLQ plus one pass with the products on the emulation against the CPU path, both axes
  *     (axis 0 over several of its batches; also in groups of 16 rows), without and with a scale
- *     search of 3 candidates:
+ *     search of 3 candidates, and with the refit (hscale's products on the emulation):
  *     the proxy loss within 1 % (other summation orders move a few Viterbi decisions, not the
  *     loss), and the same bits on a second run.
  *   - the calibration forward (calib.c) on tests/data/tiny_llama (2 layers) with its projections
@@ -27,6 +28,7 @@
 
 #include <cblas.h>
 #include <sys/stat.h>
+#include <time.h>
 
 static double max_rel(const double *a, const double *b, int64_t n)
 {
@@ -141,9 +143,15 @@ static void check_factor(uint64_t *st, tcq_qla *q)
         double *D1 = malloc(sizeof(double) * (size_t)(m * b));
         test_random_spd(st, m, S);
         CHECK_OK(tcq_quant_block_ldl(S, m, b, L0, D0));
-        CHECK_OK(tcq_quant_block_ldl_on(q, S, m, b, L1, D1));
+        CHECK_OK(tcq_quant_block_ldl_on(q, NULL, S, m, b, L1, D1));
         CHECK(max_rel(L1, L0, m * m) < 1e-10 && max_rel(D1, D0, m * b) < 1e-10, "block LDL b=%d: L %g, D %g", b,
               max_rel(L1, L0, m * m), max_rel(D1, D0, m * b));
+        tcq_pool *pool = NULL;   /* its finish on 2 threads: the same bits */
+        CHECK_OK(tcq_pool_create(2, &pool));
+        CHECK_OK(tcq_quant_block_ldl_on(q, pool, S, m, b, L0, D0));
+        CHECK(!memcmp(L0, L1, sizeof(double) * (size_t)(m * m)) && !memcmp(D0, D1, sizeof(double) * (size_t)(m * b)),
+              "block LDL b=%d on qla: 2 threads differ from none", b);
+        tcq_pool_free(pool);
         free(S), free(L0), free(L1), free(D0), free(D1);
     }
     double bad[4] = {1, 2, 2, 1};
@@ -183,6 +191,22 @@ static void check_row_losses(uint64_t *st, tcq_qla *q)
     double worst = 0;
     for (int64_t r = 0; r < R; r++) worst = fmax(worst, fabs(l1[r] - l0[r]) / l0[r]);
     CHECK(worst <= 1e-12, "row losses on qla: %g relative from CBLAS's", worst);
+    /* as the scale search runs them: E, Hd and EH mirrored, EH never down (its host copy keeps
+     * what it held), only the R sums (tcq_qla_rowdots) */
+    for (int64_t i = 0; i < R * C; i++) EH[i] = -1.0;
+    CHECK_OK(tcq_qla_mirror(q, E, sizeof(double) * (size_t)(R * C), 0));
+    CHECK_OK(tcq_qla_mirror(q, H, sizeof(double) * (size_t)(C * C), 0));
+    CHECK_OK(tcq_qla_mirror(q, EH, sizeof(double) * (size_t)(R * C), 1));
+    CHECK_OK(tcq_quant_row_losses(q, E, R, C, H, EH, l1));
+    tcq_qla_unmirror(q, E);
+    tcq_qla_unmirror(q, H);
+    tcq_qla_unmirror(q, EH);
+    worst = 0;
+    int64_t touched = 0;
+    for (int64_t r = 0; r < R; r++) worst = fmax(worst, fabs(l1[r] - l0[r]) / l0[r]);
+    for (int64_t i = 0; i < R * C; i++) touched += EH[i] != -1.0;
+    CHECK(worst <= 1e-12, "row losses on mirrors: %g relative from CBLAS's", worst);
+    CHECK(touched == 0, "row losses on mirrors: %lld of EH's host entries written", (long long)touched);
     free(E), free(H), free(EH), free(l0), free(l1);
 }
 
@@ -190,13 +214,13 @@ static void check_row_losses(uint64_t *st, tcq_qla *q)
  * (NULL: the CPU path); proxy loss out. */
 static tcq_cuda_ctx *gpu_enc;   /* the GPU run: its encoder codes the blocks */
 
-static double ldlq(tcq_qla *q, int search, int group, const float *W, int64_t R, int64_t C, int axis, const double *H,
-                   uint32_t *codes, uint16_t *scales)
+static double ldlq(tcq_qla *q, int search, int group, int refit, const float *W, int64_t R, int64_t C, int axis,
+                   const double *H, uint32_t *codes, uint16_t *scales)
 {
     const tcq_block_params p = {12, 2, 256};
     const tcq_encode_opts enc = {0};
     float *What = malloc(sizeof(float) * (size_t)(R * C));
-    const tcq_ldlq_args a = {p, &enc, NULL, W, R, C, axis, H, 0.01, 0, codes, scales, What, 1, search, q,
+    const tcq_ldlq_args a = {p, &enc, NULL, W, R, C, axis, H, 0.01, refit, codes, scales, What, 1, search, q,
                              q ? gpu_enc : NULL, group};
     CHECK_OK(tcq_quant_ldlq(&a));
     double l = -1;
@@ -209,8 +233,10 @@ static void check_ldlq(uint64_t *st, tcq_qla *q)
 {
     /* search 3: BlockLDLQ's mirrors set up and dropped once per candidate (axis 1), the
      * candidates' encodes through the GPU encoder (axis 0) */
-    for (int run = 0; run < 5; run++) {
-        const int search = run / 2 ? 3 : 0, axis = run % 2, group = run == 4 ? 16 : 1;
+    /* runs 5, 6: with the refit (least squares per candidate, then hscale's products and axis 0's
+     * Cholesky on q) */
+    for (int run = 0; run < 7; run++) {
+        const int search = run / 2 ? 3 : 0, axis = run % 2, group = run == 4 ? 16 : 1, refit = run >= 5;
         /* axis 0: 300 stored rows = 3 BlockLDLQ batches of 128, 5 pass batches of 64 */
         const int64_t R = axis ? 40 : 300, C = axis ? 768 : 256, m = axis ? C : R, rw = C * 2 / 32;
         double *H = malloc(sizeof(double) * (size_t)(m * m));
@@ -219,13 +245,13 @@ static void check_ldlq(uint64_t *st, tcq_qla *q)
         uint16_t *s0 = malloc((size_t)R * 2), *s1 = malloc((size_t)R * 2), *s2 = malloc((size_t)R * 2);
         test_random_spd(st, m, H);
         for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st);
-        const double lc = ldlq(NULL, search, group, W, R, C, axis, H, c0, s0);
-        const double lq = ldlq(q, search, group, W, R, C, axis, H, c1, s1);
-        const double lq2 = ldlq(q, search, group, W, R, C, axis, H, c2, s2);
+        const double lc = ldlq(NULL, search, group, refit, W, R, C, axis, H, c0, s0);
+        const double lq = ldlq(q, search, group, refit, W, R, C, axis, H, c1, s1);
+        const double lq2 = ldlq(q, search, group, refit, W, R, C, axis, H, c2, s2);
         int64_t same = 0;
         for (int64_t r = 0; r < R; r++) same += !memcmp(c0 + r * rw, c1 + r * rw, (size_t)rw * 4) && s0[r] == s1[r];
-        fprintf(stderr, "search %d, axis %d, group %d: proxy CPU %.6g, %s GPU path %.6g (%+.3f%%), rows identical "
-                "%lld of %lld\n", search, axis, group, lc, tcq_qla_on_gpu(q) ? "the" : "emulated", lq, 100 * (lq / lc - 1),
+        fprintf(stderr, "search %d, axis %d, group %d%s: proxy CPU %.6g, %s GPU path %.6g (%+.3f%%), rows identical "
+                "%lld of %lld\n", search, axis, group, refit ? ", refit" : "", lc, tcq_qla_on_gpu(q) ? "the" : "emulated", lq, 100 * (lq / lc - 1),
                 (long long)same, (long long)R);
         CHECK(fabs(lq / lc - 1) < 0.01, "search %d, axis %d: proxy %g vs the CPU's %g", search, axis, lq, lc);
         CHECK(lq2 == lq && !memcmp(c1, c2, (size_t)(R * rw) * 4) && !memcmp(s1, s2, (size_t)R * 2),
@@ -405,8 +431,114 @@ static void check_all(uint64_t *st, tcq_cuda_ctx *ctx)
     tcq_qla_free(q);
 }
 
-int main(void)
+/* ---- perf mode: `test_quant_qla --perf [R C threads]`, not a test: prints seconds ----
+ * The GPU quantizer's per-tensor costs at a 14B projection's shape (default R 17408, C 5120:
+ * axis 1 = gate / up with H over C, axis 0 = down with H over the R stored rows), the pool of
+ * `threads` (default: one per CPU) doing the host work as `tcq quantize` does: the qla's copy
+ * rates (a whole E up and down, one block's R x 256 columns up), then tcq_quant_ldlq at scale
+ * search 1 / 9 and 0 / 1 passes, the last also with --refit-scales, axis 0 in groups of 8.  H = X^T X / 2048 + 0.05 I, X [2048, m]
+ * Gaussian (DSYRK on the backend).  tests/cuda/quantize-ldlq-on-device.sh runs it there
+ * (TCQ_QLA_PERF=1); without a GPU it runs the host emulation at the shape given. */
+static double now_s(void)
 {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void perf_spd(uint64_t *st, tcq_qla *q, int64_t m, double *H)
+{
+    const int64_t n = 2048;
+    double *X = malloc(sizeof(double) * (size_t)(n * m));
+    fill(st, X, n * m);
+    CHECK_OK(tcq_qla_mirror(q, H, sizeof(double) * (size_t)(m * m), 1));
+    CHECK_OK(tcq_qla_syrk(q, H, m, X, n));
+    CHECK_OK(tcq_qla_pull(q, H, m, m, m, sizeof *H));
+    tcq_qla_unmirror(q, H);
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = i; j < m; j++) H[i * m + j] /= (double)n;
+        for (int64_t j = 0; j < i; j++) H[i * m + j] = H[j * m + i];
+        H[i * m + i] += 0.05;
+    }
+    free(X);
+}
+
+static void perf(int64_t R, int64_t C, int threads)
+{
+    uint64_t st = 0x5eed;
+    tcq_cuda_ctx *ctx = NULL;
+    if (tcq_cuda_ctx_create(0, &ctx) != TCQ_OK) {
+        fprintf(stderr, "perf: no GPU (%s): the host emulation\n", tcq_last_error());
+        tcq_error_clear();
+    }
+    tcq_qla *q = NULL;
+    tcq_pool *pool = NULL;
+    CHECK_OK(tcq_qla_create(ctx, &q));
+    CHECK_OK(tcq_pool_create(threads, &pool));
+    printf("perf: R %lld, C %lld, %d threads, %s\n", (long long)R, (long long)C, tcq_pool_size(pool),
+           ctx ? "GPU" : "host emulation");
+    {   /* copy rates through the qla's mirrors (pageable host memory) */
+        const int64_t T = 256;
+        double *E = malloc(sizeof(double) * (size_t)(R * C)), tiny = 0;
+        fill(&st, E, R * C);
+        CHECK_OK(tcq_qla_mirror(q, E, sizeof(double) * (size_t)(R * C), 1));
+        double t0 = now_s();
+        CHECK_OK(tcq_qla_push(q, E, R, C, C, 8));
+        CHECK_OK(tcq_qla_pull(q, &E[0], 1, 1, 1, 8));   /* a pull waits for the stream */
+        double t1 = now_s();
+        CHECK_OK(tcq_qla_pull(q, E, R, C, C, 8));
+        double t2 = now_s();
+        for (int i = 0; i < 4; i++) CHECK_OK(tcq_qla_push(q, E + i * T, R, T, C, 8));
+        CHECK_OK(tcq_qla_pull(q, &E[0], 1, 1, 1, 8));
+        double t3 = now_s();
+        (void)tiny;
+        const double gb = 8e-9 * (double)(R * C), gbb = 8e-9 * (double)(R * T);
+        printf("perf: copy [R, C] doubles up %.2f GB/s, down %.2f GB/s; [R, 256] columns (pitch C) up %.2f GB/s\n",
+               gb / (t1 - t0), gb / (t2 - t1), 4 * gbb / (t3 - t2));
+        tcq_qla_unmirror(q, E);
+        free(E);
+    }
+    const tcq_block_params p = {12, 2, 256};
+    const tcq_encode_opts enc = {0};
+    const int64_t rw = C * p.k / 32;
+    float *W = malloc(sizeof(float) * (size_t)(R * C)), *What = malloc(sizeof(float) * (size_t)(R * C));
+    uint32_t *codes = malloc(sizeof(uint32_t) * (size_t)(R * rw));
+    uint16_t *scales = malloc(sizeof(uint16_t) * (size_t)R);
+    for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(&st);
+    for (int axis = 1; axis >= 0; axis--) {
+        const int64_t m = axis ? C : R;
+        double *H = malloc(sizeof(double) * (size_t)(m * m));
+        double t0 = now_s();
+        perf_spd(&st, q, m, H);
+        printf("perf: axis %d, H %lld x %lld made in %.2f s\n", axis, (long long)m, (long long)m, now_s() - t0);
+        const int runs[4][3] = {{1, 0, 0}, {9, 0, 0}, {9, 1, 0}, {9, 1, 1}};   /* scale search, passes, refit */
+        for (int i = 0; i < 4; i++) {
+            const tcq_ldlq_args a = {p, &enc, pool, W, R, C, axis, H, 0.01, runs[i][2], codes, scales, What, runs[i][1],
+                                     runs[i][0], q, ctx, 8};
+            t0 = now_s();
+            CHECK_OK(tcq_quant_ldlq(&a));
+            const double t = now_s() - t0;
+            double l = -1, ref = -1;
+            t0 = now_s();
+            CHECK_OK(tcq_quant_proxy_on(q, W, What, R, C, axis, H, &l, &ref));
+            printf("perf: axis %d, scale search %d, %d pass(es)%s: %.2f s (the proxy after it %.2f s; relative %.5f)\n",
+                   axis, runs[i][0], runs[i][1], runs[i][2] ? ", refit" : "", t, now_s() - t0, l / ref);
+            fflush(stdout);
+        }
+        free(H);
+    }
+    free(W), free(What), free(codes), free(scales);
+    tcq_pool_free(pool);
+    tcq_qla_free(q);
+    tcq_cuda_ctx_free(ctx);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--perf")) {
+        perf(argc > 2 ? atoll(argv[2]) : 17408, argc > 3 ? atoll(argv[3]) : 5120, argc > 4 ? atoi(argv[4]) : 0);
+        return test_done("test_quant_qla --perf");
+    }
     uint64_t st = test_seed();
     check_all(&st, NULL);
     /* a CUDA build with a device (tests/cuda/quantize-ldlq-on-device.sh runs it there): the same
