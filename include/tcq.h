@@ -633,6 +633,8 @@ typedef struct tcq_quantize_opts {
                                  1: a layer's statistics taken once, before it is coded; 2: also
                                  retaken before o, gate/up and down with the projections before
                                  them coded (~4x the calibration forward; no hessians_out) */
+    double asym_alpha;        /* asym: the fraction of the correction taken, W + alpha W C Hd^-1
+                                 (asym.c); 0: 1, all of it; GPTAQ's published code takes 0.25 */
 } tcq_quantize_opts;
 enum { TCQ_QMETHOD_RTN = 0, TCQ_QMETHOD_LDLQ = 1 };
 

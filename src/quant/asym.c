@@ -5,18 +5,21 @@
  * does on its own: ||W X_fp - Wq X||^2.  With dX = X_fp - X and C = dX X^T = sum (x_fp - x) x^T,
  *   ||W X + W dX - Wq X||^2 = ||(W' - Wq) X||^2 + ||W dX (I - P_X)||^2,  W' = W + W C H^-1,
  * (W' X is W X_fp's projection onto X's rows), so BlockLDLQ on H with the target W' solves it
- * unchanged.  H is damped as BlockLDLQ damps it; the solve is by its Cholesky factor. */
+ * unchanged.  H is damped as BlockLDLQ damps it; the solve is by its Cholesky factor.
+ * alpha scales the correction, W + alpha W C Hd^-1: GPTAQ's published code takes 0.25 of it (its
+ * `alpha`), a shrinkage of a correction fitted on the calibration tokens (tinyqwen's figures for
+ * 1 and 0.25: docs/PERFORMANCE.md). */
 #include "quant.h"
 
 #include <cblas.h>
 
-tcq_status tcq_quant_asym_target(const double *H, const double *Cx, int64_t m, double damp, float *rows, int64_t R,
-                                 int64_t C, int axis)
+tcq_status tcq_quant_asym_target(const double *H, const double *Cx, int64_t m, double damp, double alpha, float *rows,
+                                 int64_t R, int64_t C, int axis)
 {
     if ((axis ? C : R) != m) return tcq_fail(TCQ_ERR_INTERNAL, "asymmetric target: H of %lld for %lld inputs",
                                              (long long)m, (long long)(axis ? C : R));
     /* A: the weights input-major [m, n] (axis 0: the stored rows; axis 1: W^T), then
-     * A' = A + Hd^-1 C^T A, the transposed W' = W + W C Hd^-1. */
+     * A' = A + alpha Hd^-1 C^T A, the transposed W' = W + alpha W C Hd^-1. */
     const int64_t n = axis ? R : C;
     double *L = malloc((size_t)(m * m) * sizeof *L), *A = malloc((size_t)(m * n) * sizeof *A),
            *G = malloc((size_t)(m * n) * sizeof *G);
@@ -27,8 +30,8 @@ tcq_status tcq_quant_asym_target(const double *H, const double *Cx, int64_t m, d
     if (s == TCQ_OK) {
         for (int64_t i = 0; i < m; i++)
             for (int64_t j = 0; j < n; j++) A[i * n + j] = axis ? rows[j * C + i] : rows[i * C + j];
-        /* G = C^T A, then G <- Hd^-1 G by the two triangular solves of Hd = L L^T */
-        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)m, (int)n, (int)m, 1.0, Cx, (int)m, A, (int)n, 0.0, G,
+        /* G = alpha C^T A, then G <- Hd^-1 G by the two triangular solves of Hd = L L^T */
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)m, (int)n, (int)m, alpha, Cx, (int)m, A, (int)n, 0.0, G,
                     (int)n);
         cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, (int)m, (int)n, 1.0, L, (int)m, G,
                     (int)n);

@@ -177,9 +177,10 @@ tcq_status tcq_quant_hfile_close(tcq_quant_hfile *hf);
 /* The asymmetric target (asym.c): with Hd = H + damp * mean(diag H) I and C = sum (x_fp - x) x^T,
  * the W' that makes ||W X_fp - Wq X||^2 = ||(W' - Wq) X||^2 + const (damped) for every Wq:
  * W' = W + W C Hd^-1 (W [out, m] as a reader's rows; axis 1: W is rows [R, C = m]; axis 0: rows is
- * W^T [R = m, C], the stored layout, rows' = rows + Hd^-1 C^T rows).  In place, in double. */
-tcq_status tcq_quant_asym_target(const double *H, const double *Cx, int64_t m, double damp, float *rows, int64_t R,
-                                 int64_t C, int axis);
+ * W^T [R = m, C], the stored layout, rows' = rows + Hd^-1 C^T rows); alpha scales the correction
+ * (1: all of it).  In place, in double. */
+tcq_status tcq_quant_asym_target(const double *H, const double *Cx, int64_t m, double damp, double alpha, float *rows,
+                                 int64_t R, int64_t C, int axis);
 
 /* Row scales minimising tr(E (H + lambda I) E^T) for fixed codes (hscale.c; H [m, m] as
  * tcq_quant_proxy's), kept where they lower it against the scales in hand. */

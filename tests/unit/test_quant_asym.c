@@ -1,6 +1,7 @@
 /* GPTAQ's asymmetric targets (asym.c, calib.c's second stream; tcq_quantize_opts.asym).
  * 1. tcq_quant_asym_target against a float64 reference W + W C Hd^-1 (Gauss-Jordan inverse) on
- *    small random cases, both axes; C = 0 leaves the rows bit for bit.
+ *    small random cases, both axes, and a quarter of the correction at alpha 0.25; C = 0 leaves
+ *    the rows bit for bit.
  * 2. Undamped, W' is the least-squares solution: (W' X - W X_fp) X^T = 0.
  * 3. tiny_llama, sequential calibration: with --layers 1 both streams are the embedding, so the
  *    cross terms are zero and asym writes the same bytes as without; on the 2-layer model layer 0
@@ -77,8 +78,8 @@ static void check_reference(uint64_t *st, int64_t n, int64_t m, double damp)
     memcpy(r1, W, (size_t)(n * m) * sizeof *W);   /* axis 1: rows are W [n, m] */
     for (int64_t o = 0; o < n; o++)                 /* axis 0: rows are W^T [m, n] */
         for (int64_t j = 0; j < m; j++) r0[j * n + o] = W[o * m + j];
-    CHECK_OK(tcq_quant_asym_target(H, Cx, m, damp, r1, n, m, 1));
-    CHECK_OK(tcq_quant_asym_target(H, Cx, m, damp, r0, m, n, 0));
+    CHECK_OK(tcq_quant_asym_target(H, Cx, m, damp, 1.0, r1, n, m, 1));
+    CHECK_OK(tcq_quant_asym_target(H, Cx, m, damp, 1.0, r0, m, n, 0));
     double e1 = 0, e0 = 0, nr = 0, moved = 0;
     for (int64_t o = 0; o < n; o++)
         for (int64_t j = 0; j < m; j++) {
@@ -92,10 +93,24 @@ static void check_reference(uint64_t *st, int64_t n, int64_t m, double damp)
             "max |W' - W| %.3g)\n", (long long)n, (long long)m, damp, e1, e0, nr, moved);
     CHECK(e1 <= 1e-6 * nr && e0 <= 1e-6 * nr, "W + W C Hd^-1: off by %g / %g (axis 1 / 0) of %g", e1, e0, nr);
     CHECK(moved > 1e-2 * nr, "the correction is too small to test anything (%g of %g)", moved, nr);
+    /* alpha 0.25: a quarter of the correction, W + 0.25 (ref - W), both axes */
+    memcpy(r1, W, (size_t)(n * m) * sizeof *W);
+    for (int64_t o = 0; o < n; o++)
+        for (int64_t j = 0; j < m; j++) r0[j * n + o] = W[o * m + j];
+    CHECK_OK(tcq_quant_asym_target(H, Cx, m, damp, 0.25, r1, n, m, 1));
+    CHECK_OK(tcq_quant_asym_target(H, Cx, m, damp, 0.25, r0, m, n, 0));
+    e1 = e0 = 0;
+    for (int64_t o = 0; o < n; o++)
+        for (int64_t j = 0; j < m; j++) {
+            const double r = W[o * m + j] + 0.25 * (ref[o * m + j] - W[o * m + j]);
+            e1 = fmax(e1, fabs(r1[o * m + j] - r));
+            e0 = fmax(e0, fabs(r0[j * n + o] - r));
+        }
+    CHECK(e1 <= 1e-6 * nr && e0 <= 1e-6 * nr, "W + 0.25 W C Hd^-1: off by %g / %g (axis 1 / 0) of %g", e1, e0, nr);
     /* C = 0: the same bits */
     for (int64_t i = 0; i < m * m; i++) Cx[i] = 0;
     memcpy(r1, W, (size_t)(n * m) * sizeof *W);
-    CHECK_OK(tcq_quant_asym_target(H, Cx, m, damp, r1, n, m, 1));
+    CHECK_OK(tcq_quant_asym_target(H, Cx, m, damp, 1.0, r1, n, m, 1));
     CHECK(!memcmp(r1, W, (size_t)(n * m) * sizeof *W), "C = 0 changed the weights");
     free(H), free(Cx), free(Hd), free(Hi), free(ref), free(WC), free(W), free(r1), free(r0);
 }
@@ -114,7 +129,7 @@ static void check_least_squares(uint64_t *st, int64_t n, int64_t m, int64_t N)
                 Cx[i * m + j] += (Xf[i * N + t] - X[i * N + t]) * X[j * N + t];
             }
     for (int64_t i = 0; i < n * m; i++) W[i] = Wp[i] = (float)test_gauss(st);
-    CHECK_OK(tcq_quant_asym_target(H, Cx, m, 0.0, Wp, n, m, 1));
+    CHECK_OK(tcq_quant_asym_target(H, Cx, m, 0.0, 1.0, Wp, n, m, 1));
     /* gradient G = (W' X - W X_fp) X^T, against the scale of W X_fp X^T */
     double g = 0, ref = 0;
     for (int64_t o = 0; o < n; o++) {
@@ -238,7 +253,7 @@ int main(void)
         CHECK(same == (j < 3), "asym 2, one layer: %s %s", name, same ? "unchanged" : "changed");
     }
 
-    /* refused: saved Hessians, an original-mode calibration, RTN */
+    /* refused: saved Hessians, an original-mode calibration, RTN, an alpha without asym or above 2 */
     tcq_quantize_opts o = {.bits = 2, .seed = 1, .threads = 2, .method = TCQ_QMETHOD_LDLQ, .calib = calib,
                            .calib_tokens = 1024, .calib_ctx = 128, .asym = 1};
     snprintf(path, sizeof path, "%s/q_bad", tmp);
@@ -247,6 +262,15 @@ int main(void)
     o.calib_sequential = 1;
     o.method = TCQ_QMETHOD_RTN;
     CHECK(tcq_quantize_model(model, path, &o, NULL, NULL) == TCQ_ERR_INVALID_ARG, "asym with rtn: %s", tcq_last_error());
+    o.method = TCQ_QMETHOD_LDLQ;
+    o.asym = 0;
+    o.asym_alpha = 0.25;
+    CHECK(tcq_quantize_model(model, path, &o, NULL, NULL) == TCQ_ERR_INVALID_ARG && strstr(tcq_last_error(), "alpha"),
+          "asym alpha without asym: %s", tcq_last_error());
+    o.asym = 1;
+    o.asym_alpha = 3;
+    CHECK(tcq_quantize_model(model, path, &o, NULL, NULL) == TCQ_ERR_INVALID_ARG && strstr(tcq_last_error(), "alpha"),
+          "asym alpha 3: %s", tcq_last_error());
 
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
