@@ -635,7 +635,7 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
             const double *Cx = tcq_quant_lhess_cross_for(&c->lh, ts[i]->name);
             if (s == TCQ_OK && H && Cx)   /* asym: the target W + alpha W C Hd^-1 (asym.c), in place */
                 s = tcq_quant_asym_target(H, Cx, hm, c->o->damp > 0 ? c->o->damp : 0.1,
-                                          c->o->asym_alpha > 0 ? c->o->asym_alpha : 1.0, rows[j],
+                                          c->o->asym_alpha > 0 ? c->o->asym_alpha : 0.25, rows[j],
                                           shape[j][writer ? 1 : 0], c->n, writer ? 0 : 1);
             if (s == TCQ_OK) s = writer ? emit_writer(c, ts[i], rows[j]) : emit_reader(c, ts[i]->name, rows[j], ts[i]->shape[0], c->p.k);
             if (s == TCQ_OK && sequential) {   /* the coded weights are the layer's from now on */
@@ -972,7 +972,7 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: asym %d: 0, 1 or 2 (2: statistics retaken inside each layer, "
                         "so none to save)", opts->asym);
     if (!(opts->asym_alpha >= 0 && opts->asym_alpha <= 2) || (opts->asym_alpha > 0 && !opts->asym))
-        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: asym alpha %g: in [0, 2] (0: 1), with asym only",
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: asym alpha %g: in [0, 2] (0: 0.25), with asym only",
                         opts->asym_alpha);
     if (opts->damp < 0 || !isfinite(opts->damp))
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: damping %g: >= 0", opts->damp);

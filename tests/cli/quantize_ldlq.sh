@@ -43,7 +43,7 @@ check 2 "asym layer|within" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$t
 check 1 "asymmetric targets need LDLQ with a sequential calibration" "$model" "$tmp/o" --bits 2 --method ldlq \
     --calib "$tmp/calib.txt" --asym layer
 check 2 "asym-alpha needs a number" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/calib.txt" --asym-alpha x
-check 1 "asym alpha 0.25: in \[0, 2\] (0: 1), with asym only" "$model" "$tmp/o" --bits 2 --method ldlq \
+check 1 "asym alpha 0.25: in \[0, 2\] (0: 0.25), with asym only" "$model" "$tmp/o" --bits 2 --method ldlq \
     --calib "$tmp/calib.txt" --calib-mode sequential --asym-alpha 0.25
 check 1 "needs a calibration" "$model" "$tmp/o" --bits 2 --method ldlq
 check 1 "bits per weight 5 outside \[2, 4\]" "$model" "$tmp/o" --bits 2 --bpw 5 --calib "$tmp/calib.txt"

@@ -6,7 +6,8 @@
  * 3. tiny_llama, sequential calibration: with --layers 1 both streams are the embedding, so the
  *    cross terms are zero and asym writes the same bytes as without; on the 2-layer model layer 0
  *    stays identical and layer 1 (whose inputs differ between the streams) changes.  Clear errors
- *    without a sequential calibration from a text.
+ *    without a sequential calibration from a text.  The default alpha writes what 0.25 does, 1
+ *    something else.
  * 4. asym 2 (statistics retaken inside the layer), one layer: q/k/v as without asym (their inputs
  *    are the embedding in both streams), o, gate, up and down changed (their inputs now come
  *    through coded projections). */
@@ -236,6 +237,23 @@ int main(void)
         }
     fprintf(stderr, "layer 1: %d of 7 projections changed by asym\n", changed);
     CHECK(changed == 7, "layer 1: only %d of 7 projections changed by asym", changed);
+    /* the default alpha is 0.25: the same bytes as asking for it; alpha 1 moves layer 1 */
+    for (int r = 0; r < 2; r++) {
+        char qa[700];
+        snprintf(qa, sizeof qa, "%s/qa%d", tmp, r);
+        const tcq_quantize_opts o = {.bits = 2, .seed = 1, .threads = 2, .method = TCQ_QMETHOD_LDLQ, .calib = calib,
+                                     .calib_tokens = 1024, .calib_ctx = 128, .calib_sequential = 1, .scale_search = 1,
+                                     .ldlq_passes = -1, .asym = 1, .asym_alpha = r ? 1.0 : 0.25};
+        CHECK_OK(tcq_quantize_model(model, qa, &o, NULL, NULL));
+        int moved = 0;
+        for (int j = 0; j < 7; j++) {
+            char name[200];
+            snprintf(name, sizeof name, "model.layers.1.%s.weight", projs[j]);
+            moved += !same_tensor(out[3], qa, name);
+        }
+        if (r) CHECK(moved > 0, "asym alpha 1: layer 1 as at the default 0.25");
+        else CHECK(moved == 0, "asym alpha 0.25: %d of layer 1's projections differ from the default's", moved);
+    }
 
     /* 4: asym 2, one layer, against out[0] (plain, one layer) */
     char w1[600];

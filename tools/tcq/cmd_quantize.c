@@ -67,7 +67,7 @@ static void quantize_usage(FILE *f)
                "  its own inputs (a second, unquantized stream through the calibration; ~1.5x its\n"
                "  forward time); within: the statistics also retaken before o, gate/up and down with\n"
                "  the projections before them coded (~4x).  --asym-alpha A: the fraction of the\n"
-               "  correction taken (default 1; GPTAQ's code uses 0.25).\n"
+               "  correction taken (default 0.25, GPTAQ's; 1: all of it).\n"
                "  --layers N: only decoder layers 0..N-1, written as a truncated N-layer model (checks\n"
                "  of time and memory on large models).\n");
 }
