@@ -625,6 +625,18 @@ typedef struct tcq_quantize_opts {
                                  a GPU needs: R / g launches, not R x scale_search); 1: row by row
                                  (GPTQ's order, the coder before session 27); 0: the default, 8
                                  (tinyqwen KL +1.0 / +0.5 % against 1 at k = 2 / 3); at most 256 */
+    int asym;                 /* LDLQ with a sequential calibration (calib, calib_sequential): GPTAQ's
+                                 asymmetric targets, each projection coded against what the input
+                                 model computes on its own inputs, ||W X_fp - Wq X||^2, instead of
+                                 ||(W - Wq) X||^2 on the partly coded model's X (a second, input-model
+                                 stream through the calibration; not with cuda or saved Hessians).
+                                 1: a layer's statistics taken once, before it is coded; 2: also
+                                 retaken before o, gate/up and down with the projections before
+                                 them coded (~4x the calibration forward; no hessians_out) */
+    double asym_alpha;        /* asym: the fraction of the correction taken, W + alpha W C Hd^-1
+                                 (asym.c), in (0, 2]; 0: 0.25, GPTAQ's published code's (tinyqwen
+                                 k = 3 KL against no asym: within -9.9 % at 0.25, -7.2 % at 1;
+                                 layer -5.0 % at 0.25, +6.1 % at 1; docs/PERFORMANCE.md) */
 } tcq_quantize_opts;
 enum { TCQ_QMETHOD_RTN = 0, TCQ_QMETHOD_LDLQ = 1 };
 

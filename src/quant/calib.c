@@ -18,7 +18,14 @@
  * the taps' normalisation and widening stay on the host.  Numerical contract (qla.h): the same
  * products in f32 (no TF32), another summation order than the CPU kernels, so the stream and the
  * Hessians match the CPU path to rounding (test_quant_qla measures it), not bit for bit; the same
- * run to run and for any thread count (one stream, no atomics; the host parts are the CPU path's). */
+ * run to run and for any thread count (one stream, no atomics; the host parts are the CPU path's).
+ *
+ * Asymmetric calibration (tcq_quant_cal_set_asym; asym.c says what it is for): a second stream
+ * Xfp, the input model's, goes window by window through each layer's unquantized weights just
+ * before the coded stream's window, its taps kept for that window (rec); the coded stream's taps
+ * then add (x_fp - x) x^T to the site's cross term beside x x^T to its Hessian.  Both streams run
+ * the same code on the same weights, so where they agree (layer 0: both are the embedding) the
+ * cross terms are exactly zero. */
 #include "quant.h"
 #include "qla.h"
 #include "../model/model.h"
@@ -59,15 +66,19 @@ tcq_status tcq_quant_lhess_alloc(tcq_quant_lhess *lh)
 
 void tcq_quant_lhess_free(tcq_quant_lhess *lh)
 {
-    for (int s = 0; s < TCQ_TAP_SITES; s++)
+    for (int s = 0; s < TCQ_TAP_SITES; s++) {
         if (lh->H[s]) {
             free(lh->H[s]);
             lh->H[s] = NULL;
             __atomic_sub_fetch(&hess_live, 1, __ATOMIC_RELAXED);
         }
+        free(lh->C[s]);
+        lh->C[s] = NULL;
+    }
 }
 
-const double *tcq_quant_lhess_for(const tcq_quant_lhess *lh, const char *name, int64_t *dim)
+/* The tap site of a projection's tensor name (-1: none). */
+static int site_of(const char *name)
 {
     const char *rest = strstr(name, ".self_attn.");
     int site = -1;
@@ -81,9 +92,21 @@ const double *tcq_quant_lhess_for(const tcq_quant_lhess *lh, const char *name, i
         if (!strncmp(rest, "gate_proj.", 10) || !strncmp(rest, "up_proj.", 8)) site = TCQ_TAP_FFN;
         else if (!strncmp(rest, "down_proj.", 10)) site = TCQ_TAP_DOWN;
     }
-    if (!lh || site < 0 || !lh->H[site] || strncmp(name, "model.layers.", 13)) return NULL;
+    return strncmp(name, "model.layers.", 13) ? -1 : site;
+}
+
+const double *tcq_quant_lhess_for(const tcq_quant_lhess *lh, const char *name, int64_t *dim)
+{
+    const int site = site_of(name);
+    if (!lh || site < 0 || !lh->H[site]) return NULL;
     *dim = lh->dim[site];
     return lh->H[site];
+}
+
+const double *tcq_quant_lhess_cross_for(const tcq_quant_lhess *lh, const char *name)
+{
+    const int site = site_of(name);
+    return lh && site >= 0 ? lh->C[site] : NULL;
 }
 
 struct tcq_quant_cal {
@@ -98,6 +121,11 @@ struct tcq_quant_cal {
     tcq_quant_lhess *lh;
     double *dbuf;             /* [chunk, max dim] */
     tcq_qla *qla;             /* set: the Hessians accumulate and the projections run on its device */
+    /* asymmetric calibration (set_asym) */
+    float *Xfp;               /* [windows * ctx, dim]: the input model's stream (NULL: off) */
+    double *rec[TCQ_TAP_SITES]; /* [ctx, dim of the site]: the current window's input-model taps */
+    int64_t row[TCQ_TAP_SITES]; /* rows tapped so far in the current window, per site */
+    int recording;            /* 1: taps go to rec (the input-model pass of a window) */
     const void *wdev[7];      /* the current layer's weights mirrored on qla (dense f32) */
     int n_wdev;
     float *ubuf;              /* [chunk, hidden]: up's output beside gate's (the hook's SwiGLU) */
@@ -143,8 +171,22 @@ static void tap(void *user, int layer, int site, const float *x, int M)
     tcq_quant_cal *c = user;
     if (c->s != TCQ_OK || !c->lh) return;
     const int64_t d = c->lh->dim[site];
-    tap_job J = {x, c->dbuf, d, M, site == TCQ_TAP_ATTN || site == TCQ_TAP_FFN, c->m->cfg.norm_eps};
+    const int64_t r0 = c->row[site];
+    if (c->Xfp && r0 + M > c->ctx) {
+        c->s = tcq_fail(TCQ_ERR_INTERNAL, "calibration tap: %lld rows in a window of %d", (long long)(r0 + M), c->ctx);
+        return;
+    }
+    c->row[site] += M;
+    tap_job J = {x, c->recording ? c->rec[site] + r0 * d : c->dbuf, d, M, site == TCQ_TAP_ATTN || site == TCQ_TAP_FFN,
+                 c->m->cfg.norm_eps};
     tcq_pool_run(c->m->pool, (M + TAP_ROWS - 1) / TAP_ROWS, tap_item, &J);
+    if (c->recording) return;
+    if (c->Xfp) {   /* C += (x_fp - x)^T x over the chunk's rows; rec's rows are not needed again */
+        double *dx = c->rec[site] + r0 * d;
+        for (int64_t i = 0; i < M * d; i++) dx[i] -= c->dbuf[i];
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)d, (int)d, M, 1.0, dx, (int)d, c->dbuf, (int)d, 1.0,
+                    c->lh->C[site], (int)d);
+    }
     if (c->qla) {   /* the same x x^T in double, summed on the device */
         c->s = tcq_qla_syrk(c->qla, c->lh->H[site], d, c->dbuf, M);
         return;
@@ -256,6 +298,8 @@ void tcq_quant_cal_free(tcq_quant_cal *c)
     tcq_session_free(c->sess);
     tcq_model_free(c->m);
     free(c->X);
+    free(c->Xfp);
+    for (int i = 0; i < TCQ_TAP_SITES; i++) free(c->rec[i]);
     free(c->win);
     free(c->dbuf);
     free(c->ubuf);
@@ -346,7 +390,32 @@ int64_t tcq_quant_cal_tokens(const tcq_quant_cal *c) { return c->windows * c->ct
 tcq_model *tcq_quant_cal_model(tcq_quant_cal *c) { return c->m; }
 const float *tcq_quant_cal_stream(const tcq_quant_cal *c) { return c->X; }
 
+tcq_status tcq_quant_cal_set_asym(tcq_quant_cal *c)
+{
+    if (c->qla) return tcq_fail(TCQ_ERR_UNSUPPORTED, "asymmetric calibration: not on the GPU path");
+    if (c->Xfp) return TCQ_OK;
+    const tcq_model_config *cfg = &c->m->cfg;
+    const int64_t dims[TCQ_TAP_SITES] = {cfg->dim, (int64_t)cfg->n_heads * cfg->head_dim, cfg->dim, cfg->hidden_dim};
+    const size_t n = (size_t)(c->windows * c->ctx * c->dim);
+    c->Xfp = malloc(n * sizeof *c->Xfp);
+    for (int i = 0; i < TCQ_TAP_SITES; i++) c->rec[i] = malloc((size_t)(c->ctx * dims[i]) * sizeof *c->rec[i]);
+    if (!c->Xfp || !c->rec[0] || !c->rec[1] || !c->rec[2] || !c->rec[3]) {
+        free(c->Xfp);
+        c->Xfp = NULL;
+        return tcq_fail(TCQ_ERR_NOMEM, "asymmetric calibration: a second stream of %lld tokens",
+                        (long long)(c->windows * c->ctx));
+    }
+    memcpy(c->Xfp, c->X, n * sizeof *c->Xfp);
+    return TCQ_OK;
+}
+
 tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const tcq_layer *L, tcq_quant_lhess *lh, int advance)
+{
+    return tcq_quant_cal_layer_asym(c, layer, L, L, lh, advance, 1);
+}
+
+tcq_status tcq_quant_cal_layer_asym(tcq_quant_cal *c, int layer, const tcq_layer *Lfp, const tcq_layer *L,
+                                    tcq_quant_lhess *lh, int advance, int fp_advance)
 {
     tcq_model *m = c->m;
     int fresh[TCQ_TAP_SITES] = {0};   /* allocated here: zeros, so the device copy starts zeroed (no push) */
@@ -357,6 +426,11 @@ tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const tcq_layer *L, 
         lh->dim[TCQ_TAP_DOWN] = cfg->hidden_dim;
         for (int i = 0; i < TCQ_TAP_SITES; i++) fresh[i] = !lh->H[i];
         TCQ_TRY(tcq_quant_lhess_alloc(lh));
+        for (int i = 0; c->Xfp && i < TCQ_TAP_SITES; i++)
+            if (!lh->C[i] && !(lh->C[i] = calloc((size_t)(lh->dim[i] * lh->dim[i]), sizeof(double)))) {
+                tcq_quant_lhess_free(lh);
+                return tcq_fail(TCQ_ERR_NOMEM, "cross term of %lld x %lld", (long long)lh->dim[i], (long long)lh->dim[i]);
+            }
     }
     c->lh = lh;
     c->s = TCQ_OK;
@@ -384,12 +458,19 @@ tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const tcq_layer *L, 
     m->mm = c->n_wdev ? mm : NULL;
     m->mm_user = c;
     for (int64_t w = 0; s == TCQ_OK && w < c->windows; w++) {
-        float *x = c->X + w * c->ctx * c->dim;
-        if (!advance) x = memcpy(c->win, x, (size_t)(c->ctx * c->dim) * sizeof *x);
-        s = tcq_session_rewind(c->sess, 0);
-        if (s == TCQ_OK) s = tcq_model_layer_forward(m, c->sess, L, layer, x, c->ctx);
-        if (s == TCQ_OK) s = c->s;
+        for (int pass = c->Xfp && lh ? 0 : 1; s == TCQ_OK && pass < 2; pass++) {
+            /* pass 0 (asymmetric): the input model's window through Lfp, its taps kept, moved on in
+             * place where fp_advance */
+            c->recording = pass == 0;
+            for (int i = 0; i < TCQ_TAP_SITES; i++) c->row[i] = 0;
+            float *x = (pass ? c->X : c->Xfp) + w * c->ctx * c->dim;
+            if (pass ? !advance : !fp_advance) x = memcpy(c->win, x, (size_t)(c->ctx * c->dim) * sizeof *x);
+            s = tcq_session_rewind(c->sess, 0);
+            if (s == TCQ_OK) s = tcq_model_layer_forward(m, c->sess, pass ? L : Lfp, layer, x, c->ctx);
+            if (s == TCQ_OK) s = c->s;
+        }
     }
+    c->recording = 0;
     m->tap = NULL;
     m->mm = NULL;
     c->lh = NULL;

@@ -78,12 +78,17 @@ tcq_status tcq_quant_proxy_on(struct tcq_qla *qla, const float *W, const float *
 typedef struct tcq_quant_lhess {
     int64_t dim[4];
     double *H[4];             /* dim^2 each, full symmetric (NULL: not allocated) */
+    double *C[4];             /* asymmetric calibration (tcq_quant_cal_set_asym): the cross terms
+                                 sum (x_fp - x) x^T [dim, dim] of the input model's taps x_fp and
+                                 the partly coded stream's x, row-major (NULL: none) */
 } tcq_quant_lhess;
 /* Allocate (zeroed) the missing ones of dim[]; free them. */
 tcq_status tcq_quant_lhess_alloc(tcq_quant_lhess *lh);
 void tcq_quant_lhess_free(tcq_quant_lhess *lh);
 /* The Hessian of a projection's tensor name of lh's layer (NULL: none, e.g. a norm); *dim its size. */
 const double *tcq_quant_lhess_for(const tcq_quant_lhess *lh, const char *name, int64_t *dim);
+/* The same site's cross term C (NULL: none). */
+const double *tcq_quant_lhess_cross_for(const tcq_quant_lhess *lh, const char *name);
 /* Hessian matrices alive now and at most since the last reset (the memory bound's test). */
 void tcq_quant_hess_count(int *live, int *peak);
 void tcq_quant_hess_count_reset(void);
@@ -104,6 +109,12 @@ int64_t tcq_quant_cal_tokens(const tcq_quant_cal *c);
  * Hessians' sums of x x^T in double and the forward's projections in f32, another order. */
 struct tcq_qla;
 void tcq_quant_cal_set_qla(tcq_quant_cal *c, struct tcq_qla *qla);
+/* Asymmetric calibration (GPTAQ, arXiv 2504.02692): keep a second stream, the input model's
+ * (moved by every tcq_quant_cal_layer call with lh, through the weights it is given, which must be
+ * the unquantized layer's), and with lh also accumulate lh->C, the cross terms of its taps against
+ * the stream's.  Call before the first layer; the stream must be sequential (each call with lh
+ * does not advance; the coded layer then advances with lh NULL).  Not on qla. */
+tcq_status tcq_quant_cal_set_asym(tcq_quant_cal *c);
 /* The residual stream [tokens, dim] (tests compare it between paths). */
 const float *tcq_quant_cal_stream(const tcq_quant_cal *c);
 /* The input model (mapped, its projection weights never read): config, q/k norms. */
@@ -114,6 +125,11 @@ struct tcq_model *tcq_quant_cal_model(tcq_quant_cal *c);
 struct tcq_layer;
 tcq_status tcq_quant_cal_layer(tcq_quant_cal *c, int layer, const struct tcq_layer *L, tcq_quant_lhess *lh,
                                int advance);
+/* The same with asymmetric calibration on: the input model's stream through Lfp (the unquantized
+ * layer; moved on only where fp_advance), the coded stream through L (a layer partly coded, for
+ * statistics taken within the layer).  tcq_quant_cal_layer is this with Lfp = L, fp_advance 1. */
+tcq_status tcq_quant_cal_layer_asym(tcq_quant_cal *c, int layer, const struct tcq_layer *Lfp, const struct tcq_layer *L,
+                                    tcq_quant_lhess *lh, int advance, int fp_advance);
 
 /* The token ids of a calibration text (malloc'd), with clear errors for a missing or empty file
  * and one shorter than a window of ctx tokens. */
@@ -157,6 +173,14 @@ tcq_status tcq_quant_hfile_put(tcq_quant_hfile *hf, int layer, const tcq_quant_l
 tcq_status tcq_quant_hfile_open(const char *dir, uint64_t seed, tcq_quant_hfile *hf);
 tcq_status tcq_quant_hfile_get(tcq_quant_hfile *hf, int layer, tcq_quant_lhess *lh);
 tcq_status tcq_quant_hfile_close(tcq_quant_hfile *hf);
+
+/* The asymmetric target (asym.c): with Hd = H + damp * mean(diag H) I and C = sum (x_fp - x) x^T,
+ * the W' that makes ||W X_fp - Wq X||^2 = ||(W' - Wq) X||^2 + const (damped) for every Wq:
+ * W' = W + W C Hd^-1 (W [out, m] as a reader's rows; axis 1: W is rows [R, C = m]; axis 0: rows is
+ * W^T [R = m, C], the stored layout, rows' = rows + Hd^-1 C^T rows); alpha scales the correction
+ * (1: all of it).  In place, in double. */
+tcq_status tcq_quant_asym_target(const double *H, const double *Cx, int64_t m, double damp, double alpha, float *rows,
+                                 int64_t R, int64_t C, int axis);
 
 /* Row scales minimising tr(E (H + lambda I) E^T) for fixed codes (hscale.c; H [m, m] as
  * tcq_quant_proxy's), kept where they lower it against the scales in hand. */

@@ -526,7 +526,10 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
 {
     const int hessians = c->cal || c->hin.f;
     const int sequential = c->cal && c->o->calib_sequential && !c->dry;
-    float *rows[P_COUNT] = {0}, *fw[P_COUNT] = {0}, *ones = NULL;
+    /* asym 2: the statistics retaken inside the layer before o, gate/up and down, the projections
+     * before them coded (GPTQ's "true sequential"); the input model's layer kept for its stream */
+    const int inlayer = sequential && c->o->asym == 2;
+    float *rows[P_COUNT] = {0}, *fw[P_COUNT] = {0}, *ones = NULL, *rfp[P_COUNT] = {0}, *ffp[P_COUNT] = {0};
     int64_t idx[P_COUNT], shape[P_COUNT][2];
     for (int j = 0; j < P_COUNT; j++) idx[j] = -1;
     tcq_status s = TCQ_OK;
@@ -554,6 +557,10 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
                 if (!fw[j]) s = tcq_fail(TCQ_ERR_NOMEM, "tensor %s: forward copy", t->name);
                 else transpose(rows[j], t->shape[1], c->n, fw[j]);
             }
+            float **keep = writer ? &ffp[j] : &rfp[j];
+            if (s == TCQ_OK && inlayer && !(*keep = malloc((size_t)t->numel * sizeof **keep)))
+                s = tcq_fail(TCQ_ERR_NOMEM, "tensor %s: the input model's copy", t->name);
+            if (s == TCQ_OK && inlayer) memcpy(*keep, writer ? fw[j] : rows[j], (size_t)t->numel * sizeof **keep);
         }
         const double t0 = now_s();
         if (s == TCQ_OK && c->hin.f) s = tcq_quant_hfile_get(&c->hin, l, &c->lh);
@@ -564,7 +571,8 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
             for (int64_t i = 0; ones && i < c->n; i++) ones[i] = 1.0f;
             layer_view(c, l, rows, fw, shape, ones, &L);
             /* non-sequential: the unquantized layer moves the stream in the same pass */
-            if (s == TCQ_OK) s = tcq_quant_cal_layer(c->cal, l, &L, &c->lh, !sequential);
+            if (s == TCQ_OK && inlayer) s = tcq_quant_cal_layer_asym(c->cal, l, &L, &L, &c->lh, 0, 0);
+            else if (s == TCQ_OK) s = tcq_quant_cal_layer(c->cal, l, &L, &c->lh, !sequential);
         }
         if (s == TCQ_OK && c->hout.f && !c->dry) s = tcq_quant_hfile_put(&c->hout, l, &c->lh);
         if (s == TCQ_OK && c->cb && !c->dry) {
@@ -575,9 +583,27 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
             c->pr.phase = NULL;
         }
     }
-    for (int64_t i = 0; s == TCQ_OK && i < count; i++) {
-        if (c->lay[i] != l) continue;
+    /* the order of coding: the tensors' (sorted by name), or with inlayer the projections in the
+     * forward's order first */
+    int64_t *order = malloc((size_t)(count ? count : 1) * sizeof *order), n_ord = 0;
+    if (!order && s == TCQ_OK) s = tcq_fail(TCQ_ERR_NOMEM, "layer %d: order", l);
+    for (int j = 0; order && inlayer && j < P_COUNT; j++)
+        if (idx[j] >= 0) order[n_ord++] = idx[j];
+    for (int64_t i = 0; order && i < count; i++)
+        if (c->lay[i] == l && !(inlayer && proj_slot(ts[i]->name) >= 0)) order[n_ord++] = i;
+    for (int64_t oi = 0; s == TCQ_OK && oi < n_ord; oi++) {
+        const int64_t i = order[oi];
         const int j = proj_slot(ts[i]->name);
+        if (inlayer && (j == P_O || j == P_GATE || j == P_DOWN) && rows[j]) {
+            /* the statistics of this site again, the projections before it coded; the input
+             * model's stream moves on with the last */
+            tcq_layer Lfp, L;
+            layer_view(c, l, rfp, ffp, shape, ones, &Lfp);
+            layer_view(c, l, rows, fw, shape, ones, &L);
+            tcq_quant_lhess_free(&c->lh);
+            s = tcq_quant_cal_layer_asym(c->cal, l, &Lfp, &L, &c->lh, 0, j == P_DOWN);
+            if (s != TCQ_OK) break;
+        }
         if (c->dry) {
             if (j < 0 || !plan[i]) continue;
             for (int k = 2; s == TCQ_OK && k <= 4; k++) {
@@ -604,6 +630,13 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
             const int writer = j == P_O || j == P_DOWN;
             if (sequential && !(c->recon = malloc((size_t)ts[i]->numel * sizeof *c->recon)))
                 s = tcq_fail(TCQ_ERR_NOMEM, "tensor %s: reconstruction", ts[i]->name);
+            int64_t hm = 0;
+            const double *H = tcq_quant_lhess_for(&c->lh, ts[i]->name, &hm);
+            const double *Cx = tcq_quant_lhess_cross_for(&c->lh, ts[i]->name);
+            if (s == TCQ_OK && H && Cx)   /* asym: the target W + alpha W C Hd^-1 (asym.c), in place */
+                s = tcq_quant_asym_target(H, Cx, hm, c->o->damp > 0 ? c->o->damp : 0.1,
+                                          c->o->asym_alpha > 0 ? c->o->asym_alpha : 0.25, rows[j],
+                                          shape[j][writer ? 1 : 0], c->n, writer ? 0 : 1);
             if (s == TCQ_OK) s = writer ? emit_writer(c, ts[i], rows[j]) : emit_reader(c, ts[i]->name, rows[j], ts[i]->shape[0], c->p.k);
             if (s == TCQ_OK && sequential) {   /* the coded weights are the layer's from now on */
                 if (writer) transpose(c->recon, ts[i]->shape[1], c->n, fw[j]);
@@ -626,6 +659,7 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
         if (s == TCQ_OK && c->cb) c->cb(&c->pr, c->user);
         c->pr.note = NULL;
     }
+    free(order);
     if (s == TCQ_OK && c->dry && c->sens) s = tcq_quant_sens_advance(c->sens);
     if (s == TCQ_OK && sequential) {
         tcq_layer L;
@@ -635,6 +669,8 @@ static tcq_status do_layer(qctx *c, int l, const tcq_tensor_info **ts, int64_t c
     for (int j = 0; j < P_COUNT; j++) {
         free(rows[j]);
         free(fw[j]);
+        free(rfp[j]);
+        free(ffp[j]);
     }
     free(ones);
     tcq_quant_lhess_free(&c->lh);
@@ -766,6 +802,7 @@ static tcq_status open_hessians(qctx *c, int save)
     } else if (o->calib) {
         TCQ_TRY(tcq_quant_cal_open(c->in_dir, c->h, &c->calib, c->pool, &c->cal));
         tcq_quant_cal_set_qla(c->cal, c->qla);
+        if (save && o->asym) TCQ_TRY(tcq_quant_cal_set_asym(c->cal));
         const tcq_model_config *mc = &tcq_quant_cal_model(c->cal)->cfg;
         if (mc->n_layers < c->n_layers)
             return tcq_fail(TCQ_ERR_FORMAT, "%s: config has %d layers, the tensors %d", c->in_dir, mc->n_layers,
@@ -927,6 +964,16 @@ tcq_status tcq_quantize_model(const char *in_dir, const char *out_dir, const tcq
     if (opts->alloc_windows < 0 || opts->alloc_windows > 1 << 16)
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: allocation windows %d: 0 (4) to 65536", opts->alloc_windows);
     if (calibrated && c.rotate_only) return tcq_fail(TCQ_ERR_UNSUPPORTED, "quantize: calibration needs bits");
+    if (opts->asym && (opts->method != TCQ_QMETHOD_LDLQ || !opts->calib || opts->hessians_in ||
+                       !opts->calib_sequential || opts->cuda))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: asymmetric targets need LDLQ with a sequential calibration "
+                        "from a text (not saved Hessians), on the CPU");
+    if (opts->asym < 0 || opts->asym > 2 || (opts->asym == 2 && opts->hessians_out))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: asym %d: 0, 1 or 2 (2: statistics retaken inside each layer, "
+                        "so none to save)", opts->asym);
+    if (!(opts->asym_alpha >= 0 && opts->asym_alpha <= 2) || (opts->asym_alpha > 0 && !opts->asym))
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: asym alpha %g: in [0, 2] (0: 0.25), with asym only",
+                        opts->asym_alpha);
     if (opts->damp < 0 || !isfinite(opts->damp))
         return tcq_fail(TCQ_ERR_INVALID_ARG, "quantize: damping %g: >= 0", opts->damp);
     if (!c.rotate_only) TCQ_TRY(tcq_block_check(c.p));

@@ -39,6 +39,12 @@ printf 'short text' >"$tmp/short.txt"
 check 2 "method rtn|ldlq" "$model" "$tmp/o" --bits 2 --method gptq
 check 2 "needs a number" "$model" "$tmp/o" --bits 2 --bpw x
 check 2 "calib-mode sequential|original" "$model" "$tmp/o" --bits 2 --calib-mode gptq
+check 2 "asym layer|within" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/calib.txt" --asym yes
+check 1 "asymmetric targets need LDLQ with a sequential calibration" "$model" "$tmp/o" --bits 2 --method ldlq \
+    --calib "$tmp/calib.txt" --asym layer
+check 2 "asym-alpha needs a number" "$model" "$tmp/o" --bits 2 --method ldlq --calib "$tmp/calib.txt" --asym-alpha x
+check 1 "asym alpha 0.25: in \[0, 2\] (0: 0.25), with asym only" "$model" "$tmp/o" --bits 2 --method ldlq \
+    --calib "$tmp/calib.txt" --calib-mode sequential --asym-alpha 0.25
 check 1 "needs a calibration" "$model" "$tmp/o" --bits 2 --method ldlq
 check 1 "bits per weight 5 outside \[2, 4\]" "$model" "$tmp/o" --bits 2 --bpw 5 --calib "$tmp/calib.txt"
 check 1 "bits per weight 1.5 outside \[2, 4\]" "$model" "$tmp/o" --bits 2 --bpw 1.5 --calib "$tmp/calib.txt"

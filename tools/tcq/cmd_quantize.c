@@ -17,6 +17,7 @@ static void quantize_usage(FILE *f)
                "                    [--damp X] [--bpw B [--alloc-windows N] [--save-alloc FILE]\n"
                "                                        [--alloc-costs FILE]]\n"
                "                    [--layers N] [--ldlq-passes N] [--scale-search N] [--axis0-group N]\n"
+               "                    [--asym layer|within] [--asym-alpha A]\n"
                "       tcq quantize IN_DIR OUT_DIR --rotate-only [--seed S]\n"
                "  Folds the RMSNorm gains, rotates the residual stream with a randomized Hadamard\n"
                "  transform, codes every attention and MLP projection with the bitshift trellis\n"
@@ -61,6 +62,12 @@ static void quantize_usage(FILE *f)
                "  added over projections: an approximation), and the second pass codes.\n"
                "  --save-alloc FILE writes the costs, --alloc-costs FILE reuses them (other budgets\n"
                "  without the first pass).\n"
+               "  --asym layer|within (ldlq, --calib FILE --calib-mode sequential, CPU): GPTAQ's\n"
+               "  asymmetric targets: each projection coded to reproduce the input model's output on\n"
+               "  its own inputs (a second, unquantized stream through the calibration; ~1.5x its\n"
+               "  forward time); within: the statistics also retaken before o, gate/up and down with\n"
+               "  the projections before them coded (~4x).  --asym-alpha A: the fraction of the\n"
+               "  correction taken (default 0.25, GPTAQ's; 1: all of it).\n"
                "  --layers N: only decoder layers 0..N-1, written as a truncated N-layer model (checks\n"
                "  of time and memory on large models).\n");
 }
@@ -133,6 +140,8 @@ int cmd_quantize(int argc, char **argv)
     long long calib_tokens = 0, calib_ctx = 0, layers = 0, passes = 1, alloc_windows = 0, scale_search = 0;
     long long axis0_group = -1;   /* -1: not given (the library's default) */
     double damp = 0, bpw = 0;
+    int asym = 0;
+    double asym_alpha = 0;
     const char *calib = NULL, *hin = NULL, *hout = NULL, *cin = NULL, *cout = NULL;
     for (int i = 1; i < argc; i++) {
         long long *dst = NULL;
@@ -159,6 +168,16 @@ int cmd_quantize(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--interleave")) {
             interleave = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--asym") && i + 1 < argc) {
+            i++;
+            if (!strcmp(argv[i], "layer")) asym = 1;
+            else if (!strcmp(argv[i], "within")) asym = 2;
+            else {
+                fprintf(stderr, "tcq quantize: --asym layer|within, got '%s'\n", argv[i]);
+                return 2;
+            }
             continue;
         }
         if (!strcmp(argv[i], "--device") && i + 1 < argc) {
@@ -194,14 +213,14 @@ int cmd_quantize(int argc, char **argv)
             *d = argv[++i];
             continue;
         }
-        if ((!strcmp(argv[i], "--damp") || !strcmp(argv[i], "--bpw")) && i + 1 < argc) {
+        if ((!strcmp(argv[i], "--damp") || !strcmp(argv[i], "--bpw") || !strcmp(argv[i], "--asym-alpha")) && i + 1 < argc) {
             char *end;
             const double v = strtod(argv[i + 1], &end);
             if (end == argv[i + 1] || *end || !isfinite(v)) {
                 fprintf(stderr, "tcq quantize: %s needs a number, got '%s'\n", argv[i], argv[i + 1]);
                 return 2;
             }
-            *(!strcmp(argv[i], "--damp") ? &damp : &bpw) = v;
+            *(!strcmp(argv[i], "--damp") ? &damp : !strcmp(argv[i], "--bpw") ? &bpw : &asym_alpha) = v;
             i++;
             continue;
         }
@@ -270,7 +289,8 @@ int cmd_quantize(int argc, char **argv)
                            .hessians_in = hin, .hessians_out = hout, .bpw = bpw, .calib_sequential = calib_sequential,
                            .layers = (int)layers, .ldlq_passes = passes ? (int)passes : -1,
                            .alloc_windows = (int)alloc_windows, .alloc_costs_in = cin, .alloc_costs_out = cout,
-                           .scale_search = (int)scale_search, .axis0_group = axis0_group < 0 ? 0 : (int)axis0_group};
+                           .scale_search = (int)scale_search, .axis0_group = axis0_group < 0 ? 0 : (int)axis0_group, .asym = asym,
+                           .asym_alpha = asym_alpha};
     if (axis0_group != -1 && (axis0_group < 1 || axis0_group > 256)) {
         fprintf(stderr, "tcq quantize: --axis0-group must be in [1, 256] (stored rows per BlockLDLQ block of "
                         "o/down), got %lld\n", axis0_group);
