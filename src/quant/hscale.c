@@ -84,45 +84,81 @@ static tcq_status hscale_axis1(tcq_qla *qla, const double *H, double lambda, con
     return TCQ_OK;
 }
 
-/* s^T A s - 2 b^T s */
-static double quad(const double *A, const double *b, const double *s, int64_t R)
+/* axis 0's m x m host steps on the pool, a row an item (each item writes only its row; the
+ * quadratic form's per-row terms are added in row order after): the same bits for any thread
+ * count.  A 14B down projection's are 17408^2 doubles each, 2.4 GB a walk (session 29: its refit
+ * took 7 s on the device's host, these loops on one thread among them). */
+typedef struct sys_job {
+    const double *H, *P, *s;
+    double *A, *Af, *b, *q;
+    const float *W;
+    double *Wd;
+    double lambda;
+    int64_t R, C;
+} sys_job;
+
+/* row i of W in double */
+static void wd_item(void *arg, int64_t i, int thread)
 {
+    (void)thread;
+    const sys_job *j = arg;
+    for (int64_t t = 0; t < j->C; t++) j->Wd[i * j->C + t] = j->W[i * j->C + t];
+}
+
+/* row i of A = (V V^T) o H + lambda diag(V V^T) (and its copy Af for the factor), b_i =
+ * sum_j H_ij (V W^T)_ij + lambda (V W^T)_ii */
+static void sys_item(void *arg, int64_t i, int thread)
+{
+    (void)thread;
+    const sys_job *j = arg;
+    const int64_t R = j->R;
+    double *a = j->A + i * R, bi = 0;
+    const double *h = j->H + i * R, *pr = j->P + i * R, gd = a[i];
+    for (int64_t c = 0; c < R; c++) a[c] *= h[c], bi += h[c] * pr[c];
+    j->b[i] = bi + j->lambda * pr[i];
+    a[i] += j->lambda * gd;
+    memcpy(j->Af + i * R, a, (size_t)R * sizeof *a);
+}
+
+/* row i's term of s^T A s - 2 b^T s */
+static void quad_item(void *arg, int64_t i, int thread)
+{
+    (void)thread;
+    const sys_job *j = arg;
+    const double *a = j->A + i * j->R, *s = j->s;
+    double as = 0;
+    for (int64_t c = 0; c < j->R; c++) as += a[c] * s[c];
+    j->q[i] = s[i] * as - 2 * j->b[i] * s[i];
+}
+
+static double quad(tcq_pool *pool, sys_job *j, const double *s)
+{
+    j->s = s;
+    tcq_pool_run(pool, j->R, quad_item, j);
     double q = 0;
-    for (int64_t i = 0; i < R; i++) {
-        double as = 0;
-        for (int64_t j = 0; j < R; j++) as += A[i * R + j] * s[j];
-        q += s[i] * as - 2 * b[i] * s[i];
-    }
+    for (int64_t i = 0; i < j->R; i++) q += j->q[i];
     return q;
 }
 
-static tcq_status hscale_axis0(tcq_qla *qla, const double *H, double lambda, const float *W, int64_t R, int64_t C,
-                               const double *V, uint16_t *scales)
+static tcq_status hscale_axis0(tcq_qla *qla, tcq_pool *pool, const double *H, double lambda, const float *W,
+                               int64_t R, int64_t C, const double *V, uint16_t *scales)
 {
     double *A = malloc((size_t)(R * R) * sizeof *A), *P = malloc((size_t)(R * R) * sizeof *P);
     double *Wd = malloc((size_t)(R * C) * sizeof *Wd), *b = malloc((size_t)R * sizeof *b);
     double *s = malloc((size_t)R * sizeof *s), *s0 = malloc((size_t)R * sizeof *s0);
-    double *Af = malloc((size_t)(R * R) * sizeof *Af), *Gd = malloc((size_t)R * sizeof *Gd);
+    double *Af = malloc((size_t)(R * R) * sizeof *Af), *q = malloc((size_t)R * sizeof *q);
     uint16_t *cand = malloc((size_t)R * sizeof *cand);
-    tcq_status st = A && P && Wd && b && s && s0 && Af && Gd && cand
+    tcq_status st = A && P && Wd && b && s && s0 && Af && q && cand
                         ? TCQ_OK
                         : tcq_fail(TCQ_ERR_NOMEM, "H-weighted scales of [%lld, %lld]", (long long)R, (long long)C);
+    sys_job j = {H, P, NULL, A, Af, b, q, W, Wd, lambda, R, C};
     if (st == TCQ_OK) {
-        for (int64_t i = 0; i < R * C; i++) Wd[i] = W[i];
+        tcq_pool_run(pool, R, wd_item, &j);
         st = gemm(qla, 1, R, R, C, V, V, C, A);   /* V V^T */
         if (st == TCQ_OK) st = gemm(qla, 1, R, R, C, V, Wd, C, P);   /* V W^T */
     }
     if (st == TCQ_OK) {
-        for (int64_t i = 0; i < R; i++) Gd[i] = A[i * R + i];
-        for (int64_t i = 0; i < R; i++) {
-            b[i] = 0;
-            for (int64_t j = 0; j < R; j++) A[i * R + j] *= H[i * R + j], b[i] += H[i * R + j] * P[i * R + j];
-        }
-        for (int64_t i = 0; i < R; i++) {   /* the damping: lambda I o V V^T, lambda diag(V W^T) */
-            b[i] += lambda * P[i * R + i];
-            A[i * R + i] += lambda * Gd[i];
-        }
-        memcpy(Af, A, (size_t)(R * R) * sizeof *Af);
+        tcq_pool_run(pool, R, sys_item, &j);
         /* a singular system (an all-zero code row cannot happen: the 1MAD code has no zero run
          * long enough, but a zero Hessian row can) keeps the scales in hand */
         if ((qla ? tcq_qla_cholesky(qla, Af, R) : tcq_quant_cholesky(Af, R)) != TCQ_OK) {
@@ -138,7 +174,7 @@ static tcq_status hscale_axis0(tcq_qla *qla, const double *H, double lambda, con
                 s[i] = tcq_f16_to_f32(cand[i]);
                 s0[i] = tcq_f16_to_f32(scales[i]);
             }
-            if (ok && quad(A, b, s, R) < quad(A, b, s0, R)) memcpy(scales, cand, (size_t)R * sizeof *scales);
+            if (ok && quad(pool, &j, s) < quad(pool, &j, s0)) memcpy(scales, cand, (size_t)R * sizeof *scales);
         }
     }
     free(A);
@@ -148,7 +184,7 @@ static tcq_status hscale_axis0(tcq_qla *qla, const double *H, double lambda, con
     free(s);
     free(s0);
     free(Af);
-    free(Gd);
+    free(q);
     free(cand);
     return st;
 }
@@ -162,7 +198,7 @@ tcq_status tcq_quant_hscale_on(tcq_qla *qla, tcq_pool *pool, tcq_block_params p,
         return tcq_fail(TCQ_ERR_NOMEM, "H-weighted scales of [%lld, %lld]", (long long)R, (long long)C);
     }
     const tcq_status s = axis ? hscale_axis1(qla, H, lambda, W, R, C, V, scales)
-                              : hscale_axis0(qla, H, lambda, W, R, C, V, scales);
+                              : hscale_axis0(qla, pool, H, lambda, W, R, C, V, scales);
     free(V);
     return s;
 }

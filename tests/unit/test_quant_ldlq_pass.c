@@ -50,7 +50,14 @@ static void run(uint64_t *st, int axis, int identity)
         CHECK(l1 < l0, "axis %d: the pass gave loss %g, BlockLDLQ alone %g", axis, l1, l0);
         fprintf(stderr, "axis %d: damped proxy BlockLDLQ %g, + pass %g (%.1f%%)\n", axis, l0, l1, 100 * (l1 / l0 - 1));
         memcpy(s0, s1, (size_t)R * 2);
+        /* on a 2-thread pool (axis 0's m x m steps are pool items) the same scales as on none */
+        uint16_t *sp = malloc((size_t)R * 2);
+        memcpy(sp, s1, (size_t)R * 2);
+        CHECK_OK(tcq_quant_hscale_on(NULL, pool, p, W, R, C, axis, Hd, 0, c1, sp));
         CHECK_OK(tcq_quant_hscale(p, W, R, C, axis, Hd, 0, c1, s1));
+        CHECK(!memcmp(sp, s1, (size_t)R * 2), "axis %d: H-weighted scales differ on a 2-thread pool", axis);
+        CHECK(memcmp(s0, s1, (size_t)R * 2), "axis %d: H-weighted scales changed nothing", axis);
+        free(sp);
         const double l2 = loss(p, W, c1, s1, R, C, axis, Hd);
         CHECK(l2 <= l1, "axis %d: H-weighted scales raised the loss %g -> %g", axis, l1, l2);
         fprintf(stderr, "axis %d: + H-weighted scales %g\n", axis, l2);
