@@ -60,28 +60,43 @@ static tcq_status gemm(tcq_qla *qla, int tb, int64_t M, int64_t N, int64_t K, co
     return TCQ_OK;
 }
 
-static tcq_status hscale_axis1(tcq_qla *qla, const double *H, double lambda, const float *W, int64_t R, int64_t C,
-                               const double *V, uint16_t *scales)
+/* axis 1's rows on the pool, a row an item (rows are independent: any thread count, the same bits) */
+typedef struct row_job {
+    double *VH;
+    const double *V;
+    const float *W;
+    double lambda;
+    int64_t C;
+    uint16_t *scales;
+} row_job;
+
+static void row_item(void *arg, int64_t r, int thread)
+{
+    (void)thread;
+    const row_job *j = arg;
+    const int64_t C = j->C;
+    double *vh = j->VH + r * C, num = 0, den = 0;
+    const double *v = j->V + r * C;
+    const float *w = j->W + r * C;
+    for (int64_t t = 0; t < C; t++) vh[t] += j->lambda * v[t];
+    for (int64_t t = 0; t < C; t++) num += vh[t] * w[t], den += vh[t] * v[t];
+    if (!(den > 0) || !(num > 0)) return;
+    const uint16_t cand = tcq_f32_to_f16((float)(num / den));
+    const double s0 = tcq_f16_to_f32(j->scales[r]), s1 = tcq_f16_to_f32(cand);
+    /* loss(s) = wHw - 2 s num + s^2 den */
+    if (s1 * s1 * den - 2 * s1 * num < s0 * s0 * den - 2 * s0 * num) j->scales[r] = cand;
+}
+
+static tcq_status hscale_axis1(tcq_qla *qla, tcq_pool *pool, const double *H, double lambda, const float *W, int64_t R,
+                               int64_t C, const double *V, uint16_t *scales)
 {
     double *VH = malloc((size_t)(R * C) * sizeof *VH);
     if (!VH) return tcq_fail(TCQ_ERR_NOMEM, "H-weighted scales of [%lld, %lld]", (long long)R, (long long)C);
     const tcq_status st = gemm(qla, 0, R, C, C, V, H, C, VH);
-    if (st != TCQ_OK) {
-        free(VH);
-        return st;
-    }
-    for (int64_t i = 0; i < R * C; i++) VH[i] += lambda * V[i];
-    for (int64_t r = 0; r < R; r++) {
-        double num = 0, den = 0;
-        for (int64_t t = 0; t < C; t++) num += VH[r * C + t] * W[r * C + t], den += VH[r * C + t] * V[r * C + t];
-        if (!(den > 0) || !(num > 0)) continue;
-        const uint16_t cand = tcq_f32_to_f16((float)(num / den));
-        const double s0 = tcq_f16_to_f32(scales[r]), s1 = tcq_f16_to_f32(cand);
-        /* loss(s) = wHw - 2 s num + s^2 den */
-        if (s1 * s1 * den - 2 * s1 * num < s0 * s0 * den - 2 * s0 * num) scales[r] = cand;
-    }
+    row_job j = {VH, V, W, lambda, C, scales};
+    if (st == TCQ_OK) tcq_pool_run(pool, R, row_item, &j);
     free(VH);
-    return TCQ_OK;
+    return st;
 }
 
 /* axis 0's m x m host steps on the pool, a row an item (each item writes only its row; the
@@ -197,7 +212,7 @@ tcq_status tcq_quant_hscale_on(tcq_qla *qla, tcq_pool *pool, tcq_block_params p,
         free(V);
         return tcq_fail(TCQ_ERR_NOMEM, "H-weighted scales of [%lld, %lld]", (long long)R, (long long)C);
     }
-    const tcq_status s = axis ? hscale_axis1(qla, H, lambda, W, R, C, V, scales)
+    const tcq_status s = axis ? hscale_axis1(qla, pool, H, lambda, W, R, C, V, scales)
                               : hscale_axis0(qla, pool, H, lambda, W, R, C, V, scales);
     free(V);
     return s;
