@@ -255,7 +255,8 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
     }
     c->pr.proxy = c->pr.proxy_ref = -1;
     if (s == TCQ_OK && H && !c->dry)
-        s = c->qla ? tcq_quant_proxy_on(c->qla, rows, What, R, C, axis, H, &c->pr.proxy, &c->pr.proxy_ref)
+        s = c->qla ? tcq_quant_proxy_on(c->qla, c->pool, rows, What, R, C, axis, H, &c->pr.proxy,
+                                        &c->pr.proxy_ref)
                    : tcq_quant_proxy(rows, What, R, C, axis, H, c->pool, &c->pr.proxy, &c->pr.proxy_ref);
     if (s == TCQ_OK && c->dry)
         s = What && c->sens ? tcq_quant_sens_kl(c->sens, c->dry_slot, What, R, C, &c->dry_kl)
