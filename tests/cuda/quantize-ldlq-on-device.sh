@@ -21,8 +21,9 @@
 #       (b) the synthetic Qwen3-14B geometry (bench/synth_qwen3_14b.py, random first layers),
 #           --layers N (TCQ_Q14_LAYERS, default 2) with --device cuda, calibration of
 #           TCQ_Q14_TOKENS (default 8192) tokens: seconds per layer (Hessians, each tensor) and a
-#           40-layer estimate (TCQ_Q14_EXTRA: more quantize options, e.g. "--axis0-group 16"); then
-#           the CPU quantizer on 1 layer under what time is left.
+#           40-layer estimate (TCQ_Q14_EXTRA: more quantize options, e.g. "--axis0-group 16";
+#           TCQ_Q14_ENV="VAR=VALUE ...": the run again under that environment); then the CPU
+#           quantizer on 1 layer under what time is left.
 #       TCQ_QLA_PERF=1: first test_quant_qla --perf (a 14B projection's LDLQ phases, both axes).
 #       Summary last; logs in OUT_DIR/logs.tgz.  Everything stays under 570 s.
 set -u
@@ -215,21 +216,27 @@ elif timeout $(( $(left) - 60 )) python3 synth_qwen3_14b.py /tmp/s14 data/qwen3-
   cp data/calib.txt /tmp/s14/calib.txt
   q14=(/tmp/s14 /tmp/s14q --bits 2 --method ldlq --calib /tmp/s14/calib.txt --calib-tokens "$T" --calib-ctx 512
        --layers "$L" --threads "$threads" ${TCQ_Q14_EXTRA:-})
-  t0=$(date +%s)
   # every output line stamped with the wall clock: a layer's period is the time between two
   # layers' "Hessians ready" (its tensors, the next layer's load, rotation and Hessians)
   tv=(); [ -x /usr/bin/time ] && tv=(/usr/bin/time -v)   # peak RSS where GNU time is installed
-  { "${tv[@]}" timeout $(( $(left) - 30 )) ./tcq quantize "${q14[@]}" --device cuda 2>&1; echo "rc $?"; } |
-    python3 -u -c 'import sys, time
-for l in sys.stdin: print("%.2f %s" % (time.time(), l), end="", flush=True)' >"$out/q14_gpu.log"
-  rc=$(sed -n 's/^[0-9.]* rc //p' "$out/q14_gpu.log")
-  el=$(( $(date +%s) - t0 ))
-  grep -E "Hessians ready|k=2 proxy|weights coded|Maximum resident|error|rc " "$out/q14_gpu.log" | tail -30
-  per=$(awk '/Hessians ready/ { l++; h[l] = $(NF - 1); at[l] = $1 } / k=2 proxy/ { t[l] += $(NF - 1) }
-       END { for (i = 1; i <= l; i++) printf "layer %d: Hessians %.1f s, tensors %.1f s; ", i, h[i], t[i]
-             if (l >= 2) printf "period %.1f s/layer -> 40 layers %.1f min", (at[l] - at[1]) / (l - 1), 40 * (at[l] - at[1]) / (l - 1) / 60 }' "$out/q14_gpu.log")
-  summary+=("q14 gpu: rc $rc, $el s wall for $L layers (+ embedding / lm_head), calib $T tokens: $per")
-  summary+=("q14 gpu: $(grep -E 'Maximum resident' "$out/q14_gpu.log" | sed 's/^[0-9.]* *//')")
+  q14_run() {   # LOG [VAR=VALUE ...]: one GPU quantize of the synthetic model under that environment
+    local log=$1; shift
+    local t0=$(date +%s)
+    { env "$@" "${tv[@]}" timeout $(( $(left) - 30 )) ./tcq quantize "${q14[@]}" --device cuda 2>&1; echo "rc $?"; } |
+      python3 -u -c 'import sys, time
+for l in sys.stdin: print("%.2f %s" % (time.time(), l), end="", flush=True)' >"$out/$log"
+    local rc=$(sed -n 's/^[0-9.]* rc //p' "$out/$log") el=$(( $(date +%s) - t0 ))
+    grep -E "Hessians ready|k=2 proxy|weights coded|Maximum resident|Minor|System time|error|rc " "$out/$log" | tail -32
+    local per=$(awk '/Hessians ready/ { l++; h[l] = $(NF - 1); at[l] = $1 } / k=2 proxy/ { t[l] += $(NF - 1) }
+         END { for (i = 1; i <= l; i++) printf "layer %d: Hessians %.1f s, tensors %.1f s; ", i, h[i], t[i]
+               if (l >= 2) printf "period %.1f s/layer -> 40 layers %.1f min", (at[l] - at[1]) / (l - 1), 40 * (at[l] - at[1]) / (l - 1) / 60 }' "$out/$log")
+    summary+=("q14 gpu${*:+ ($*)}: rc $rc, $el s wall for $L layers (+ embedding / lm_head), calib $T tokens: $per")
+    summary+=("q14 gpu: $(grep -E 'Maximum resident|Minor|System time' "$out/$log" | sed 's/^[0-9.]* *//' | tr '\n' ';')")
+    rm -rf /tmp/s14q
+  }
+  q14_run q14_gpu.log
+  # TCQ_Q14_ENV="VAR=VALUE ...": the same run again under that environment (an A/B in one call)
+  [ -n "${TCQ_Q14_ENV:-}" ] && [ "$(left)" -gt 150 ] && q14_run q14_gpu_env.log ${TCQ_Q14_ENV}
   rm -rf /tmp/s14q
   if [ "$(left)" -gt 90 ] && [ "${TCQ_Q14_CPU:-1}" = 1 ]; then
     t0=$(date +%s)
