@@ -126,9 +126,10 @@ static tcq_status axis1(const tcq_ldlq_args *a, const double *H, double lambda)
     const void *mir[6] = {E, H, Z, S, Eo, HD};
     const size_t mbytes[6] = {(size_t)(R * C) * 8, (size_t)(C * C) * 8, (size_t)(R * T) * 8, (size_t)(R * T) * 8,
                               (size_t)(R * T) * 8, (size_t)(R * T) * 8};
-    int nmir = 0;   /* mirrors held */
+    if (tcq_qla_mirrored(q, H, mbytes[1])) mir[1] = NULL;   /* the caller's, for the tensor */
+    int nmir = 0;   /* mirrors held (a NULL one: nothing to do) */
     while (s == TCQ_OK && nmir < 6) {
-        s = tcq_qla_mirror(q, mir[nmir], mbytes[nmir], nmir >= 2);
+        s = mir[nmir] ? tcq_qla_mirror(q, mir[nmir], mbytes[nmir], nmir >= 2) : TCQ_OK;
         nmir += s == TCQ_OK;
     }
     for (int64_t t = 0; t < T; t++) Li[t * T + t] = lambda;
@@ -190,10 +191,16 @@ static tcq_status axis0(const tcq_ldlq_args *a, const double *H, double lambda)
     tcq_quant_pass0 st;
     TCQ_TRY(tcq_quant_pass0_init(&st, a, H, lambda, PASS0_BATCH, 0));
     double *G = st.G;
-    tcq_status s = tcq_qla_mirror(q, H, (size_t)(R * R) * sizeof *H, 0);
-    const int mir_h = s == TCQ_OK;
-    if (s == TCQ_OK) s = tcq_qla_mirror(q, G, (size_t)(R * C) * sizeof *G, 1);
-    const int mir_g = s == TCQ_OK && mir_h;
+    /* H may be mirrored for the whole tensor already (quantize.c: the pass, the refit and the
+     * proxy read one copy) */
+    const int own_h = !tcq_qla_mirrored(q, H, (size_t)(R * R) * sizeof *H);
+    tcq_status s = own_h ? tcq_qla_mirror(q, H, (size_t)(R * R) * sizeof *H, 0) : TCQ_OK;
+    const int mir_h = own_h && s == TCQ_OK;
+    int mir_g = 0;   /* held only where its own mirror call succeeded */
+    if (s == TCQ_OK) {
+        s = tcq_qla_mirror(q, G, (size_t)(R * C) * sizeof *G, 1);
+        mir_g = s == TCQ_OK;
+    }
     if (s == TCQ_OK) s = tcq_qla_dgemm(q, 0, 0, R, C, R, 1.0, H, R, st.E, C, 0.0, G, C);   /* on the device */
     for (int64_t hi = R; s == TCQ_OK && hi > 0; hi -= st.B) {
         const int64_t lo = TCQ_MAX(0, hi - st.B);

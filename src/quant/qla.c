@@ -119,6 +119,22 @@ static tcq_status p_dots(tcq_qla *q, int64_t n, int64_t batch, const double *x, 
     return TCQ_OK;
 }
 
+/* tcq_qla_schur's rows on raw row-major buffers; the CPU path's arithmetic (hscale.c's
+ * sys_item), so the emulation's b and A match it bit for bit */
+static tcq_status p_schur(tcq_qla *q, int64_t m, double lambda, double *A, double *F, const double *H, double *b)
+{
+    if (q->ctx) return tcq_qla_cu_schur(q->ctx, m, lambda, A, F, H, b);
+    for (int64_t i = 0; i < m; i++) {
+        double *a = A + i * m, *f = F + i * m, bi = 0;
+        const double *h = H + i * m, gd = a[i];
+        for (int64_t c = 0; c < m; c++) a[c] *= h[c], bi += h[c] * f[c];
+        b[i] = bi + lambda * f[i];
+        a[i] += lambda * gd;
+        memcpy(f, a, (size_t)m * sizeof *f);
+    }
+    return TCQ_OK;
+}
+
 /* ---- mirrors and staging ---- */
 
 tcq_status tcq_qla_create(tcq_cuda_ctx *ctx, tcq_qla **out)
@@ -178,6 +194,15 @@ static char *mirrored(const tcq_qla *q, const void *p, size_t span)
         if (q->mir[i].h && c >= q->mir[i].h && c + span <= q->mir[i].h + q->mir[i].bytes)
             return q->mir[i].d + (c - q->mir[i].h);
     return NULL;
+}
+
+int tcq_qla_mirrored(const tcq_qla *q, const void *h, size_t bytes) { return q && mirrored(q, h, bytes) != NULL; }
+
+int tcq_qla_mirrors(const tcq_qla *q)
+{
+    int n = 0;
+    for (int i = 0; q && i < QLA_MIRRORS; i++) n += q->mir[i].h != NULL;
+    return n;
 }
 
 static size_t span_of(int64_t rows, int64_t cols, int64_t ld, size_t es)
@@ -298,13 +323,9 @@ tcq_status tcq_qla_trsm_right_lower(tcq_qla *q, int trans, int64_t M, int64_t N,
  * Each diagonal block goes to the host for LAPACK's dpotrf (the same routine as the CPU path:
  * a matrix of one block gets the CPU's bits), its panel to the right is solved (DTRSM) and the
  * trailing matrix updated (DSYRK), upper triangles only. */
-tcq_status tcq_qla_cholesky(tcq_qla *q, double *A, int64_t m)
+static tcq_status chol_blocked(tcq_qla *q, double *d, int64_t m)
 {
-    if (m <= 0) return tcq_fail(TCQ_ERR_INVALID_ARG, "cholesky: size %lld", (long long)m);
-    if (m <= QLA_CHOL_NB) return tcq_quant_cholesky(A, m);
-    dop a;
-    TCQ_TRY(operand(q, 0, A, m, m, m, 8, 1, &a));
-    double *d = (double *)a.d, *blk = malloc((size_t)QLA_CHOL_NB * QLA_CHOL_NB * sizeof *blk);
+    double *blk = malloc((size_t)QLA_CHOL_NB * QLA_CHOL_NB * sizeof *blk);
     if (!blk) return tcq_fail(TCQ_ERR_NOMEM, "cholesky: diagonal block");
     tcq_status s = TCQ_OK;
     for (int64_t j = 0; s == TCQ_OK && j < m; j += QLA_CHOL_NB) {
@@ -320,10 +341,41 @@ tcq_status tcq_qla_cholesky(tcq_qla *q, double *A, int64_t m)
         if (s == TCQ_OK && rest > 0) s = p_syrk(q, 1, 1, rest, jb, -1.0, djj + jb * m, m, 1.0, djj + jb * m + jb, m);
     }
     free(blk);
+    return s;
+}
+
+tcq_status tcq_qla_cholesky(tcq_qla *q, double *A, int64_t m)
+{
+    if (m <= 0) return tcq_fail(TCQ_ERR_INVALID_ARG, "cholesky: size %lld", (long long)m);
+    if (m <= QLA_CHOL_NB) return tcq_quant_cholesky(A, m);
+    dop a;
+    TCQ_TRY(operand(q, 0, A, m, m, m, 8, 1, &a));
+    double *d = (double *)a.d;
+    tcq_status s = chol_blocked(q, d, m);
     if (s == TCQ_OK) s = p_copy2d(q, 0, A, (size_t)m * 8, d, (size_t)m * 8, (size_t)m * 8, (size_t)m);
     for (int64_t i = 0; s == TCQ_OK && i < m; i++)
         for (int64_t k = i + 1; k < m; k++) A[i * m + k] = 0;
     return s;
+}
+
+tcq_status tcq_qla_cholesky_mirrored(tcq_qla *q, double *A, int64_t m)
+{
+    if (m <= 0) return tcq_fail(TCQ_ERR_INVALID_ARG, "cholesky: size %lld", (long long)m);
+    char *d = mirrored(q, A, (size_t)(m * m) * 8);
+    if (!d) return tcq_fail(TCQ_ERR_INTERNAL, "qla cholesky: the matrix is not mirrored");
+    return chol_blocked(q, (double *)d, m);   /* a single block: the host's dpotrf, the CPU's bits */
+}
+
+tcq_status tcq_qla_schur(tcq_qla *q, double *A, double *F, const double *H, int64_t m, double lambda, double *b)
+{
+    if (m <= 0) return TCQ_OK;
+    char *a = mirrored(q, A, (size_t)(m * m) * 8), *f = mirrored(q, F, (size_t)(m * m) * 8);
+    if (!a || !f) return tcq_fail(TCQ_ERR_INTERNAL, "qla schur: A and F must be mirrored");
+    dop h, o;
+    TCQ_TRY(operand(q, 0, H, m, m, m, 8, 1, &h));
+    TCQ_TRY(operand(q, 1, NULL, 1, m, m, 8, 0, &o));
+    TCQ_TRY(p_schur(q, m, lambda, (double *)a, (double *)f, (const double *)h.d, (double *)o.d));
+    return p_copy2d(q, 0, b, (size_t)m * 8, o.d, (size_t)m * 8, (size_t)m * 8, 1);
 }
 
 tcq_status tcq_qla_proxy(tcq_qla *q, const double *E, int64_t R, int64_t C, int axis, const double *H, double *out)
@@ -382,6 +434,12 @@ tcq_status tcq_qla_cu_trsm(tcq_cuda_ctx *c, int left, int upper, int trans, int6
 tcq_status tcq_qla_cu_dot(tcq_cuda_ctx *c, int64_t n, const double *x, const double *y, double *out)
 {
     (void)c, (void)n, (void)x, (void)y, (void)out;
+    QLA_NO_CUDA;
+}
+tcq_status tcq_qla_cu_schur(tcq_cuda_ctx *c, int64_t m, double lambda, double *A, double *F, const double *H,
+                            double *b)
+{
+    (void)c, (void)m, (void)lambda, (void)A, (void)F, (void)H, (void)b;
     QLA_NO_CUDA;
 }
 tcq_status tcq_qla_cu_dots(tcq_cuda_ctx *c, int64_t n, int64_t batch, const double *x, const double *y, int64_t stride,

@@ -36,6 +36,10 @@ int64_t tcq_qla_gemms(const tcq_qla *q);
  * is copied).  A second registration of the same h is refused. */
 tcq_status tcq_qla_mirror(tcq_qla *q, const void *h, size_t bytes, int zero);
 void tcq_qla_unmirror(tcq_qla *q, const void *h);
+/* 1 when [h, h + bytes) lies inside a mirror (a caller that mirrors only what is not yet). */
+int tcq_qla_mirrored(const tcq_qla *q, const void *h, size_t bytes);
+/* Mirrors held (tests: a caller that returns leaves none behind). */
+int tcq_qla_mirrors(const tcq_qla *q);
 /* Rectangle rows x cols (elements of es bytes, row stride ld elements) at host address h, inside
  * a mirror: host -> device (push), device -> host (pull). */
 tcq_status tcq_qla_push(tcq_qla *q, const void *h, int64_t rows, int64_t cols, int64_t ld, size_t es);
@@ -55,6 +59,13 @@ tcq_status tcq_qla_trsm_right_lower(tcq_qla *q, int trans, int64_t M, int64_t N,
 /* tcq_quant_cholesky's contract (A [m, m] row-major in, its lower factor out, upper zeroed),
  * blocked: diagonal blocks factored on the host, panels and trailing updates as DTRSM / DSYRK. */
 tcq_status tcq_qla_cholesky(tcq_qla *q, double *A, int64_t m);
+/* The factor stays on the device: A mirrored, its device copy replaced by the factor (the
+ * row-major lower triangle; the upper one keeps what was there), the host copy untouched. */
+tcq_status tcq_qla_cholesky_mirrored(tcq_qla *q, double *A, int64_t m);
+/* hscale's axis-0 system on the device (A, F [m, m] row-major, mirrored; H mirrored or staged):
+ * on entry A = V V^T and F = V W^T; on return b[i] = sum_j H_ij F_ij + lambda F_ii (on the host),
+ * A = A o H + lambda diag(A) and F a copy of that A (for the factor), in the device copies. */
+tcq_status tcq_qla_schur(tcq_qla *q, double *A, double *F, const double *H, int64_t m, double lambda, double *b);
 /* sum(E o P), P = E H (axis 1, H [C, C]) or H E (axis 0, H [R, R]): tcq_quant_proxy's sum for
  * E [R, C] (double, staged) in one product; H may be mirrored. */
 tcq_status tcq_qla_proxy(tcq_qla *q, const double *E, int64_t R, int64_t C, int axis, const double *H, double *out);
@@ -74,6 +85,8 @@ tcq_status tcq_qla_cu_syrk(tcq_cuda_ctx *c, int upper, int trans, int64_t n, int
 tcq_status tcq_qla_cu_trsm(tcq_cuda_ctx *c, int left, int upper, int trans, int64_t m, int64_t n, const double *A,
                            int64_t lda, double *B, int64_t ldb);
 tcq_status tcq_qla_cu_dot(tcq_cuda_ctx *c, int64_t n, const double *x, const double *y, double *out);
+tcq_status tcq_qla_cu_schur(tcq_cuda_ctx *c, int64_t m, double lambda, double *A, double *F, const double *H,
+                            double *b);
 /* out[i] = x_i . y_i (device, n each) for batch vectors x_i = x + i * stride, y_i likewise. */
 tcq_status tcq_qla_cu_dots(tcq_cuda_ctx *c, int64_t n, int64_t batch, const double *x, const double *y, int64_t stride,
                            double *out);

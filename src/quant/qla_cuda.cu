@@ -113,3 +113,46 @@ extern "C" tcq_status tcq_qla_cu_dots(tcq_cuda_ctx *c, int64_t n, int64_t batch,
            "qla: batched DDOT");
     return TCQ_OK;
 }
+
+namespace {
+
+constexpr int kSchurThreads = 256;
+
+/* Row i of tcq_qla_schur (raw row-major m x m buffers), a block a row: b_i's sum in a fixed tree
+ * order (the same bits run to run), then A's row times H's and the copy into F. Every thread
+ * reads A_ii and F_ii before the barrier that precedes the first write. */
+__global__ void schur_rows(int64_t m, double lambda, double *A, double *F, const double *H, double *b)
+{
+    __shared__ double red[kSchurThreads];
+    const int64_t i = blockIdx.x;
+    double *a = A + i * m, *f = F + i * m;
+    const double *h = H + i * m;
+    const double gd = a[i], fii = f[i];
+    double acc = 0;
+    for (int64_t c = threadIdx.x; c < m; c += kSchurThreads) acc += h[c] * f[c];
+    red[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = kSchurThreads / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+        __syncthreads();
+    }
+    for (int64_t c = threadIdx.x; c < m; c += kSchurThreads) {
+        double v = a[c] * h[c];
+        if (c == i) v += lambda * gd;
+        a[c] = v;
+        f[c] = v;
+    }
+    if (threadIdx.x == 0) b[i] = red[0] + lambda * fii;
+}
+
+}  // namespace
+
+extern "C" tcq_status tcq_qla_cu_schur(tcq_cuda_ctx *c, int64_t m, double lambda, double *A, double *F, const double *H,
+                                       double *b)
+{
+    if (m <= 0) return TCQ_OK;
+    if (m > INT32_MAX) return tcq_fail(TCQ_ERR_UNSUPPORTED, "qla schur: size beyond 32 bits");
+    schur_rows<<<(unsigned)m, kSchurThreads, 0, c->stream>>>(m, lambda, A, F, H, b);
+    CU_LAUNCHED("qla: schur rows");
+    return TCQ_OK;
+}

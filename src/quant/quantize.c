@@ -240,6 +240,14 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
     }
     float *What = c->recon ? c->recon : H ? malloc((size_t)(R * C) * sizeof *What) : NULL;
     tcq_status s = H && !What ? tcq_fail(TCQ_ERR_NOMEM, "reconstruction") : TCQ_OK;
+    /* on a GPU, H goes up once for the tensor: BlockLDLQ's pass, the refit and the proxy's two
+     * products read that copy (a 14B down projection's is 2.4 GB: three uploads before) */
+    const size_t hbytes = (size_t)(hm * hm) * sizeof *H;
+    int mir_h = 0;
+    if (s == TCQ_OK && H && c->qla) {
+        s = tcq_qla_mirror(c->qla, H, hbytes, 0);
+        mir_h = s == TCQ_OK;
+    }
     if (s == TCQ_OK && H && c->o->method == TCQ_QMETHOD_LDLQ) {
         const tcq_ldlq_args a = {c->p, &c->o->enc, c->pool, rows, R, C, axis, H, c->o->damp > 0 ? c->o->damp : 0.1,
                                  c->o->refit_scales, codes, scales, What,
@@ -258,6 +266,7 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
         s = c->qla ? tcq_quant_proxy_on(c->qla, c->pool, rows, What, R, C, axis, H, &c->pr.proxy,
                                         &c->pr.proxy_ref)
                    : tcq_quant_proxy(rows, What, R, C, axis, H, c->pool, &c->pr.proxy, &c->pr.proxy_ref);
+    if (mir_h) tcq_qla_unmirror(c->qla, H);
     if (s == TCQ_OK && c->dry)
         s = What && c->sens ? tcq_quant_sens_kl(c->sens, c->dry_slot, What, R, C, &c->dry_kl)
                             : tcq_fail(TCQ_ERR_INTERNAL, "allocation pass without a Hessian or sensitivity");

@@ -3,7 +3,8 @@
  *   - row-major DGEMM / SGEMM through mirrors and staging, every transpose, against CBLAS;
  *   - DSYRK into a mirrored Hessian, the two DTRSM forms, the blocked Cholesky (blocks of 512:
  *     m = 1100 is three) against tcq_quant_cholesky, the block LDL on it (blocks of 1 and 256)
- *     against tcq_quant_block_ldl, the proxy's one product against tcq_quant_proxy, the axis-1
+ *     against tcq_quant_block_ldl; hscale's axis-0 system on the device (tcq_qla_schur, the factor
+ *     left there) against its formula and the CPU's refit, the proxy's one product against tcq_quant_proxy, the axis-1
  *     scale search's per-row losses e H e^T (Hd mirrored; then E, Hd and EH mirrored, EH's host
  *     copy untouched: only the R sums come down) against CBLAS to 1e-12;
  *   - BlockLDLQ plus one pass with the products on the emulation against the CPU path, both axes
@@ -159,6 +160,78 @@ static void check_factor(uint64_t *st, tcq_qla *q)
     free(H), free(Hr), free(X);
 }
 
+/* hscale's axis-0 system on q: tcq_qla_schur against its formula (the emulation bit for bit),
+ * the factor left on the device against tcq_quant_cholesky (three blocks, the host copy
+ * untouched), then the whole refit against the CPU path's (R = 1100: a blocked factor) */
+static void check_hscale(uint64_t *st, tcq_qla *q)
+{
+    const int64_t m = 700;
+    double *A = malloc(sizeof(double) * (size_t)(m * m)), *F = malloc(sizeof(double) * (size_t)(m * m));
+    double *H = malloc(sizeof(double) * (size_t)(m * m)), *Ar = malloc(sizeof(double) * (size_t)(m * m));
+    double *b = malloc(sizeof(double) * (size_t)m), *br = malloc(sizeof(double) * (size_t)m);
+    const double lambda = 0.3;
+    fill(st, A, m * m), fill(st, F, m * m), fill(st, H, m * m);
+    for (int64_t i = 0; i < m; i++) {
+        double bi = 0;
+        for (int64_t c = 0; c < m; c++) Ar[i * m + c] = A[i * m + c] * H[i * m + c], bi += H[i * m + c] * F[i * m + c];
+        br[i] = bi + lambda * F[i * m + i];
+        Ar[i * m + i] += lambda * A[i * m + i];
+    }
+    CHECK_OK(tcq_qla_mirror(q, A, sizeof(double) * (size_t)(m * m), 0));
+    CHECK_OK(tcq_qla_mirror(q, F, sizeof(double) * (size_t)(m * m), 0));
+    CHECK_OK(tcq_qla_schur(q, A, F, H, m, lambda, b));
+    CHECK_OK(tcq_qla_pull(q, A, m, m, m, sizeof *A));
+    CHECK_OK(tcq_qla_pull(q, F, m, m, m, sizeof *F));
+    tcq_qla_unmirror(q, A);
+    tcq_qla_unmirror(q, F);
+    const double ea = max_rel(A, Ar, m * m), ef = max_rel(F, Ar, m * m), eb = max_rel(b, br, m);
+    const double bound = tcq_qla_on_gpu(q) ? 1e-12 : 0;
+    CHECK(ea <= bound && ef <= bound && eb <= bound, "schur: A %g, F %g, b %g from the formula", ea, ef, eb);
+
+    const int64_t n = 1100;
+    double *S = malloc(sizeof(double) * (size_t)(n * n)), *L = malloc(sizeof(double) * (size_t)(n * n));
+    double *Lr = malloc(sizeof(double) * (size_t)(n * n));
+    test_random_spd(st, n, S);
+    memcpy(L, S, sizeof(double) * (size_t)(n * n));
+    memcpy(Lr, S, sizeof(double) * (size_t)(n * n));
+    CHECK_OK(tcq_quant_cholesky(Lr, n));
+    CHECK_OK(tcq_qla_mirror(q, L, sizeof(double) * (size_t)(n * n), 0));
+    CHECK_OK(tcq_qla_cholesky_mirrored(q, L, n));
+    CHECK(!memcmp(L, S, sizeof(double) * (size_t)(n * n)), "cholesky on the device: the host copy changed");
+    CHECK_OK(tcq_qla_pull(q, L, n, n, n, sizeof *L));
+    tcq_qla_unmirror(q, L);
+    double el = 0, sl = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t k = 0; k <= i; k++) el = fmax(el, fabs(L[i * n + k] - Lr[i * n + k])), sl = fmax(sl, fabs(Lr[i * n + k]));
+    CHECK(el <= 1e-10 * sl, "cholesky on the device: lower triangle %g from the CPU's", el / sl);
+
+    /* the refit: R = 1100 stored rows, C = 256, k = 2 codes of a random W under a random SPD H */
+    const tcq_block_params p = {12, 2, 256};
+    const tcq_encode_opts enc = {0};
+    const int64_t R = n, C = 256, rw = C * p.k / 32;
+    float *W = malloc(sizeof(float) * (size_t)(R * C));
+    uint32_t *codes = malloc(sizeof(uint32_t) * (size_t)(R * rw));
+    uint16_t *s0 = malloc((size_t)R * 2), *s1 = malloc((size_t)R * 2), *s2 = malloc((size_t)R * 2);
+    uint16_t *s3 = malloc((size_t)R * 2);
+    for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st);
+    CHECK_OK(tcq_encode_rows(p, &enc, W, NULL, R, C, codes, s0, NULL, NULL));
+    memcpy(s1, s0, (size_t)R * 2), memcpy(s2, s0, (size_t)R * 2), memcpy(s3, s0, (size_t)R * 2);
+    CHECK_OK(tcq_quant_hscale(p, W, R, C, 0, S, 0.05, codes, s1));
+    CHECK_OK(tcq_quant_hscale_on(q, NULL, p, W, R, C, 0, S, 0.05, codes, s2));
+    CHECK_OK(tcq_qla_mirror(q, S, sizeof(double) * (size_t)(n * n), 0));   /* H mirrored by the caller */
+    CHECK_OK(tcq_quant_hscale_on(q, NULL, p, W, R, C, 0, S, 0.05, codes, s3));
+    tcq_qla_unmirror(q, S);
+    int64_t moved = 0, same = 0;
+    for (int64_t r = 0; r < R; r++) moved += s1[r] != s0[r], same += s2[r] == s1[r];
+    fprintf(stderr, "hscale axis 0 on %s: %lld of %lld scales moved by the CPU refit, %lld the same on qla\n",
+            tcq_qla_on_gpu(q) ? "the GPU" : "the emulation", (long long)moved, (long long)R, (long long)same);
+    CHECK(moved > R / 2, "hscale axis 0: the CPU refit moved only %lld of %lld scales", (long long)moved, (long long)R);
+    CHECK(same >= R - R / 100, "hscale axis 0 on qla: %lld of %lld scales as the CPU's", (long long)same, (long long)R);
+    CHECK(!memcmp(s2, s3, (size_t)R * 2), "hscale axis 0 on qla: H mirrored by the caller changes the scales");
+    free(A), free(F), free(H), free(Ar), free(b), free(br), free(S), free(L), free(Lr);
+    free(W), free(codes), free(s0), free(s1), free(s2), free(s3);
+}
+
 static void check_proxy(uint64_t *st, tcq_qla *q)
 {
     for (int axis = 0; axis <= 1; axis++) {
@@ -228,7 +301,17 @@ static double ldlq(tcq_qla *q, int search, int group, int refit, const float *W,
     float *What = malloc(sizeof(float) * (size_t)(R * C));
     const tcq_ldlq_args a = {p, &enc, NULL, W, R, C, axis, H, 0.01, refit, codes, scales, What, 1, search, q,
                              q ? gpu_enc : NULL, group};
+    /* on q, H mirrored by the caller for the tensor, as quantize.c does: what the algorithms
+     * mirror themselves they also drop (a mirror left behind names freed memory, and the next
+     * buffer malloc puts there is "mirrored twice") */
+    const int64_t m = axis ? C : R;
+    if (q) CHECK_OK(tcq_qla_mirror(q, H, sizeof(double) * (size_t)(m * m), 0));
     CHECK_OK(tcq_quant_ldlq(&a));
+    if (q) {
+        CHECK(tcq_qla_mirrors(q) == 1, "LDLQ (axis %d, search %d, refit %d) left %d mirrors", axis, search, refit,
+              tcq_qla_mirrors(q) - 1);
+        tcq_qla_unmirror(q, H);
+    }
     double l = -1;
     CHECK_OK(tcq_quant_proxy(W, What, R, C, axis, H, NULL, &l, NULL));
     free(What);
@@ -430,6 +513,7 @@ static void check_all(uint64_t *st, tcq_cuda_ctx *ctx)
     gpu_enc = ctx;
     check_gemm(st, q);
     check_factor(st, q);
+    check_hscale(st, q);
     check_proxy(st, q);
     check_row_losses(st, q);
     check_ldlq(st, q);
@@ -499,13 +583,36 @@ static void perf(int64_t R, int64_t C, int threads)
         double t3 = now_s();
         (void)tiny;
         const double gb = 8e-9 * (double)(R * C), gbb = 8e-9 * (double)(R * T);
-        printf("perf: copy [R, C] doubles up %.2f GB/s, down %.2f GB/s; [R, 256] columns (pitch C) up %.2f GB/s\n",
-               gb / (t1 - t0), gb / (t2 - t1), 4 * gbb / (t3 - t2));
+        for (int i = 0; i < 4; i++) CHECK_OK(tcq_qla_pull(q, E, R, T, T, 8));
+        double t4 = now_s();
+        printf("perf: copy [R, C] doubles up %.2f GB/s, down %.2f GB/s; [R, 256] columns (pitch C) up %.2f GB/s, "
+               "[R, 256] contiguous down %.2f GB/s\n", gb / (t1 - t0), gb / (t2 - t1), 4 * gbb / (t3 - t2),
+               4 * gbb / (t4 - t3));
         tcq_qla_unmirror(q, E);
         free(E);
     }
     const tcq_block_params p = {12, 2, 256};
     const tcq_encode_opts enc = {0};
+    if (ctx) {   /* one axis-1 block's encoder call (R blocks of 256), with and without the weights */
+        const int64_t T = p.T;
+        float *x = malloc(sizeof(float) * (size_t)(R * T)), *wt = malloc(sizeof(float) * (size_t)(R * T));
+        uint32_t *words = malloc(sizeof(uint32_t) * (size_t)(R * tcq_block_words(p)));
+        for (int64_t i = 0; i < R * T; i++) x[i] = (float)test_gauss(&st), wt[i] = 0.5f + (float)(i % T) / (float)T;
+        CHECK_OK(tcq_cuda_encode_blocks(ctx, p, &enc, x, wt, R, words, NULL));   /* warm */
+        double tw[5], tn[5];
+        for (int i = 0; i < 5; i++) {
+            double t0 = now_s();
+            CHECK_OK(tcq_cuda_encode_blocks(ctx, p, &enc, x, wt, R, words, NULL));
+            double t1 = now_s();
+            CHECK_OK(tcq_cuda_encode_blocks(ctx, p, &enc, x, NULL, R, words, NULL));
+            tw[i] = t1 - t0, tn[i] = now_s() - t1;
+        }
+        double mw = tw[0], mn = tn[0];   /* the fastest of 5 */
+        for (int i = 1; i < 5; i++) mw = fmin(mw, tw[i]), mn = fmin(mn, tn[i]);
+        printf("perf: tcq_cuda_encode_blocks of %lld blocks: %.2f ms with weights, %.2f ms without\n", (long long)R,
+               1e3 * mw, 1e3 * mn);
+        free(x), free(wt), free(words);
+    }
     const int64_t rw = C * p.k / 32;
     float *W = malloc(sizeof(float) * (size_t)(R * C)), *What = malloc(sizeof(float) * (size_t)(R * C));
     uint32_t *codes = malloc(sizeof(uint32_t) * (size_t)(R * rw));
