@@ -13,6 +13,7 @@
 #include "../kernels/cuda/cuda_internal.h"
 #include "../kernels/cuda/tc_common.cuh"
 #include "../kernels/cuda/timers.h"
+#include "encode_cuda.h"
 
 #include <math.h>
 #include <string.h>
@@ -560,34 +561,77 @@ tcq_status tcq_cuda_encode_rows(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq
     return TCQ_OK;
 }
 
-tcq_status tcq_cuda_encode_blocks(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq_encode_opts *opts, const float *x,
-                                  const float *w, int64_t n, uint32_t *words, double *sq_err)
+namespace {
+
+/* dst[b * T + t] = w[t] for b < n: a shared weight vector spread on the device */
+__global__ void k_spread(float *dst, const float *w, int T, int64_t total)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) dst[i] = w[i % T];
+}
+
+/* tcq_cuda_encode_blocks' body; shared: w holds T weights for every block */
+tcq_status encode_blocks(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq_encode_opts *opts, const float *x,
+                         const float *w, int shared, int64_t n, uint32_t *words)
 {
     if (!ctx) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda encode_blocks: ctx is NULL");
     TCQ_TRY(tcq_block_check(p));
-    if (!x || !words) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda encode_blocks: NULL buffer");
+    if (!x || !words || (shared && !w)) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda encode_blocks: NULL buffer");
     if (n <= 0) return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda encode_blocks: %lld blocks", (long long)n);
     TCQ_TRY(check_params(ctx, p, opts, "cuda encode_blocks"));
-    TCQ_TRY(check_inputs(x, w, n * p.T, "cuda encode_blocks"));
+    /* shared: the targets are checked on the device (the kernel's smallest bad index), not by a
+     * host scan of n x T floats per call (~3 ms of a 14B gate block's ~25) */
+    if (shared) TCQ_TRY(check_inputs(w, w, p.T, "cuda encode_blocks (shared weights)"));
+    else TCQ_TRY(check_inputs(x, w, n * p.T, "cuda encode_blocks"));
     const int wpb = tcq_block_words(p);
     const int64_t per = TCQ_MAX((int64_t)1, ((int64_t)32 << 20) / p.T);   /* blocks per batch */
     const int64_t nb = TCQ_MIN(n, per);
     /* the context's scratch, not a cudaMalloc per call: BlockLDLQ's axis 0 codes one row (a few
      * blocks) per call, tens of thousands of calls per matrix */
-    const size_t xb = tcq_align256((size_t)(nb * p.T) * 4);
+    const size_t xb = tcq_align256((size_t)(nb * p.T) * 4), wb = tcq_align256((size_t)p.T * 4);
     uint8_t *dev = NULL;
-    tcq_status s = tcq_cuda_scratch(ctx, 2 * xb + (size_t)(nb * wpb) * 4, (void **)&dev);
-    float *dx = (float *)dev, *dw = (float *)(dev + xb);
-    uint32_t *dwords = (uint32_t *)(dev + 2 * xb);
-    for (int64_t b0 = 0; b0 < n && s == TCQ_OK; b0 += nb) {
+    const size_t ob = 2 * xb + wb + tcq_align256((size_t)(nb * wpb) * 4);
+    tcq_status s = tcq_cuda_scratch(ctx, ob + 16, (void **)&dev);
+    float *dx = (float *)dev, *dw = (float *)(dev + xb), *dw1 = (float *)(dev + 2 * xb);
+    uint32_t *dwords = (uint32_t *)(dev + 2 * xb + wb);
+    unsigned long long *dbad = shared ? (unsigned long long *)(dev + ob) : NULL;
+    if (s == TCQ_OK && shared) s = tcq_cuda_copy_to_device(ctx, dw1, w, (size_t)p.T * 4);
+    if (s == TCQ_OK && shared && cudaMemsetAsync(dbad, 0xff, 16, ctx->stream) != cudaSuccess)
+        s = tcq_fail(TCQ_ERR_INTERNAL, "cuda encode_blocks: memset");
+    for (int64_t b0 = 0, spread = 0; b0 < n && s == TCQ_OK; b0 += nb) {
         const int64_t m = TCQ_MIN(nb, n - b0);
         s = tcq_cuda_copy_to_device(ctx, dx, x + b0 * p.T, (size_t)(m * p.T) * 4);
-        if (s == TCQ_OK && w) s = tcq_cuda_copy_to_device(ctx, dw, w + b0 * p.T, (size_t)(m * p.T) * 4);
+        if (s == TCQ_OK && w && !shared) s = tcq_cuda_copy_to_device(ctx, dw, w + b0 * p.T, (size_t)(m * p.T) * 4);
+        if (s == TCQ_OK && shared && m > spread) {   /* dw holds the vector for `spread` blocks already */
+            k_spread<<<(unsigned)((m * p.T + 255) / 256), 256, 0, ctx->stream>>>(dw, dw1, p.T, m * p.T);
+            s = cudaGetLastError() == cudaSuccess ? TCQ_OK : tcq_fail(TCQ_ERR_INTERNAL, "cuda encode_blocks: spread kernel");
+            spread = m;
+        }
         if (s != TCQ_OK) break;
-        EncArgs a = {dx, w ? dw : NULL, dwords, NULL, NULL, NULL, 0, 1, 0, p.L, p.T};
+        EncArgs a = {dx, w ? dw : NULL, dwords, NULL, NULL, dbad, 0, 1, b0 * p.T, p.L, p.T};
         s = launch_encode(ctx->stream, p.k, a, m);
         if (s == TCQ_OK) s = tcq_cuda_copy_to_host(ctx, words + b0 * wpb, dwords, (size_t)(m * wpb) * 4);
     }
+    unsigned long long bad[2] = {~0ull, ~0ull};
+    if (s == TCQ_OK && shared) s = tcq_cuda_copy_to_host(ctx, bad, dbad, sizeof bad);
+    if (s == TCQ_OK && bad[0] != ~0ull)
+        return tcq_fail(TCQ_ERR_INVALID_ARG, "cuda encode_blocks: x[%lld] is not finite", (long long)bad[0]);
+    return s;
+}
+
+}  // namespace
+
+tcq_status tcq_cuda_encode_blocks_w1(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq_encode_opts *opts, const float *x,
+                                     const float *w, int64_t n, uint32_t *words)
+{
+    return encode_blocks(ctx, p, opts, x, w, 1, n, words);
+}
+
+tcq_status tcq_cuda_encode_blocks(tcq_cuda_ctx *ctx, tcq_block_params p, const tcq_encode_opts *opts, const float *x,
+                                  const float *w, int64_t n, uint32_t *words, double *sq_err)
+{
+    const tcq_status s = encode_blocks(ctx, p, opts, x, w, 0, n, words);
+    const int wpb = tcq_block_words(p);
     if (s != TCQ_OK) return s;
     if (sq_err) {
         /* as tcq_encode_blocks: sum_t w_t (x_t - v(s_t))^2 per block, blocks added in order */

@@ -10,6 +10,7 @@
  *     (ldlq_axis0.c; g = 1: GPTQ's column-by-column order), in GPTQ's act-order. */
 #include "quant.h"
 #include "qla.h"
+#include "../encode/encode_cuda.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -126,6 +127,14 @@ tcq_status tcq_quant_encode_blocks(const tcq_ldlq_args *a, const float *x, const
 {
     return a->gpu ? tcq_cuda_encode_blocks(a->gpu, a->p, a->enc, x, w, n, words, NULL)
                   : tcq_encode_blocks(a->p, a->enc, x, w, n, words, a->pool, NULL);
+}
+
+tcq_status tcq_quant_encode_blocks_w1(const tcq_ldlq_args *a, const float *x, const float *w1, float *wt, int64_t n,
+                                      uint32_t *words)
+{
+    if (a->gpu) return tcq_cuda_encode_blocks_w1(a->gpu, a->p, a->enc, x, w1, n, words);
+    for (int64_t b = 0; b < n; b++) memcpy(wt + b * a->p.T, w1, (size_t)a->p.T * sizeof *wt);
+    return tcq_encode_blocks(a->p, a->enc, x, wt, n, words, a->pool, NULL);
 }
 
 /* One (row, candidate) of tcq_quant_code_candidates after the encoder: its refit scale and its
@@ -280,9 +289,11 @@ typedef struct ax1_ws {
     double *E;                /* [R, C] W - What of the run (on a qla: the feedback's operand there) */
     double *corr;             /* [R, T] a block's feedback */
     float *tg;                /* [R, C] the targets (the refit's) */
-    float *x, *wt;            /* [R, T] a block's scaled targets, the Viterbi's weights */
+    float *x, *wt;            /* [R, T] a block's scaled targets; the Viterbi's weights spread (CPU encoder) */
     float *dw;                /* [T] D_b's diagonal over its mean */
     uint32_t *words;          /* [R, bw] */
+    float *whb;               /* [R, T] on a qla: a block's reconstruction packed (E's columns are made there) */
+    const float *W;           /* on a qla: mirrored for the tensor */
     int mir_e, mir_l;
 } ax1_ws;
 
@@ -334,7 +345,6 @@ static void ax1_targets(void *arg, int64_t item, int thread)
             w->tg[r * C + c0 + t] = v;
             w->x[r * T + t] = v / sc;
         }
-        memcpy(w->wt + r * T, w->dw, (size_t)T * sizeof *w->wt);
     }
 }
 
@@ -353,6 +363,7 @@ static void ax1_decode(void *arg, int64_t item, int thread)
         memcpy(dst, w->words + r * bw, (size_t)bw * sizeof *dst);
         tcq_block_decode_f32(p, dst, tcq_f16_to_f32(a->scales[r]), a->What + r * C + c0);
         for (int64_t t = 0; t < T; t++) w->E[r * C + c0 + t] = (double)a->W[r * C + c0 + t] - (double)a->What[r * C + c0 + t];
+        if (w->whb) memcpy(w->whb + r * T, a->What + r * C + c0, (size_t)T * sizeof *w->whb);
     }
 }
 
@@ -370,6 +381,8 @@ static void ax1_free(tcq_qla *qla, ax1_ws *w, const double *Lm)
 {
     if (w->mir_e) tcq_qla_unmirror(qla, w->E);
     if (w->mir_l) tcq_qla_unmirror(qla, Lm);
+    if (w->W) tcq_qla_unmirror(qla, w->W);
+    free(w->whb);
     free(w->E);
     free(w->corr);
     free(w->tg);
@@ -392,10 +405,16 @@ static tcq_status ax1_alloc(const tcq_ldlq_args *a, const double *Lm, ax1_ws *w)
     w->words = malloc((size_t)(R * tcq_block_words(a->p)) * sizeof *w->words);
     tcq_status s = w->E && w->corr && w->tg && w->x && w->wt && w->dw && w->words ? TCQ_OK
                  : tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
-    /* on a GPU, E and L stay there: only each coded block's columns of E go up (E's device copy
-     * needs no start: a block's feedback reads only the blocks coded before it in the run) */
+    /* on a GPU, E and L stay there: only each coded block's reconstruction goes up, E's columns
+     * made there from W's copy (E's device copy needs no start: a block's feedback reads only
+     * the blocks coded before it in the run).  A float block packed is a quarter of the bytes of
+     * E's double columns at E's row pitch, which pageable 2D copies move at ~5 GB/s. */
     if (s == TCQ_OK && a->qla) {
-        s = tcq_qla_mirror(a->qla, w->E, (size_t)(R * C) * sizeof *w->E, 1);
+        w->whb = malloc((size_t)(R * T) * sizeof *w->whb);
+        s = w->whb ? tcq_qla_mirror(a->qla, a->W, (size_t)(R * C) * sizeof *a->W, 0)
+                   : tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
+        if (s == TCQ_OK) w->W = a->W;
+        if (s == TCQ_OK) s = tcq_qla_mirror(a->qla, w->E, (size_t)(R * C) * sizeof *w->E, 1);
         w->mir_e = s == TCQ_OK;
         if (s == TCQ_OK && C > T) {
             s = tcq_qla_mirror(a->qla, Lm, (size_t)(C * C) * sizeof *Lm, 0);
@@ -435,16 +454,16 @@ static tcq_status ldlq_axis1(const tcq_ldlq_args *a, const double *Lm, const dou
         }
         j.c0 = c0, j.rest = rest;
         rows_run(a->pool, R, ax1_targets, &j);
-        s = tcq_quant_encode_blocks(a, w->x, w->wt, R, w->words);
+        s = tcq_quant_encode_blocks_w1(a, w->x, w->dw, w->wt, R, w->words);
         if (s != TCQ_OK) break;
         rows_run(a->pool, R, ax1_decode, &j);
-        if (w->mir_e) s = tcq_qla_push(a->qla, w->E + c0, R, T, C, sizeof *w->E);
+        if (w->mir_e) s = tcq_qla_error_cols(a->qla, w->E, a->W, R, C, c0, T, w->whb);
     }
     if (s == TCQ_OK && a->refit) {
         s = tcq_quant_refit_rows(a->pool, p, w->tg, R, C, a->codes, a->scales, NULL);
         if (s == TCQ_OK) tcq_quant_decode_rows_on(a->pool, p, a->codes, a->scales, R, C, a->What);
         if (s == TCQ_OK) rows_run(a->pool, R, ax1_error, &j);
-        if (s == TCQ_OK && w->mir_e) s = tcq_qla_push(a->qla, w->E, R, C, C, sizeof *w->E);
+        if (s == TCQ_OK && w->mir_e) s = tcq_qla_error_cols(a->qla, w->E, a->W, R, C, 0, C, a->What);
     }
     return s;
 }

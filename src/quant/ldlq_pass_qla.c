@@ -62,7 +62,6 @@ static void p1_targets(void *arg, int64_t item, int thread)
     for (int64_t r = r0; r < r1; r++) {
         const float sc = tcq_f16_to_f32(a->scales[r]);
         for (int64_t t = 0; t < T; t++) j->x[r * T + t] = (float)(((double)a->W[r * C + j->c0 + t] + j->Z[r * T + t]) / sc);
-        memcpy(j->wt + r * T, j->wh, (size_t)T * sizeof *j->wt);
     }
 }
 
@@ -155,7 +154,7 @@ static tcq_status axis1(const tcq_ldlq_args *a, const double *H, double lambda)
         if (s != TCQ_OK) break;
         j.c0 = c0;
         p1_run(a->pool, R, p1_targets, &j);
-        s = tcq_quant_encode_blocks(a, x, wt, R, words);
+        s = tcq_quant_encode_blocks_w1(a, x, wh, wt, R, words);
         if (s != TCQ_OK) break;
         p1_run(a->pool, R, p1_decode, &j);
         s = tcq_qla_push(q, Eo, R, T, T, sizeof *Eo);

@@ -135,6 +135,16 @@ static tcq_status p_schur(tcq_qla *q, int64_t m, double lambda, double *A, doubl
     return TCQ_OK;
 }
 
+/* E [R, n] (row stride lde) = W (row stride ldw) - Wh [R, n] packed */
+static tcq_status p_error_cols(tcq_qla *q, int64_t R, int64_t n, double *E, int64_t lde, const float *W, int64_t ldw,
+                               const float *Wh)
+{
+    if (q->ctx) return tcq_qla_cu_error_cols(q->ctx, R, n, E, lde, W, ldw, Wh);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t t = 0; t < n; t++) E[r * lde + t] = (double)W[r * ldw + t] - (double)Wh[r * n + t];
+    return TCQ_OK;
+}
+
 /* ---- mirrors and staging ---- */
 
 tcq_status tcq_qla_create(tcq_cuda_ctx *ctx, tcq_qla **out)
@@ -378,6 +388,19 @@ tcq_status tcq_qla_schur(tcq_qla *q, double *A, double *F, const double *H, int6
     return p_copy2d(q, 0, b, (size_t)m * 8, o.d, (size_t)m * 8, (size_t)m * 8, 1);
 }
 
+tcq_status tcq_qla_error_cols(tcq_qla *q, double *E, const float *W, int64_t R, int64_t C, int64_t c0, int64_t n,
+                              const float *Wh)
+{
+    if (R <= 0 || n <= 0) return TCQ_OK;
+    if (c0 < 0 || c0 + n > C) return tcq_fail(TCQ_ERR_INTERNAL, "qla error columns: [%lld, %lld) of %lld", (long long)c0,
+                                              (long long)(c0 + n), (long long)C);
+    char *e = mirrored(q, E, (size_t)(R * C) * 8), *w = mirrored(q, W, (size_t)(R * C) * 4);
+    if (!e || !w) return tcq_fail(TCQ_ERR_INTERNAL, "qla error columns: E and W must be mirrored");
+    dop h;
+    TCQ_TRY(operand(q, 0, Wh, R, n, n, 4, 1, &h));
+    return p_error_cols(q, R, n, (double *)e + c0, C, (const float *)w + c0, C, (const float *)h.d);
+}
+
 tcq_status tcq_qla_proxy(tcq_qla *q, const double *E, int64_t R, int64_t C, int axis, const double *H, double *out)
 {
     const int64_t hm = axis ? C : R;
@@ -440,6 +463,12 @@ tcq_status tcq_qla_cu_schur(tcq_cuda_ctx *c, int64_t m, double lambda, double *A
                             double *b)
 {
     (void)c, (void)m, (void)lambda, (void)A, (void)F, (void)H, (void)b;
+    QLA_NO_CUDA;
+}
+tcq_status tcq_qla_cu_error_cols(tcq_cuda_ctx *c, int64_t R, int64_t n, double *E, int64_t lde, const float *W,
+                                 int64_t ldw, const float *Wh)
+{
+    (void)c, (void)R, (void)n, (void)E, (void)lde, (void)W, (void)ldw, (void)Wh;
     QLA_NO_CUDA;
 }
 tcq_status tcq_qla_cu_dots(tcq_cuda_ctx *c, int64_t n, int64_t batch, const double *x, const double *y, int64_t stride,

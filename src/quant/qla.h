@@ -66,6 +66,11 @@ tcq_status tcq_qla_cholesky_mirrored(tcq_qla *q, double *A, int64_t m);
  * on entry A = V V^T and F = V W^T; on return b[i] = sum_j H_ij F_ij + lambda F_ii (on the host),
  * A = A o H + lambda diag(A) and F a copy of that A (for the factor), in the device copies. */
 tcq_status tcq_qla_schur(tcq_qla *q, double *A, double *F, const double *H, int64_t m, double lambda, double *b);
+/* E[:, c0 : c0 + n] = W[:, c0 : c0 + n] - Wh for E [R, C] double and W [R, C] float, both
+ * mirrored, Wh [R, n] float packed on the host (staged: one contiguous copy of half the bytes of
+ * E's columns), in the device copy of E only: the doubles the host's (double) W - (double) Wh gives. */
+tcq_status tcq_qla_error_cols(tcq_qla *q, double *E, const float *W, int64_t R, int64_t C, int64_t c0, int64_t n,
+                              const float *Wh);
 /* sum(E o P), P = E H (axis 1, H [C, C]) or H E (axis 0, H [R, R]): tcq_quant_proxy's sum for
  * E [R, C] (double, staged) in one product; H may be mirrored. */
 tcq_status tcq_qla_proxy(tcq_qla *q, const double *E, int64_t R, int64_t C, int axis, const double *H, double *out);
@@ -87,6 +92,8 @@ tcq_status tcq_qla_cu_trsm(tcq_cuda_ctx *c, int left, int upper, int trans, int6
 tcq_status tcq_qla_cu_dot(tcq_cuda_ctx *c, int64_t n, const double *x, const double *y, double *out);
 tcq_status tcq_qla_cu_schur(tcq_cuda_ctx *c, int64_t m, double lambda, double *A, double *F, const double *H,
                             double *b);
+tcq_status tcq_qla_cu_error_cols(tcq_cuda_ctx *c, int64_t R, int64_t n, double *E, int64_t lde, const float *W,
+                                 int64_t ldw, const float *Wh);
 /* out[i] = x_i . y_i (device, n each) for batch vectors x_i = x + i * stride, y_i likewise. */
 tcq_status tcq_qla_cu_dots(tcq_cuda_ctx *c, int64_t n, int64_t batch, const double *x, const double *y, int64_t stride,
                            double *out);

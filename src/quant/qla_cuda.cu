@@ -145,7 +145,27 @@ __global__ void schur_rows(int64_t m, double lambda, double *A, double *F, const
     if (threadIdx.x == 0) b[i] = red[0] + lambda * fii;
 }
 
+__global__ void error_cols(int64_t R, int64_t n, double *E, int64_t lde, const float *W, int64_t ldw, const float *Wh)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= R * n) return;
+    const int64_t r = i / n, t = i % n;
+    E[r * lde + t] = (double)W[r * ldw + t] - (double)Wh[i];
+}
+
 }  // namespace
+
+extern "C" tcq_status tcq_qla_cu_error_cols(tcq_cuda_ctx *c, int64_t R, int64_t n, double *E, int64_t lde, const float *W,
+                                            int64_t ldw, const float *Wh)
+{
+    const int64_t total = R * n;
+    if (total <= 0) return TCQ_OK;
+    const int64_t blocks = (total + 255) / 256;
+    if (blocks > INT32_MAX) return tcq_fail(TCQ_ERR_UNSUPPORTED, "qla error columns: size beyond 32 bits");
+    error_cols<<<(unsigned)blocks, 256, 0, c->stream>>>(R, n, E, lde, W, ldw, Wh);
+    CU_LAUNCHED("qla: error columns");
+    return TCQ_OK;
+}
 
 extern "C" tcq_status tcq_qla_cu_schur(tcq_cuda_ctx *c, int64_t m, double lambda, double *A, double *F, const double *H,
                                        double *b)

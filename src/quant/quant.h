@@ -220,6 +220,10 @@ typedef struct tcq_ldlq_args {
 } tcq_ldlq_args;
 /* Code n blocks of T targets x (weights w or NULL) with the encoder a names (ldlq.c). */
 tcq_status tcq_quant_encode_blocks(const tcq_ldlq_args *a, const float *x, const float *w, int64_t n, uint32_t *words);
+/* The same with one weight vector w1 [T] for all n blocks: on the GPU encoder only T floats go
+ * up; on the CPU it is spread into wt [n, T] first (the same words either way). */
+tcq_status tcq_quant_encode_blocks_w1(const tcq_ldlq_args *a, const float *x, const float *w1, float *wt, int64_t n,
+                                      uint32_t *words);
 /* loss[r] = e_r Hd e_r^T for the rows of E [R, C] (Hd [C, C]), through EH [R, C] = E Hd: on qla's
  * backend when qla is set (each of E, Hd, EH mirrored or staged; the per-row sums there too, only
  * the R losses come down), else CBLAS here. */

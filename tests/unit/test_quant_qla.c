@@ -4,7 +4,9 @@
  *   - DSYRK into a mirrored Hessian, the two DTRSM forms, the blocked Cholesky (blocks of 512:
  *     m = 1100 is three) against tcq_quant_cholesky, the block LDL on it (blocks of 1 and 256)
  *     against tcq_quant_block_ldl; hscale's axis-0 system on the device (tcq_qla_schur, the factor
- *     left there) against its formula and the CPU's refit, the proxy's one product against tcq_quant_proxy, the axis-1
+ *     left there) against its formula and the CPU's refit; E's columns made there from W's copy
+ *     (tcq_qla_error_cols) against the host's doubles; the GPU encoder with one weight vector
+ *     for all blocks against the vector spread; the proxy's one product against tcq_quant_proxy, the axis-1
  *     scale search's per-row losses e H e^T (Hd mirrored; then E, Hd and EH mirrored, EH's host
  *     copy untouched: only the R sums come down) against CBLAS to 1e-12;
  *   - BlockLDLQ plus one pass with the products on the emulation against the CPU path, both axes
@@ -26,6 +28,7 @@
 #include "model/model.h"
 #include "quant/qla.h"
 #include "quant/quant.h"
+#include "encode/encode_cuda.h"
 
 #include <cblas.h>
 #include <sys/stat.h>
@@ -160,6 +163,30 @@ static void check_factor(uint64_t *st, tcq_qla *q)
     free(H), free(Hr), free(X);
 }
 
+/* E's columns made on the device from W's copy and a packed reconstruction: the host's doubles */
+static void check_error_cols(uint64_t *st, tcq_qla *q)
+{
+    const int64_t R = 37, C = 768, c0 = 256, n = 256;
+    double *E = malloc(sizeof(double) * (size_t)(R * C)), *Er = malloc(sizeof(double) * (size_t)(R * C));
+    float *W = malloc(sizeof(float) * (size_t)(R * C)), *Wh = malloc(sizeof(float) * (size_t)(R * n));
+    fill(st, E, R * C);
+    memcpy(Er, E, sizeof(double) * (size_t)(R * C));
+    for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st);
+    for (int64_t i = 0; i < R * n; i++) Wh[i] = (float)test_gauss(st);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t t = 0; t < n; t++) Er[r * C + c0 + t] = (double)W[r * C + c0 + t] - (double)Wh[r * n + t];
+    CHECK_OK(tcq_qla_mirror(q, E, sizeof(double) * (size_t)(R * C), 0));
+    CHECK_OK(tcq_qla_mirror(q, W, sizeof(float) * (size_t)(R * C), 0));
+    CHECK_OK(tcq_qla_error_cols(q, E, W, R, C, c0, n, Wh));
+    CHECK(tcq_qla_error_cols(q, E, W, R, C, 600, n, Wh) == TCQ_ERR_INTERNAL, "error columns past C refused");
+    tcq_error_clear();
+    CHECK_OK(tcq_qla_pull(q, E, R, C, C, sizeof *E));
+    tcq_qla_unmirror(q, E);
+    tcq_qla_unmirror(q, W);
+    CHECK(!memcmp(E, Er, sizeof(double) * (size_t)(R * C)), "error columns: not the host's doubles");
+    free(E), free(Er), free(W), free(Wh);
+}
+
 /* hscale's axis-0 system on q: tcq_qla_schur against its formula (the emulation bit for bit),
  * the factor left on the device against tcq_quant_cholesky (three blocks, the host copy
  * untouched), then the whole refit against the CPU path's (R = 1100: a blocked factor) */
@@ -289,9 +316,37 @@ static void check_row_losses(uint64_t *st, tcq_qla *q)
     free(E), free(H), free(EH), free(l0), free(l1);
 }
 
+static tcq_cuda_ctx *gpu_enc;   /* the GPU run: its encoder codes the blocks */
+
+/* the GPU encoder with one weight vector for every block: the words of the spread weights (n over
+ * two of the encoder's batches of 131072 blocks) */
+static void check_encode_w1(uint64_t *st)
+{
+    if (!gpu_enc) return;
+    const tcq_block_params p = {12, 2, 256};
+    const tcq_encode_opts enc = {0};
+    const int64_t n = 131072 + 300, T = p.T, wpb = tcq_block_words(p);
+    float *x = malloc(sizeof(float) * (size_t)(n * T)), *wt = malloc(sizeof(float) * (size_t)(n * T));
+    float *w1 = malloc(sizeof(float) * (size_t)T);
+    uint32_t *a = malloc(sizeof(uint32_t) * (size_t)(n * wpb)), *b = malloc(sizeof(uint32_t) * (size_t)(n * wpb));
+    for (int64_t t = 0; t < T; t++) w1[t] = 0.25f + (float)fabs(test_gauss(st));
+    for (int64_t i = 0; i < n * T; i++) x[i] = (float)test_gauss(st), wt[i] = w1[i % T];
+    CHECK_OK(tcq_cuda_encode_blocks(gpu_enc, p, &enc, x, wt, n, a, NULL));
+    CHECK_OK(tcq_cuda_encode_blocks_w1(gpu_enc, p, &enc, x, w1, n, b));
+    CHECK(!memcmp(a, b, sizeof(uint32_t) * (size_t)(n * wpb)), "encode with one weight vector: other words");
+    x[131072 * T + 5] = NAN;   /* in the second batch: checked on the device */
+    CHECK(tcq_cuda_encode_blocks_w1(gpu_enc, p, &enc, x, w1, n, b) == TCQ_ERR_INVALID_ARG &&
+              strstr(tcq_last_error(), "x[33554437]"), "a NaN target refused, by its index: %s", tcq_last_error());
+    tcq_error_clear();
+    x[131072 * T + 5] = 0.5f;
+    w1[7] = -1.0f;
+    CHECK(tcq_cuda_encode_blocks_w1(gpu_enc, p, &enc, x, w1, n, b) == TCQ_ERR_INVALID_ARG, "a negative weight refused");
+    tcq_error_clear();
+    free(x), free(wt), free(w1), free(a), free(b);
+}
+
 /* BlockLDLQ + one pass of W [R, C] with a scale search of `search` candidates, the products on q
  * (NULL: the CPU path); proxy loss out. */
-static tcq_cuda_ctx *gpu_enc;   /* the GPU run: its encoder codes the blocks */
 
 static double ldlq(tcq_qla *q, int search, int group, int refit, const float *W, int64_t R, int64_t C, int axis,
                    const double *H, uint32_t *codes, uint16_t *scales)
@@ -514,8 +569,10 @@ static void check_all(uint64_t *st, tcq_cuda_ctx *ctx)
     check_gemm(st, q);
     check_factor(st, q);
     check_hscale(st, q);
+    check_error_cols(st, q);
     check_proxy(st, q);
     check_row_losses(st, q);
+    check_encode_w1(st);
     check_ldlq(st, q);
     check_cal(q);
     tcq_qla_free(q);

@@ -1,6 +1,7 @@
 /* The CUDA API in a build without CUDA: every call says so. */
 #include "../../core/internal.h"
 #include "timers.h"
+#include "../../encode/encode_cuda.h"
 
 #ifndef TCQ_HAVE_CUDA
 
@@ -66,6 +67,12 @@ tcq_status tcq_cuda_encode_blocks(tcq_cuda_ctx *c, tcq_block_params p, const tcq
                                   const float *w, int64_t n, uint32_t *words, double *e)
 {
     (void)c; (void)p; (void)o; (void)x; (void)w; (void)n; (void)words; (void)e;
+    NO_CUDA;
+}
+tcq_status tcq_cuda_encode_blocks_w1(tcq_cuda_ctx *c, tcq_block_params p, const tcq_encode_opts *o, const float *x,
+                                     const float *w, int64_t n, uint32_t *words)
+{
+    (void)c; (void)p; (void)o; (void)x; (void)w; (void)n; (void)words;
     NO_CUDA;
 }
 tcq_status tcq_cuda_time_linear(tcq_cuda_ctx *c, const tcq_trellis *const *w, int n, const float *x, float *y,
