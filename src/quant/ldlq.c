@@ -250,33 +250,28 @@ tcq_status tcq_quant_code_candidates(const tcq_ldlq_args *a, tcq_quant_cand *scr
     return s;
 }
 
-/* rows of E = W - What (or W alone for the reference), 64 rows an item */
-typedef struct efill_job {
-    const float *W, *What;
-    double *E;
-    int64_t R, C;
-} efill_job;
-
-static void efill_item(void *arg, int64_t item, int thread)
-{
-    (void)thread;
-    const efill_job *j = arg;
-    const int64_t i0 = item * 64 * j->C, i1 = TCQ_MIN(j->R, (item + 1) * 64) * j->C;
-    for (int64_t i = i0; i < i1; i++) j->E[i] = j->What ? (double)j->W[i] - (double)j->What[i] : (double)j->W[i];
-}
-
-tcq_status tcq_quant_proxy_on(tcq_qla *qla, tcq_pool *pool, const float *W, const float *What, int64_t R, int64_t C,
-                              int axis, const double *H, double *loss, double *ref)
+/* E = W - What (then W alone, the reference) made on the device from W's copy and What's floats
+ * (tcq_qla_error_cols): a float [R, C] goes up instead of two double ones, and the host fills
+ * nothing.  E's host array only names the device buffer.  The same doubles as the host's
+ * (double) W - (double) What, so the same sums as staging them. */
+tcq_status tcq_quant_proxy_on(tcq_qla *qla, const float *W, const float *What, int64_t R, int64_t C, int axis,
+                              const double *H, double *loss, double *ref)
 {
     double *E = malloc((size_t)(R * C) * sizeof *E);
     if (!E) return tcq_fail(TCQ_ERR_NOMEM, "proxy loss of [%lld, %lld]", (long long)R, (long long)C);
-    tcq_status s = TCQ_OK;
+    const size_t wbytes = (size_t)(R * C) * sizeof *W;
+    const int own_w = !tcq_qla_mirrored(qla, W, wbytes);
+    tcq_status s = own_w ? tcq_qla_mirror(qla, W, wbytes, 0) : TCQ_OK;
+    const int mir_w = own_w && s == TCQ_OK;
+    if (s == TCQ_OK) s = tcq_qla_mirror(qla, E, (size_t)(R * C) * sizeof *E, 1);
+    const int mir_e = s == TCQ_OK;
     for (int pass = 0; s == TCQ_OK && pass < 2; pass++) {
         if (pass == 1 && !ref) break;
-        efill_job j = {W, pass ? NULL : What, E, R, C};
-        tcq_pool_run(pool, (R + 63) / 64, efill_item, &j);
-        s = tcq_qla_proxy(qla, E, R, C, axis, H, pass ? ref : loss);
+        s = tcq_qla_error_cols(qla, E, W, R, C, 0, C, pass ? NULL : What);
+        if (s == TCQ_OK) s = tcq_qla_proxy(qla, E, R, C, axis, H, pass ? ref : loss);
     }
+    if (mir_e) tcq_qla_unmirror(qla, E);
+    if (mir_w) tcq_qla_unmirror(qla, W);
     free(E);
     return s;
 }

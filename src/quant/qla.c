@@ -141,7 +141,7 @@ static tcq_status p_error_cols(tcq_qla *q, int64_t R, int64_t n, double *E, int6
 {
     if (q->ctx) return tcq_qla_cu_error_cols(q->ctx, R, n, E, lde, W, ldw, Wh);
     for (int64_t r = 0; r < R; r++)
-        for (int64_t t = 0; t < n; t++) E[r * lde + t] = (double)W[r * ldw + t] - (double)Wh[r * n + t];
+        for (int64_t t = 0; t < n; t++) E[r * lde + t] = (double)W[r * ldw + t] - (Wh ? (double)Wh[r * n + t] : 0.0);
     return TCQ_OK;
 }
 
@@ -396,8 +396,8 @@ tcq_status tcq_qla_error_cols(tcq_qla *q, double *E, const float *W, int64_t R, 
                                               (long long)(c0 + n), (long long)C);
     char *e = mirrored(q, E, (size_t)(R * C) * 8), *w = mirrored(q, W, (size_t)(R * C) * 4);
     if (!e || !w) return tcq_fail(TCQ_ERR_INTERNAL, "qla error columns: E and W must be mirrored");
-    dop h;
-    TCQ_TRY(operand(q, 0, Wh, R, n, n, 4, 1, &h));
+    dop h = {NULL, n, 0};
+    if (Wh) TCQ_TRY(operand(q, 0, Wh, R, n, n, 4, 1, &h));
     return p_error_cols(q, R, n, (double *)e + c0, C, (const float *)w + c0, C, (const float *)h.d);
 }
 

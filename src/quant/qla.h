@@ -68,7 +68,8 @@ tcq_status tcq_qla_cholesky_mirrored(tcq_qla *q, double *A, int64_t m);
 tcq_status tcq_qla_schur(tcq_qla *q, double *A, double *F, const double *H, int64_t m, double lambda, double *b);
 /* E[:, c0 : c0 + n] = W[:, c0 : c0 + n] - Wh for E [R, C] double and W [R, C] float, both
  * mirrored, Wh [R, n] float packed on the host (staged: one contiguous copy of half the bytes of
- * E's columns), in the device copy of E only: the doubles the host's (double) W - (double) Wh gives. */
+ * E's columns; NULL: zeros, E = W), in the device copy of E only: the doubles the host's
+ * (double) W - (double) Wh gives. */
 tcq_status tcq_qla_error_cols(tcq_qla *q, double *E, const float *W, int64_t R, int64_t C, int64_t c0, int64_t n,
                               const float *Wh);
 /* sum(E o P), P = E H (axis 1, H [C, C]) or H E (axis 0, H [R, R]): tcq_quant_proxy's sum for

@@ -150,7 +150,7 @@ __global__ void error_cols(int64_t R, int64_t n, double *E, int64_t lde, const f
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= R * n) return;
     const int64_t r = i / n, t = i % n;
-    E[r * lde + t] = (double)W[r * ldw + t] - (double)Wh[i];
+    E[r * lde + t] = (double)W[r * ldw + t] - (Wh ? (double)Wh[i] : 0.0);
 }
 
 }  // namespace

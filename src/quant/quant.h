@@ -68,10 +68,9 @@ tcq_status tcq_quant_damp(const double *H, int64_t m, double damp, double *out);
  * (optional): the same of W itself. */
 tcq_status tcq_quant_proxy(const float *W, const float *What, int64_t R, int64_t C, int axis, const double *H,
                            tcq_pool *pool /* NULL: this thread */, double *loss, double *ref);
-/* The same sums as one product each on qla's backend (other summation order); E filled on the pool. */
-tcq_status tcq_quant_proxy_on(struct tcq_qla *qla, tcq_pool *pool /* NULL: this thread */, const float *W,
-                              const float *What, int64_t R, int64_t C, int axis, const double *H, double *loss,
-                              double *ref);
+/* The same sums as one product each on qla's backend (other summation order); E made there. */
+tcq_status tcq_quant_proxy_on(struct tcq_qla *qla, const float *W, const float *What, int64_t R, int64_t C, int axis,
+                              const double *H, double *loss, double *ref);
 
 /* Calibration (calib.c), one decoder layer at a time.  A layer's Hessians, one per input site
  * in the order of model.h's TCQ_TAP_* (q/k/v input, o input, gate/up input, down input), the

@@ -269,15 +269,16 @@ static void check_proxy(uint64_t *st, tcq_qla *q)
         for (int64_t i = 0; i < R * C; i++) W[i] = (float)test_gauss(st), Wh[i] = W[i] + 0.1f * (float)test_gauss(st);
         double l0, r0, l1, r1;
         CHECK_OK(tcq_quant_proxy(W, Wh, R, C, axis, H, NULL, &l0, &r0));
-        CHECK_OK(tcq_quant_proxy_on(q, NULL, W, Wh, R, C, axis, H, &l1, &r1));
+        CHECK_OK(tcq_quant_proxy_on(q, W, Wh, R, C, axis, H, &l1, &r1));
         CHECK(fabs(l1 - l0) <= 1e-10 * l0 && fabs(r1 - r0) <= 1e-10 * r0, "proxy axis %d: %.17g %.17g vs %.17g %.17g",
               axis, l1, r1, l0, r0);
-        tcq_pool *pp = NULL;   /* E filled on a pool: the same sums */
+        CHECK(tcq_qla_mirrors(q) == 0, "proxy axis %d: %d mirrors left", axis, tcq_qla_mirrors(q));
+        CHECK_OK(tcq_qla_mirror(q, W, sizeof(float) * (size_t)(R * C), 0));   /* W mirrored by the caller */
         double l2 = -1, r2 = -1;
-        CHECK_OK(tcq_pool_create(2, &pp));
-        CHECK_OK(tcq_quant_proxy_on(q, pp, W, Wh, R, C, axis, H, &l2, &r2));
-        CHECK(l2 == l1 && r2 == r1, "proxy axis %d on a pool: %.17g %.17g vs %.17g %.17g", axis, l2, r2, l1, r1);
-        tcq_pool_free(pp);
+        CHECK_OK(tcq_quant_proxy_on(q, W, Wh, R, C, axis, H, &l2, &r2));
+        CHECK(tcq_qla_mirrors(q) == 1, "proxy axis %d: the caller's W mirror dropped or others left", axis);
+        tcq_qla_unmirror(q, W);
+        CHECK(l2 == l1 && r2 == r1, "proxy axis %d, W mirrored: %.17g %.17g vs %.17g %.17g", axis, l2, r2, l1, r1);
         free(H), free(W), free(Wh);
     }
 }
@@ -690,7 +691,7 @@ static void perf(int64_t R, int64_t C, int threads)
             const double t = now_s() - t0;
             double l = -1, ref = -1;
             t0 = now_s();
-            CHECK_OK(tcq_quant_proxy_on(q, pool, W, What, R, C, axis, H, &l, &ref));
+            CHECK_OK(tcq_quant_proxy_on(q, W, What, R, C, axis, H, &l, &ref));
             printf("perf: axis %d, scale search %d, %d pass(es)%s: %.2f s (the proxy after it %.2f s; relative %.5f)\n",
                    axis, runs[i][0], runs[i][1], runs[i][2] ? ", refit" : "", t, now_s() - t0, l / ref);
             fflush(stdout);
