@@ -259,10 +259,8 @@ tcq_status tcq_quant_proxy_on(tcq_qla *qla, const float *W, const float *What, i
 {
     double *E = malloc((size_t)(R * C) * sizeof *E);
     if (!E) return tcq_fail(TCQ_ERR_NOMEM, "proxy loss of [%lld, %lld]", (long long)R, (long long)C);
-    const size_t wbytes = (size_t)(R * C) * sizeof *W;
-    const int own_w = !tcq_qla_mirrored(qla, W, wbytes);
-    tcq_status s = own_w ? tcq_qla_mirror(qla, W, wbytes, 0) : TCQ_OK;
-    const int mir_w = own_w && s == TCQ_OK;
+    int mir_w = 0;
+    tcq_status s = tcq_qla_mirror_unless(qla, W, (size_t)(R * C) * sizeof *W, 0, &mir_w);
     if (s == TCQ_OK) s = tcq_qla_mirror(qla, E, (size_t)(R * C) * sizeof *E, 1);
     const int mir_e = s == TCQ_OK;
     for (int pass = 0; s == TCQ_OK && pass < 2; pass++) {
@@ -281,14 +279,15 @@ tcq_status tcq_quant_proxy_on(tcq_qla *qla, const float *W, const float *What, i
  * and taken again fault every page back in -- 25 M minor faults, 48 s of system time in a
  * 2-layer device run of session 28).  On a qla, E and L are mirrored once for the tensor. */
 typedef struct ax1_ws {
-    double *E;                /* [R, C] W - What of the run (on a qla: the feedback's operand there) */
+    double *E;                /* [R, C] W - What of the run (on a qla: only names the device copy, the
+                                 feedback's operand there; the host array is not written) */
     double *corr;             /* [R, T] a block's feedback */
     float *tg;                /* [R, C] the targets (the refit's) */
     float *x, *wt;            /* [R, T] a block's scaled targets; the Viterbi's weights spread (CPU encoder) */
     float *dw;                /* [T] D_b's diagonal over its mean */
     uint32_t *words;          /* [R, bw] */
     float *whb;               /* [R, T] on a qla: a block's reconstruction packed (E's columns are made there) */
-    const float *W;           /* on a qla: mirrored for the tensor */
+    const float *W;           /* on a qla: W where this working set mirrored it (dropped with it) */
     int mir_e, mir_l;
 } ax1_ws;
 
@@ -358,8 +357,9 @@ static void ax1_decode(void *arg, int64_t item, int thread)
         uint32_t *dst = a->codes + r * rw + c0 / T * bw;
         memcpy(dst, w->words + r * bw, (size_t)bw * sizeof *dst);
         tcq_block_decode_f32(p, dst, tcq_f16_to_f32(a->scales[r]), a->What + r * C + c0);
-        for (int64_t t = 0; t < T; t++) w->E[r * C + c0 + t] = (double)a->W[r * C + c0 + t] - (double)a->What[r * C + c0 + t];
         if (w->whb) memcpy(w->whb + r * T, a->What + r * C + c0, (size_t)T * sizeof *w->whb);
+        else
+            for (int64_t t = 0; t < T; t++) w->E[r * C + c0 + t] = (double)a->W[r * C + c0 + t] - (double)a->What[r * C + c0 + t];
     }
 }
 
@@ -379,7 +379,8 @@ static void ax1_refit(void *arg, int64_t item, int thread)
             return;
         }
         tcq_quant_decode_rows(a->p, a->codes + r * rw, a->scales + r, 1, C, a->What + r * C);
-        for (int64_t t = 0; t < C; t++) j->w->E[r * C + t] = (double)a->W[r * C + t] - (double)a->What[r * C + t];
+        if (!j->w->mir_e)   /* on a qla E is made there (tcq_qla_error_cols) */
+            for (int64_t t = 0; t < C; t++) j->w->E[r * C + t] = (double)a->W[r * C + t] - (double)a->What[r * C + t];
     }
 }
 
@@ -417,9 +418,10 @@ static tcq_status ax1_alloc(const tcq_ldlq_args *a, const double *Lm, ax1_ws *w)
      * E's double columns at E's row pitch, which pageable 2D copies move at ~5 GB/s. */
     if (s == TCQ_OK && a->qla) {
         w->whb = malloc((size_t)(R * T) * sizeof *w->whb);
-        s = w->whb ? tcq_qla_mirror(a->qla, a->W, (size_t)(R * C) * sizeof *a->W, 0)
+        int own_w = 0;
+        s = w->whb ? tcq_qla_mirror_unless(a->qla, a->W, (size_t)(R * C) * sizeof *a->W, 0, &own_w)
                    : tcq_fail(TCQ_ERR_NOMEM, "LDLQ buffers for [%lld, %lld]", (long long)R, (long long)C);
-        if (s == TCQ_OK) w->W = a->W;
+        if (own_w) w->W = a->W;
         if (s == TCQ_OK) s = tcq_qla_mirror(a->qla, w->E, (size_t)(R * C) * sizeof *w->E, 1);
         w->mir_e = s == TCQ_OK;
         if (s == TCQ_OK && C > T) {

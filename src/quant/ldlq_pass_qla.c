@@ -25,8 +25,7 @@ typedef struct p1_job {
     const tcq_ldlq_args *a;
     double *E;                /* [R, C] */
     const double *Z;          /* [R, T] the block's targets' feedback, pulled */
-    float *x, *wt, *WH;       /* [R, T] */
-    const float *wh;          /* [T] */
+    float *x, *WH;            /* [R, T] */
     const uint32_t *words;    /* [R, bw] */
     double *Eo;               /* [R, T] d = What_b - WH */
     const double *dhd, *lin;  /* [R] */
@@ -120,7 +119,7 @@ static tcq_status axis1(const tcq_ldlq_args *a, const double *H, double lambda)
     tcq_status s = TCQ_OK;
     if (!E || !Z || !S || !Eo || !HD || !sums || !Hb || !U || !Li || !x || !wt || !wh || !WH || !words)
         s = tcq_fail(TCQ_ERR_NOMEM, "LDLQ pass buffers for [%lld, %lld]", (long long)R, (long long)C);
-    p1_job j = {a, E, Z, x, wt, WH, wh, words, Eo, sums, sums + R, 0};
+    p1_job j = {a, E, Z, x, WH, words, Eo, sums, sums + R, 0};
     if (s == TCQ_OK) p1_run(a->pool, R, p1_error, &j);
     const void *mir[6] = {E, H, Z, S, Eo, HD};
     const size_t mbytes[6] = {(size_t)(R * C) * 8, (size_t)(C * C) * 8, (size_t)(R * T) * 8, (size_t)(R * T) * 8,
@@ -192,9 +191,8 @@ static tcq_status axis0(const tcq_ldlq_args *a, const double *H, double lambda)
     double *G = st.G;
     /* H may be mirrored for the whole tensor already (quantize.c: the pass, the refit and the
      * proxy read one copy) */
-    const int own_h = !tcq_qla_mirrored(q, H, (size_t)(R * R) * sizeof *H);
-    tcq_status s = own_h ? tcq_qla_mirror(q, H, (size_t)(R * R) * sizeof *H, 0) : TCQ_OK;
-    const int mir_h = own_h && s == TCQ_OK;
+    int mir_h = 0;
+    tcq_status s = tcq_qla_mirror_unless(q, H, (size_t)(R * R) * sizeof *H, 0, &mir_h);
     int mir_g = 0;   /* held only where its own mirror call succeeded */
     if (s == TCQ_OK) {
         s = tcq_qla_mirror(q, G, (size_t)(R * C) * sizeof *G, 1);

@@ -208,6 +208,15 @@ static char *mirrored(const tcq_qla *q, const void *p, size_t span)
 
 int tcq_qla_mirrored(const tcq_qla *q, const void *h, size_t bytes) { return q && mirrored(q, h, bytes) != NULL; }
 
+tcq_status tcq_qla_mirror_unless(tcq_qla *q, const void *h, size_t bytes, int zero, int *own)
+{
+    *own = 0;
+    if (tcq_qla_mirrored(q, h, bytes)) return TCQ_OK;
+    TCQ_TRY(tcq_qla_mirror(q, h, bytes, zero));
+    *own = 1;
+    return TCQ_OK;
+}
+
 int tcq_qla_mirrors(const tcq_qla *q)
 {
     int n = 0;

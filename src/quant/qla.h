@@ -38,6 +38,9 @@ tcq_status tcq_qla_mirror(tcq_qla *q, const void *h, size_t bytes, int zero);
 void tcq_qla_unmirror(tcq_qla *q, const void *h);
 /* 1 when [h, h + bytes) lies inside a mirror (a caller that mirrors only what is not yet). */
 int tcq_qla_mirrored(const tcq_qla *q, const void *h, size_t bytes);
+/* tcq_qla_mirror unless [h, h + bytes) lies inside a mirror already (a caller's, held longer);
+ * *own: 1 when this call made the mirror (the caller drops it then, and only then). */
+tcq_status tcq_qla_mirror_unless(tcq_qla *q, const void *h, size_t bytes, int zero, int *own);
 /* Mirrors held (tests: a caller that returns leaves none behind). */
 int tcq_qla_mirrors(const tcq_qla *q);
 /* Rectangle rows x cols (elements of es bytes, row stride ld elements) at host address h, inside

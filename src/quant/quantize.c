@@ -263,8 +263,7 @@ static tcq_status code_rows(qctx *c, const char *mod, const float *rows, int64_t
     }
     c->pr.proxy = c->pr.proxy_ref = -1;
     if (s == TCQ_OK && H && !c->dry)
-        s = c->qla ? tcq_quant_proxy_on(c->qla, rows, What, R, C, axis, H, &c->pr.proxy,
-                                        &c->pr.proxy_ref)
+        s = c->qla ? tcq_quant_proxy_on(c->qla, rows, What, R, C, axis, H, &c->pr.proxy, &c->pr.proxy_ref)
                    : tcq_quant_proxy(rows, What, R, C, axis, H, c->pool, &c->pr.proxy, &c->pr.proxy_ref);
     if (mir_h) tcq_qla_unmirror(c->qla, H);
     if (s == TCQ_OK && c->dry)
